@@ -1,0 +1,39 @@
+# e2egen: the commands users and CI type. `make setup pr` and `make setup test` work on a fresh machine.
+VENV    ?= .venv
+PYTHON  ?= $(VENV)/bin/python
+E2EGEN  ?= $(VENV)/bin/e2egen
+CATALOGUE ?= configs.toml
+OUT     ?= build/e2e
+# Parallel workers for the generated suite (pytest-xdist); 0 runs in-process.
+WORKERS ?= auto
+PYTEST_ARGS ?=
+
+.PHONY: setup gen pr test nightly clean
+
+# torch goes in first, on its own: installing the project first would let pip
+# resolve torch from the registry and pull the multi-GB CUDA build.
+setup: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --upgrade pip
+	$(VENV)/bin/pip install "torch==2.13.0"
+	$(VENV)/bin/pip install -e ".[dev]"
+	touch $@
+
+# Regenerates only when the catalogue, the PR selection, templates or generator changed.
+gen: $(OUT)/manifest.json
+$(OUT)/manifest.json: $(CATALOGUE) $(wildcard pr_selection.toml) $(wildcard templates/*.j2) $(wildcard generator/*.py) | $(VENV)/.installed
+	$(E2EGEN) gen $(CATALOGUE) --out $(OUT)
+	@touch $@
+
+pr: gen
+	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q $(PYTEST_ARGS)
+
+test: $(VENV)/.installed
+	$(PYTHON) -m pytest tests -n $(WORKERS) -q $(PYTEST_ARGS)
+
+nightly: gen
+	$(E2EGEN) nightly --catalogue $(CATALOGUE) --out $(OUT) $(NIGHTLY_ARGS)
+
+clean:
+	rm -rf build

@@ -1,0 +1,5 @@
+import sys
+
+from e2egen.cli import main
+
+sys.exit(main())

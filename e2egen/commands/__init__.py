@@ -1,0 +1,4 @@
+"""Subcommands of `e2egen`, one module each group."""
+from e2egen.commands import catalogue_commands, run_command, rocmlir_command
+
+MODULES = (catalogue_commands, run_command, rocmlir_command)

@@ -1,0 +1,88 @@
+"""e2egen validate | gen | list: read the catalogue, expand it, write or show the cases."""
+from __future__ import annotations
+
+import fnmatch
+import sys
+
+from e2egen.cli import EXIT_OK, UsageError, catalogue_argument
+from generator.cases import Case, expand
+from generator.loader import load_catalogue
+from generator.render import render
+
+FILTER_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range", "pr")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="check the catalogue; print nothing but errors (exit 2) or a summary")
+    catalogue_argument(p)
+    p.set_defaults(handler=validate)
+
+    p = sub.add_parser("gen", help="generate the pytest suite from the catalogue")
+    catalogue_argument(p)
+    p.add_argument("--out", default="build/e2e", help="output directory (default: build/e2e)")
+    p.add_argument("--seed", type=int, default=None, help="global seed (default: the catalogue's `seed`)")
+    p.set_defaults(handler=gen)
+
+    p = sub.add_parser("list", help="list case ids with their axes")
+    catalogue_argument(p, positional=False)
+    p.add_argument("--filter", "-k", default="", metavar="EXPR",
+                   help="space-separated terms, all must match: a glob on the id (e.g. 'resnet50/*/f16/*') or AXIS=V1,V2 with AXIS in " + ", ".join(FILTER_AXES))
+    p.add_argument("--pr", action="store_true", help="only the cases in the PR subset")
+    p.set_defaults(handler=list_cases)
+
+
+def validate(args) -> int:
+    catalogue = load_catalogue(args.catalogue)
+    cases = expand(catalogue)
+    print(f"{args.catalogue}: ok: {len(catalogue.suites)} suites, {len(cases)} cases, {sum(c.pr for c in cases)} in the PR subset")
+    return EXIT_OK
+
+
+def gen(args) -> int:
+    catalogue = load_catalogue(args.catalogue)
+    seed = catalogue.seed if args.seed is None else args.seed
+    cases = expand(catalogue, seed)
+    _warn_unknown_selection(catalogue, cases)
+    result = render(catalogue, cases, args.out, seed)
+    print(f"{args.out}: {len(cases)} cases ({sum(c.pr for c in cases)} PR) from {args.catalogue}; "
+          f"{len(result.written)} files written, {len(result.unchanged)} unchanged, {len(result.deleted)} stale deleted")
+    return EXIT_OK
+
+
+def _warn_unknown_selection(catalogue, cases) -> None:
+    ids = {c.id for c in cases}
+    stale = [cid for cid in catalogue.pr_selection if cid not in ids]
+    if stale:
+        print(f"warning: {catalogue.pr_selection_path}: {len(stale)} selected case ids are not in the catalogue any more "
+              f"(e.g. {stale[0]}); rerun `e2egen select`", file=sys.stderr)
+
+
+def list_cases(args) -> int:
+    catalogue = load_catalogue(args.catalogue)
+    matches = case_filter(args.filter)
+    for case in expand(catalogue):
+        if (case.pr or not args.pr) and matches(case):
+            axes = " ".join(f"{k}={v}" for k, v in case.axes.items())
+            print(f"{case.id}\t{axes}\tpr={'yes' if case.pr else 'no'}\tflops={case.flops}")
+    return EXIT_OK
+
+
+def case_filter(expression: str):
+    """A predicate on cases from `list --filter` terms (all must match)."""
+    tests = []
+    for term in expression.split():
+        if "=" in term:
+            axis, _, values = term.partition("=")
+            if axis not in FILTER_AXES:
+                raise UsageError(f"--filter: unknown axis {axis!r}; valid: {', '.join(FILTER_AXES)}")
+            wanted = set(values.split(","))
+            tests.append(lambda case, axis=axis, wanted=wanted: _axis_value(case, axis) in wanted)
+        else:
+            tests.append(lambda case, pattern=term: fnmatch.fnmatchcase(case.id, pattern))
+    return lambda case: all(test(case) for test in tests)
+
+
+def _axis_value(case: Case, axis: str) -> str:
+    if axis == "pr":
+        return "true" if case.pr else "false"
+    return str(getattr(case, axis))

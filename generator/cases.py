@@ -1,0 +1,144 @@
+"""Expand a catalogue into cases: configs x dtypes x directions x layouts x ranges, minus excludes."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Mapping
+
+import runner
+from generator import schema
+from generator.catalogue import Catalogue, Config, Layered, Suite
+from generator.errors import CatalogueError, Problem
+
+
+def derive_seed(global_seed: int, case_id: str) -> int:
+    """A case's seed: stable across runs and machines, independent of case order."""
+    digest = hashlib.sha256(f"{global_seed}:{case_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1  # 63 bits: fits torch.Generator.manual_seed
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test: everything needed to run and judge it, JSON-able."""
+
+    id: str
+    suite: str
+    config: str
+    op: str
+    direction: str
+    dtype: str
+    layout: str
+    range: str
+    lo: float
+    hi: float
+    params: Mapping[str, Any]
+    seed: int
+    tolerances: Mapping[str, float]
+    reference: Mapping[str, Any]
+    bound: Mapping[str, Any] | None
+    impl: str | None
+    markers: tuple[str, ...]
+    pr: bool
+    pr_reason: str
+    flops: int
+    bytes_needed: int
+    reduction_size: int
+    location: str = field(default="", compare=False)
+
+    @property
+    def axes(self) -> dict[str, str]:
+        return {"config": self.config, "dtype": self.dtype, "direction": self.direction, "layout": self.layout, "range": self.range}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["params"] = dict(self.params)
+        data["tolerances"] = dict(self.tolerances)
+        data["reference"] = dict(self.reference)
+        data["bound"] = dict(self.bound) if self.bound is not None else None
+        data["markers"] = list(self.markers)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Case":
+        return cls(**{**data, "markers": tuple(data["markers"])})
+
+    def problem(self) -> runner.Problem:
+        return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi), self.seed)
+
+    def with_seed(self, seed: int) -> "Case":
+        return Case.from_dict({**self.to_dict(), "seed": seed})
+
+
+def case_id(suite: Suite, config: Config, direction: str, dtype: str, layout: str, range_name: str) -> str:
+    return "/".join((suite.name, suite.op, config.name, direction, dtype, layout, range_name))
+
+
+def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
+    """Every case of the catalogue, in catalogue order; raises CatalogueError for cases with no metrics."""
+    seed = catalogue.seed if global_seed is None else global_seed
+    cases, problems = [], []
+    for suite, config, axes in _combinations(catalogue):
+        dtype = axes["dtype"]
+        tolerances = _resolve(dtype, catalogue.tolerances, suite.tolerances, config.tolerances)
+        tolerances = {k: v for k, v in sorted(tolerances.items()) if v is not False}
+        cid = case_id(suite, config, axes["direction"], dtype, axes["layout"], axes["range"])
+        if not tolerances:
+            problems.append(Problem(config.location, cid, f"the case checks no metric: give [tolerances.{dtype}] (or tolerances at the suite or config)"))
+            continue
+        reference = {**schema.REFERENCE_DEFAULTS, **_resolve(dtype, catalogue.reference, suite.reference, config.reference)}
+        bound = None
+        if "bound_ratio" in tolerances:
+            bound = {**schema.BOUND_DEFAULTS, **_resolve(dtype, catalogue.bound, suite.bound, config.bound)}
+        lo, hi = catalogue.ranges[axes["range"]]
+        problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+        pr, pr_reason = _pr(catalogue, suite, config, cid)
+        cases.append(Case(
+            id=cid, suite=suite.name, config=config.name, op=suite.op,
+            direction=axes["direction"], dtype=dtype, layout=axes["layout"], range=axes["range"], lo=lo, hi=hi,
+            params=dict(config.params), seed=derive_seed(seed, cid), tolerances=tolerances,
+            reference=reference, bound=bound, impl=suite.impl,
+            markers=_markers(suite, config, axes, pr), pr=pr, pr_reason=pr_reason,
+            flops=int(problem.flops), bytes_needed=int(problem.bytes_needed), reduction_size=int(problem.reduction_size),
+            location=str(config.location),
+        ))
+    if problems:
+        raise CatalogueError(problems)
+    return cases
+
+
+def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[str, str]]]:
+    for suite in catalogue.suites:
+        for config in suite.configs:
+            for direction, dtype, layout, range_name in itertools.product(suite.directions, suite.dtypes, suite.layouts, suite.ranges):
+                axes = {"config": config.name, "direction": direction, "dtype": dtype, "layout": layout, "range": range_name}
+                if any(e.matches(axes) for e in (*suite.excludes, *config.excludes)):
+                    continue
+                yield suite, config, axes
+
+
+def _resolve(dtype: str, *levels: Layered) -> dict[str, Any]:
+    """Most specific wins: global, global+dtype, suite, suite+dtype, config, config+dtype."""
+    merged: dict[str, Any] = {}
+    for level in levels:
+        merged.update(level.for_dtype(dtype))
+    return merged
+
+
+def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[bool, str]:
+    if config.pr is not None:
+        if config.pr:
+            return True, "config pr = true"
+        if cid not in catalogue.pr_selection:
+            return False, ""
+    elif suite.pr:
+        return True, "suite pr = true"
+    if cid in catalogue.pr_selection:
+        return True, f"selection: {catalogue.pr_selection[cid]}" if catalogue.pr_selection[cid] else "selection"
+    return False, ""
+
+
+def _markers(suite: Suite, config: Config, axes: Mapping[str, str], pr: bool) -> tuple[str, ...]:
+    standard = (suite.op, axes["dtype"], axes["direction"], axes["layout"])
+    extra = tuple(m for m in (*suite.markers, *config.markers) if m not in standard)
+    return (("pr",) if pr else ()) + standard + tuple(dict.fromkeys(extra))

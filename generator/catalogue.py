@@ -1,0 +1,102 @@
+"""The catalogue as frozen dataclasses: what configs.toml says, validated.
+
+Each entity carries the Location it was read from, so later checks (and
+people) can point at the line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from generator.errors import Location
+
+AXES = ("dtypes", "directions", "layouts", "ranges")
+# Singular form of each axis, as it appears on a case.
+AXIS_OF_CASE = {"dtypes": "dtype", "directions": "direction", "layouts": "layout", "ranges": "range", "configs": "config"}
+
+
+def frozen(mapping: Mapping | None = None) -> Mapping:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Layered:
+    """Settings given at one catalogue level: for every dtype, and per dtype."""
+
+    common: Mapping[str, Any] = field(default_factory=frozen)
+    per_dtype: Mapping[str, Mapping[str, Any]] = field(default_factory=frozen)
+
+    def for_dtype(self, dtype: str) -> dict[str, Any]:
+        """This level's settings for `dtype`; the dtype-specific ones win."""
+        return {**self.common, **self.per_dtype.get(dtype, {})}
+
+    def to_toml(self) -> dict[str, Any]:
+        return {**self.common, **{d: dict(v) for d, v in self.per_dtype.items()}}
+
+
+EMPTY = Layered()
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """Cases whose value on every named axis is among the listed ones."""
+
+    axes: Mapping[str, frozenset[str]]
+
+    def matches(self, case_axes: Mapping[str, str]) -> bool:
+        return all(case_axes[AXIS_OF_CASE[axis]] in values for axis, values in self.axes.items())
+
+    def to_toml(self) -> dict[str, list[str]]:
+        return {axis: sorted(values) for axis, values in self.axes.items()}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One problem shape of a suite, with its own overrides."""
+
+    name: str
+    params: Mapping[str, Any]
+    location: Location
+    tolerances: Layered = EMPTY
+    reference: Layered = EMPTY
+    bound: Layered = EMPTY
+    excludes: tuple[Exclude, ...] = ()
+    markers: tuple[str, ...] = ()
+    pr: bool | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One op, its axes and its configs."""
+
+    name: str
+    op: str
+    dtypes: tuple[str, ...]
+    directions: tuple[str, ...]
+    layouts: tuple[str, ...]
+    ranges: tuple[str, ...]
+    configs: tuple[Config, ...]
+    location: Location
+    tolerances: Layered = EMPTY
+    reference: Layered = EMPTY
+    bound: Layered = EMPTY
+    excludes: tuple[Exclude, ...] = ()
+    impl: str | None = None
+    markers: tuple[str, ...] = ()
+    pr: bool = False
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """A validated catalogue file and the PR selection it names."""
+
+    path: str
+    seed: int
+    ranges: Mapping[str, tuple[float, float]]
+    suites: tuple[Suite, ...]
+    tolerances: Layered = EMPTY
+    reference: Layered = EMPTY
+    bound: Layered = EMPTY
+    pr_selection_path: str | None = None
+    pr_selection: Mapping[str, str] = field(default_factory=frozen)

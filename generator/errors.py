@@ -1,0 +1,50 @@
+"""User errors in a catalogue: collected, then reported together with exit status 2."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a value came from, for messages: `configs.toml:23`."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the catalogue: where, which key, what, and what is allowed."""
+
+    location: Location
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.key}: {self.message}" if self.key else f"{self.location}: {self.message}"
+
+
+class CatalogueError(Exception):
+    """The catalogue (or another user input) is invalid; carries every problem found."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for a near miss, else ''; then the valid choices."""
+    choices = sorted({str(c) for c in choices})
+    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} valid: {', '.join(choices)}"
+
+
+def unknown(kind: str, value: object, choices: Iterable[str]) -> str:
+    """The message for a value that is not among the valid choices."""
+    return f"unknown {kind} {value!r}{did_you_mean(value, choices)}"

@@ -1,0 +1,396 @@
+"""Read configs.toml into a validated Catalogue, or raise CatalogueError with every problem.
+
+Nothing is generated from a catalogue that fails here: each problem names the
+file and line, the key path, the bad value and the valid choices.
+"""
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import metrics
+import runner
+from generator import schema
+from generator.catalogue import AXES, Catalogue, Config, Exclude, Layered, Suite, frozen
+from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
+from generator.selection import read_selection
+from generator.toml_lines import key_lines, line_of
+
+
+def load_catalogue(path: str | Path) -> Catalogue:
+    """Parse and validate a catalogue file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise CatalogueError([Problem(Location(str(path)), "", f"cannot read the catalogue: {err.strerror}")])
+    return parse_catalogue(text, str(path))
+
+
+def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
+    """Validate catalogue `text`; `path` names it in messages and anchors pr_selection."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogueError([Problem(_toml_error_location(path, err), "", f"invalid TOML: {err}")])
+    reader = _Reader(path, key_lines(text))
+    catalogue = reader.catalogue(data)
+    if reader.problems:
+        raise CatalogueError(reader.problems)
+    return catalogue
+
+
+def _toml_error_location(path: str, err: Exception) -> Location:
+    match = re.search(r"line (\d+)", str(err))
+    return Location(path, int(match.group(1)) if match else None)
+
+
+def _key_text(path: tuple) -> str:
+    """('suite', 0, 'config', 2, 'kernel') -> 'suite[0].config[2].kernel'."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class _Reader:
+    """Validates one parsed catalogue, collecting problems instead of stopping at the first."""
+
+    def __init__(self, path: str, lines: dict[tuple, int]):
+        self.path = path
+        self.lines = lines
+        self.problems: list[Problem] = []
+
+    # -- reporting -------------------------------------------------------
+    def problem(self, key_path: tuple, message: str) -> None:
+        self.problems.append(Problem(Location(self.path, line_of(self.lines, key_path)), _key_text(key_path), message))
+
+    def location(self, key_path: tuple) -> Location:
+        return Location(self.path, line_of(self.lines, key_path))
+
+    def unknown_keys(self, table: Mapping, allowed: Iterable[str], key_path: tuple, kind: str = "key") -> None:
+        allowed = tuple(allowed)
+        for key in table:
+            if key not in allowed:
+                self.problem(key_path + (key,), unknown(kind, key, allowed))
+
+    # -- typed getters ---------------------------------------------------
+    def table(self, value: Any, key_path: tuple) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(key_path, f"expected a table, got {_describe(value)}")
+            return {}
+        return value
+
+    def string(self, value: Any, key_path: tuple, pattern: str | None = None) -> str | None:
+        if not isinstance(value, str):
+            self.problem(key_path, f"expected a string, got {_describe(value)}")
+            return None
+        if pattern and not re.fullmatch(pattern, value):
+            self.problem(key_path, f"{value!r} is not a valid name (letters, digits, '_', '.', '+', '-'; starting with a letter or digit)")
+            return None
+        return value
+
+    def boolean(self, value: Any, key_path: tuple) -> bool | None:
+        if not isinstance(value, bool):
+            self.problem(key_path, f"expected true or false, got {_describe(value)}")
+            return None
+        return value
+
+    def integer(self, value: Any, key_path: tuple, minimum: int = 0) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(key_path, f"expected an integer, got {_describe(value)}")
+            return None
+        if value < minimum:
+            self.problem(key_path, f"expected an integer >= {minimum}, got {value}")
+            return None
+        return value
+
+    def number(self, value: Any, key_path: tuple, minimum: float = 0.0, strict: bool = False) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.problem(key_path, f"expected a finite number, got {_describe(value)}")
+            return None
+        if value < minimum or (strict and value == minimum):
+            self.problem(key_path, f"expected a number {'>' if strict else '>='} {minimum}, got {value}")
+            return None
+        return value
+
+    def choices(self, value: Any, key_path: tuple, valid: Iterable[str], kind: str) -> tuple[str, ...]:
+        """A list of names, each among `valid` (a single string is a list of one)."""
+        valid = tuple(valid)
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not values:
+            self.problem(key_path, f"expected a non-empty list of {kind}s, got {_describe(value)}; valid: {', '.join(valid)}")
+            return ()
+        good = []
+        for i, item in enumerate(values):
+            if item not in valid:
+                self.problem(key_path + (i,), unknown(kind, item, valid))
+            elif item in good:
+                self.problem(key_path + (i,), f"{kind} {item!r} is listed twice")
+            else:
+                good.append(item)
+        return tuple(good)
+
+    # -- the catalogue ---------------------------------------------------
+    def catalogue(self, data: dict) -> Catalogue:
+        self.unknown_keys(data, schema.TOP_KEYS, ())
+        seed = self.integer(data.get("seed", 0), ("seed",)) or 0
+        ranges = self.ranges(self.table(data.get("ranges"), ("ranges",)))
+        layered = {name: self.layered(name, data.get(name), (name,)) for name in ("tolerances", "reference", "bound")}
+        suites_data = data.get("suite", [])
+        if not isinstance(suites_data, list) or not all(isinstance(s, dict) for s in suites_data):
+            self.problem(("suite",), "expected [[suite]] tables")
+            suites_data = []
+        if not suites_data:
+            self.problem(("suite",), "the catalogue defines no [[suite]]")
+        suites = tuple(s for s in (self.suite(d, ("suite", i), ranges) for i, d in enumerate(suites_data)) if s)
+        self.no_duplicates([s.name for s in suites], ("suite",), "suite", [s.location for s in suites])
+        slugs = [module_slug(s.name) for s in suites]
+        for i, slug in enumerate(slugs):
+            if slug in slugs[:i]:
+                self.problem(("suite", i, "name"), f"suite {suites[i].name!r} would share the test module test_{slug}.py with suite {suites[slugs.index(slug)].name!r}")
+        selection_path, selection = self.selection(data.get("pr_selection"))
+        return Catalogue(
+            path=self.path, seed=seed, ranges=frozen(ranges), suites=suites,
+            pr_selection_path=selection_path, pr_selection=frozen(selection), **layered,
+        )
+
+    def ranges(self, table: dict) -> dict[str, tuple[float, float]]:
+        ranges = {}
+        for name, value in table.items():
+            key_path = ("ranges", name)
+            if not re.fullmatch(schema.NAME_PATTERN, name):
+                self.problem(key_path, f"{name!r} is not a valid range name")
+                continue
+            if not (isinstance(value, list) and len(value) == 2):
+                self.problem(key_path, f"expected [lo, hi], got {_describe(value)}")
+                continue
+            lo, hi = (self.number(v, key_path, minimum=-math.inf) for v in value)
+            if lo is None or hi is None:
+                continue
+            if not lo < hi:
+                self.problem(key_path, f"range [{lo}, {hi}] is empty: lo must be < hi")
+                continue
+            ranges[name] = (float(lo), float(hi))
+        return ranges
+
+    def selection(self, value: Any) -> tuple[str | None, dict[str, str]]:
+        if value is None:
+            return None, {}
+        name = self.string(value, ("pr_selection",))
+        if name is None:
+            return None, {}
+        path = Path(self.path).parent / name
+        if not path.exists():
+            return name, {}  # written later by `e2egen select`; no selection yet
+        try:
+            return name, read_selection(path)
+        except CatalogueError as err:
+            self.problems.extend(err.problems)
+            return name, {}
+
+    def no_duplicates(self, names: list[str], key_path: tuple, kind: str, locations: list[Location]) -> None:
+        seen: dict[str, Location] = {}
+        for name, location in zip(names, locations):
+            if name in seen:
+                self.problems.append(Problem(location, _key_text(key_path), f"duplicate {kind} name {name!r} (first at {seen[name]})"))
+            seen.setdefault(name, location)
+
+    # -- layered settings: tolerances, reference, bound ------------------
+    def layered(self, kind: str, value: Any, key_path: tuple) -> Layered:
+        table = self.table(value, key_path)
+        check = {"tolerances": self.tolerance, "reference": self.reference_option, "bound": self.bound_option}[kind]
+        valid = {"tolerances": metrics.TOLERANCE_KEYS, "reference": schema.REFERENCE_DEFAULTS, "bound": schema.BOUND_DEFAULTS}[kind]
+        common, per_dtype = {}, {}
+        for key, item in table.items():
+            if key in runner.DTYPES:
+                sub = self.table(item, key_path + (key,))
+                per_dtype[key] = frozen(self.settings(sub, key_path + (key,), valid, check))
+            elif key in valid:
+                checked = check(key, item, key_path + (key,))
+                if checked is not None:
+                    common[key] = checked
+            else:
+                self.problem(key_path + (key,), unknown(f"{kind} key", key, (*valid, *runner.DTYPES)))
+        return Layered(frozen(common), frozen(per_dtype))
+
+    def settings(self, table: dict, key_path: tuple, valid: Iterable[str], check: Callable) -> dict:
+        valid = tuple(valid)
+        out = {}
+        for key, item in table.items():
+            if key not in valid:
+                self.problem(key_path + (key,), unknown("key", key, valid))
+                continue
+            checked = check(key, item, key_path + (key,))
+            if checked is not None:
+                out[key] = checked
+        return out
+
+    def tolerance(self, key: str, value: Any, key_path: tuple) -> Any:
+        if value is False:
+            return False  # removes a metric a less specific level chose
+        if key in metrics.ALLOWANCE_NAMES:
+            return self.integer(value, key_path)
+        return self.number(value, key_path)
+
+    def reference_option(self, key: str, value: Any, key_path: tuple) -> Any:
+        if key == "device":
+            if value not in schema.REFERENCE_DEVICES:
+                self.problem(key_path, unknown("reference device", value, schema.REFERENCE_DEVICES))
+                return None
+            return value
+        if key == "accumulate":
+            return self.integer(value, key_path)
+        return self.boolean(value, key_path)
+
+    def bound_option(self, key: str, value: Any, key_path: tuple) -> Any:
+        if key == "acc":
+            if value not in schema.BOUND_ACCUMULATORS:
+                self.problem(key_path, unknown("accumulator type", value, schema.BOUND_ACCUMULATORS))
+                return None
+            return value
+        if key == "strict":
+            return self.boolean(value, key_path)
+        return self.number(value, key_path, strict=(key == "lambda"))
+
+    # -- suites and configs ----------------------------------------------
+    def suite(self, data: dict, key_path: tuple, ranges: Mapping) -> Suite | None:
+        self.unknown_keys(data, schema.SUITE_KEYS, key_path)
+        name = self.string(data.get("name"), key_path + ("name",), schema.NAME_PATTERN)
+        if "op" not in data:
+            self.problem(key_path + ("op",), f"missing; valid: {', '.join(runner.OPS)}")
+            return None
+        op_name = data["op"]
+        if op_name not in runner.OPS:
+            self.problem(key_path + ("op",), unknown("op", op_name, runner.OPS))
+            return None
+        op = runner.OPS[op_name]
+        axes = {}
+        for axis, valid, default in (
+            ("dtypes", runner.DTYPES, None),
+            ("directions", op.directions, op.directions),
+            ("layouts", op.layouts, op.layouts),
+            ("ranges", tuple(ranges), None),
+        ):
+            if axis not in data and default is None:
+                self.problem(key_path + (axis,), f"missing; valid: {', '.join(valid)}")
+                axes[axis] = ()
+            else:
+                kind = f"{axis[:-1]} for {op_name}" if axis in ("directions", "layouts") else axis[:-1]
+                axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind)
+        impl = data.get("impl")
+        if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
+            self.check_impl(op_name, axes["directions"], impl, key_path + ("impl",))
+        configs_data = data.get("config", [])
+        if not isinstance(configs_data, list) or not configs_data:
+            self.problem(key_path + ("config",), "the suite has no [[suite.config]]")
+            configs_data = []
+        configs = tuple(c for c in (self.config(d, key_path + ("config", i), op_name, axes, ranges) for i, d in enumerate(configs_data)) if c)
+        self.no_duplicates([c.name for c in configs], key_path + ("config",), "config", [c.location for c in configs])
+        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.SUITE_EXCLUDE_KEYS, {**axes, "configs": tuple(c.name for c in configs)})
+        pr = self.boolean(data.get("pr", False), key_path + ("pr",))
+        if name is None:
+            return None
+        return Suite(
+            name=name, op=op_name, configs=configs, location=self.location(key_path),
+            dtypes=axes["dtypes"], directions=axes["directions"], layouts=axes["layouts"], ranges=axes["ranges"],
+            tolerances=self.layered("tolerances", data.get("tolerances"), key_path + ("tolerances",)),
+            reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
+            bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
+            excludes=excludes, impl=None if impl in (None, "torch") else impl,
+            markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=bool(pr),
+        )
+
+    def check_impl(self, op: str, directions: Iterable[str], impl: str, key_path: tuple) -> None:
+        for direction in directions:
+            try:
+                runner.resolve_impl(op, direction, impl)
+            except runner.ImplError as err:
+                self.problem(key_path, str(err))
+                return
+
+    def config(self, data: dict, key_path: tuple, op_name: str, axes: Mapping, ranges: Mapping) -> Config | None:
+        op = runner.OPS[op_name]
+        param_names = (*op.param_names, *op.optional_params)
+        self.unknown_keys(data, (*schema.CONFIG_META_KEYS, *param_names), key_path, kind=f"{op_name} config key")
+        name = self.string(data.get("name"), key_path + ("name",), schema.NAME_PATTERN)
+        params = {k: v for k, v in data.items() if k in param_names}
+        missing = [p for p in op.param_names if p not in data]
+        for p in missing:
+            self.problem(key_path + (p,), f"missing shape parameter of {op_name}; required: {', '.join(op.param_names)}")
+        if not missing and all(axes.values()):
+            self.check_shape(op_name, params, key_path, axes, ranges)
+        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.CONFIG_EXCLUDE_KEYS, axes)
+        pr = data.get("pr")
+        if pr is not None:
+            pr = self.boolean(pr, key_path + ("pr",))
+        if name is None:
+            return None
+        return Config(
+            name=name, params=frozen(params), location=self.location(key_path),
+            tolerances=self.layered("tolerances", data.get("tolerances"), key_path + ("tolerances",)),
+            reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
+            bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
+            excludes=excludes, markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=pr,
+        )
+
+    def check_shape(self, op: str, params: dict, key_path: tuple, axes: Mapping, ranges: Mapping) -> None:
+        """Let the runner judge the shape: sizes, output size, groups."""
+        try:
+            runner.make_problem(op, axes["directions"][0], axes["dtypes"][0], axes["layouts"][0], params, ranges[axes["ranges"][0]], 0)
+        except runner.ProblemError as err:
+            key = err.key if err.key in params else None
+            self.problem(key_path + ((key,) if key else ()), err.message)
+
+    def excludes(self, value: Any, key_path: tuple, allowed: tuple[str, ...], axes: Mapping) -> tuple[Exclude, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.problem(key_path, f"expected a list of tables like {{ dtypes = [\"f16\"], directions = [\"bwd_data\"] }}, got {_describe(value)}")
+            return ()
+        excludes = []
+        for i, item in enumerate(value):
+            item_path = key_path + (i,)
+            item = self.table(item, item_path)
+            if not item:
+                self.problem(item_path, f"an exclude names no axis; valid: {', '.join(allowed)}")
+                continue
+            self.unknown_keys(item, allowed, item_path, kind="exclude axis")
+            picked = {}
+            for axis in allowed:
+                if axis in item:
+                    picked[axis] = frozenset(self.choices(item[axis], item_path + (axis,), axes[axis], axis[:-1]))
+            if picked and all(picked.values()):
+                excludes.append(Exclude(frozen(picked)))
+        return tuple(excludes)
+
+    def markers(self, value: Any, key_path: tuple) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+            self.problem(key_path, f"expected a list of marker names, got {_describe(value)}")
+            return ()
+        for i, marker in enumerate(value):
+            if not re.fullmatch(schema.MARKER_PATTERN, marker):
+                self.problem(key_path + (i,), f"{marker!r} is not a valid pytest marker name (a Python identifier)")
+        return tuple(value)
+
+
+def module_slug(suite_name: str) -> str:
+    """The suite's test module name: test_<slug>.py."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", suite_name)
+
+
+def _describe(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+    return f"{kind} ({value!r})" if not isinstance(value, (dict, list)) else kind

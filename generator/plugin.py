@@ -1,0 +1,44 @@
+"""pytest plugin for generated suites: runs each case and turns its Outcome into pytest's verdict.
+
+Options: --device (cpu|cuda; default CUDA when present), --global-seed (fresh
+inputs: re-derives every case's seed, as the nightly does). The Outcome is
+stashed on the test item so other plugins (the nightly recorder) can read it.
+"""
+from __future__ import annotations
+
+import pytest
+
+from generator.cases import Case, derive_seed
+from generator.execute import Outcome, describe, execute
+
+OUTCOME = pytest.StashKey[Outcome]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("e2egen")
+    group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
+    group.addoption("--global-seed", type=int, default=None, help="derive every case's seed from this global seed instead of the generated one")
+
+
+@pytest.fixture
+def e2e_case(request):
+    """Call with a generated case dict: runs it and passes, fails or skips the test."""
+
+    def run(case_data: dict) -> Outcome:
+        case = Case.from_dict(case_data)
+        global_seed = request.config.getoption("--global-seed")
+        if global_seed is not None:
+            case = case.with_seed(derive_seed(global_seed, case.id))
+        outcome = execute(case, device=request.config.getoption("--device"), catalogue=_catalogue(request))
+        request.node.stash[OUTCOME] = outcome
+        if outcome.status == "skipped":
+            pytest.skip(outcome.reason)
+        if outcome.status == "failed":
+            pytest.fail(describe(outcome), pytrace=False)
+        return outcome
+
+    return run
+
+
+def _catalogue(request) -> str | None:
+    return getattr(request.module, "CATALOGUE", None)

@@ -1,0 +1,80 @@
+"""Shared helpers for the project's own tests."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = """
+seed = 7
+[ranges]
+r0 = [-1.0, 1.0]
+r4 = [1.0, 5.0]
+[tolerances.f32]
+rms = 1e-6
+max_abs_diff = 1e-3
+[tolerances.f16]
+rms = 1e-3
+[tolerances.bf16]
+rms = 1e-2
+"""
+
+TINY_CONV = """
+[[suite]]
+name = "tiny"
+op = "conv2d"
+dtypes = ["f32", "f16"]
+directions = ["fwd", "bwd_data", "bwd_weight"]
+layouts = ["nchw", "nhwc"]
+ranges = ["r0"]
+
+[[suite.config]]
+name = "c4"
+n = 1
+c = 4
+k = 4
+hw = [6, 6]
+kernel = 3
+pad = 1
+"""
+
+TINY_GEMM = """
+[[suite]]
+name = "mm"
+op = "gemm"
+dtypes = ["f32"]
+layouts = ["nn", "tt"]
+ranges = ["r0", "r4"]
+
+[[suite.config]]
+name = "m8"
+m = 8
+n = 8
+k = 16
+"""
+
+
+def catalogue_text(*parts: str) -> str:
+    return textwrap.dedent(BASE) + "".join(textwrap.dedent(p) for p in parts)
+
+
+@pytest.fixture
+def write_catalogue(tmp_path):
+    """Write catalogue text to tmp_path/configs.toml and return the path."""
+
+    def write(text: str, name: str = "configs.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `e2egen ARGS` in a subprocess, as a user would."""
+    return subprocess.run([sys.executable, "-m", "e2egen", *args], cwd=cwd or REPO, capture_output=True, text=True, env=env)

@@ -80,16 +80,17 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     cases, problems = [], []
     for suite, config, axes in _combinations(catalogue):
         dtype = axes["dtype"]
-        tolerances = _resolve(dtype, catalogue.tolerances, suite.tolerances, config.tolerances)
+        levels = (dtype, axes["direction"])
+        tolerances = _resolve(levels, catalogue.tolerances, suite.tolerances, config.tolerances)
         tolerances = {k: v for k, v in sorted(tolerances.items()) if v is not False}
         cid = case_id(suite, config, axes["direction"], dtype, axes["layout"], axes["range"])
         if not tolerances:
             problems.append(Problem(config.location, cid, f"the case checks no metric: give [tolerances.{dtype}] (or tolerances at the suite or config)"))
             continue
-        reference = {**schema.REFERENCE_DEFAULTS, **_resolve(dtype, catalogue.reference, suite.reference, config.reference)}
+        reference = {**schema.REFERENCE_DEFAULTS, **_resolve(levels, catalogue.reference, suite.reference, config.reference)}
         bound = None
         if "bound_ratio" in tolerances:
-            bound = {**schema.BOUND_DEFAULTS, **_resolve(dtype, catalogue.bound, suite.bound, config.bound)}
+            bound = {**schema.BOUND_DEFAULTS, **_resolve(levels, catalogue.bound, suite.bound, config.bound)}
         lo, hi = catalogue.ranges[axes["range"]]
         problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
         pr, pr_reason = _pr(catalogue, suite, config, cid)
@@ -117,11 +118,11 @@ def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[st
                 yield suite, config, axes
 
 
-def _resolve(dtype: str, *levels: Layered) -> dict[str, Any]:
-    """Most specific wins: global, global+dtype, suite, suite+dtype, config, config+dtype."""
+def _resolve(case_axes: tuple[str, str], *levels: Layered) -> dict[str, Any]:
+    """Most specific wins: catalogue, suite, config; within each, all < direction < dtype < dtype.direction."""
     merged: dict[str, Any] = {}
     for level in levels:
-        merged.update(level.for_dtype(dtype))
+        merged.update(level.for_case(*case_axes))
     return merged
 
 

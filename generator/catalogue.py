@@ -22,17 +22,21 @@ def frozen(mapping: Mapping | None = None) -> Mapping:
 
 @dataclass(frozen=True)
 class Layered:
-    """Settings given at one catalogue level: for every dtype, and per dtype."""
+    """Settings given at one catalogue level: for every case, and per axis value.
+
+    `specific` is keyed by a direction ("bwd_data"), a dtype ("f16") or both
+    ("f16.bwd_data"); naming more axes is more specific.
+    """
 
     common: Mapping[str, Any] = field(default_factory=frozen)
-    per_dtype: Mapping[str, Mapping[str, Any]] = field(default_factory=frozen)
+    specific: Mapping[str, Mapping[str, Any]] = field(default_factory=frozen)
 
-    def for_dtype(self, dtype: str) -> dict[str, Any]:
-        """This level's settings for `dtype`; the dtype-specific ones win."""
-        return {**self.common, **self.per_dtype.get(dtype, {})}
-
-    def to_toml(self) -> dict[str, Any]:
-        return {**self.common, **{d: dict(v) for d, v in self.per_dtype.items()}}
+    def for_case(self, dtype: str, direction: str) -> dict[str, Any]:
+        """This level's settings for one case; the most specific win."""
+        merged = dict(self.common)
+        for key in (direction, dtype, f"{dtype}.{direction}"):
+            merged.update(self.specific.get(key, {}))
+        return merged
 
 
 EMPTY = Layered()

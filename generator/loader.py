@@ -40,7 +40,7 @@ def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise CatalogueError([Problem(_toml_error_location(path, err), "", f"invalid TOML: {err}")])
+        raise CatalogueError([Problem(_toml_error_location(path, text, err), "", f"invalid TOML: {err}")])
     reader = _Reader(path, key_lines(text))
     catalogue = reader.catalogue(data)
     if reader.problems:
@@ -48,9 +48,12 @@ def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
     return catalogue
 
 
-def _toml_error_location(path: str, err: Exception) -> Location:
+def _toml_error_location(path: str, text: str, err: Exception) -> Location:
+    """tomllib says "(at line L, column C)" or "(at end of document)"; both become a line."""
     match = re.search(r"line (\d+)", str(err))
-    return Location(path, int(match.group(1)) if match else None)
+    if match:
+        return Location(path, int(match.group(1)))
+    return Location(path, max(1, len(text.splitlines())))
 
 
 def _key_text(path: tuple) -> str:
@@ -208,21 +211,29 @@ class _Reader:
 
     # -- layered settings: tolerances, reference, bound ------------------
     def layered(self, kind: str, value: Any, key_path: tuple) -> Layered:
+        """A tolerances/reference/bound table: keys, and sub-tables per dtype, direction or dtype.direction."""
         table = self.table(value, key_path)
         check = {"tolerances": self.tolerance, "reference": self.reference_option, "bound": self.bound_option}[kind]
-        valid = {"tolerances": metrics.TOLERANCE_KEYS, "reference": schema.REFERENCE_DEFAULTS, "bound": schema.BOUND_DEFAULTS}[kind]
-        common, per_dtype = {}, {}
+        valid = tuple({"tolerances": metrics.TOLERANCE_KEYS, "reference": schema.REFERENCE_DEFAULTS, "bound": schema.BOUND_DEFAULTS}[kind])
+        directions = tuple(dict.fromkeys(d for op in runner.OPS.values() for d in op.directions))
+        common, specific = {}, {}
         for key, item in table.items():
-            if key in runner.DTYPES:
-                sub = self.table(item, key_path + (key,))
-                per_dtype[key] = frozen(self.settings(sub, key_path + (key,), valid, check))
-            elif key in valid:
+            if key in valid:
                 checked = check(key, item, key_path + (key,))
                 if checked is not None:
                     common[key] = checked
+            elif key in runner.DTYPES or key in directions:
+                sub = self.table(item, key_path + (key,))
+                nested = directions if key in runner.DTYPES else ()
+                for direction in nested:
+                    if direction in sub:
+                        inner = self.table(sub[direction], key_path + (key, direction))
+                        specific[f"{key}.{direction}"] = frozen(self.settings(inner, key_path + (key, direction), valid, check))
+                flat = {k: v for k, v in sub.items() if k not in nested}
+                specific[key] = frozen(self.settings(flat, key_path + (key,), (*valid, *nested), check))
             else:
-                self.problem(key_path + (key,), unknown(f"{kind} key", key, (*valid, *runner.DTYPES)))
-        return Layered(frozen(common), frozen(per_dtype))
+                self.problem(key_path + (key,), unknown(f"{kind} key", key, (*valid, *runner.DTYPES, *directions)))
+        return Layered(frozen(common), frozen(specific))
 
     def settings(self, table: dict, key_path: tuple, valid: Iterable[str], check: Callable) -> dict:
         valid = tuple(valid)

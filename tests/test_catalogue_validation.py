@@ -25,10 +25,13 @@ def test_valid_catalogue_loads():
     assert catalogue.suites[1].directions == ("fwd",)  # defaults to the op's directions
 
 
-def test_toml_syntax_error_names_line():
-    text = catalogue_text(TINY_CONV) + "\nbroken = [1, 2\n"
+def test_toml_syntax_error_names_line_and_column():
+    text = catalogue_text(TINY_CONV).replace("k = 4", "k = = 4")
     [message] = problems_of(text)
-    assert message.startswith("configs.toml:") and "invalid TOML" in message and "line" in message
+    line = line_number(text, "k = = 4")
+    assert message.startswith(f"configs.toml:{line}: invalid TOML") and f"line {line}, column" in message
+    [message] = problems_of(catalogue_text(TINY_CONV) + "\nbroken = [1, 2\n")
+    assert message.startswith(f"configs.toml:{len((catalogue_text(TINY_CONV) + chr(10) + 'broken = [1, 2').splitlines())}: invalid TOML")
 
 
 def test_misspelled_config_key_gets_did_you_mean_and_line():

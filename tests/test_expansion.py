@@ -98,3 +98,14 @@ def test_case_round_trips_through_dict():
 
     for case in cases_of(catalogue_text(TINY_CONV, TINY_GEMM)):
         assert Case.from_dict(case.to_dict()) == case
+
+
+def test_direction_and_dtype_direction_layers():
+    extra = """bound = { acc = "bf16", bwd_data = { acc = "f32", lambda = 3.0 }, f16 = { lambda = 4.0, bwd_weight = { acc = "f16" } } }
+"""
+    text = catalogue_text(TINY_CONV + extra).replace("rms = 1e-6", "rms = 1e-6\nbound_ratio = 1.0").replace("rms = 1e-3", "rms = 1e-3\nbound_ratio = 1.0")
+    bound = {(c.dtype, c.direction): c.bound for c in cases_of(text)}
+    assert bound[("f32", "fwd")]["acc"] == "bf16"
+    assert bound[("f32", "bwd_data")] == {"lambda": 3.0, "acc": "f32", "strict": False, "c_out": 1.0}
+    assert bound[("f16", "bwd_data")]["lambda"] == 4.0  # dtype is more specific than direction
+    assert bound[("f16", "bwd_weight")]["acc"] == "f16" and bound[("f32", "bwd_weight")]["acc"] == "bf16"

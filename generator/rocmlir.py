@@ -1,0 +1,976 @@
+"""Convert a rocMLIR e2e catalogue (ROCm/rocMLIR mlir/test/e2e/*.toml) into an e2egen catalogue.
+
+rocMLIR's format: each `[[suite.test]]` `config` string of rocmlir-gen flags is
+crossed with every value of every `[[axis]]` (each value prefixed with the
+axis' `prefix`); `prefix` and `suffix` wrap the command line; a test's
+`[[suite.test.exclude]]` entries together name ONE conjunction (a combination
+is excluded when, for every entry, its value on that axis is among the
+entry's values). The converter works in three steps:
+
+1. read:  the file into frozen `Roc*` records, with lines for messages; a
+   file that is not such a catalogue is a CatalogueError (exit 2).
+2. model: every (test, axis combination) is resolved the way rocMLIR would
+   build its command line (config flags, then axis flags, then the suffix's
+   flags before the first `|`) into one e2egen case key (op, direction,
+   dtype, layout), so excludes keep rocMLIR's meaning exactly; each config's
+   set of kept case keys is then written back as suite axes plus config
+   excludes (see `cover_with_excludes`).
+3. emit:  a tomlkit document with comments, plus the report: every rocMLIR
+   item that has no equivalent here, never silently dropped.
+
+Mapping:
+- `--operation` conv2d | conv2d_bwd_data | conv2d_bwd_weight (and the older
+  conv, conv_bwd_data, conv_bwd_weight) -> op conv2d, direction fwd |
+  bwd_data | bwd_weight; gemm -> op gemm, direction fwd. No --operation:
+  rocmlir-gen's default, conv2d fwd. A rocMLIR suite whose tests use two ops
+  becomes two suites.
+- `-t`: f32, f16, bf16 as they are (default f32); i8 and the fp8 variants
+  (fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8) are reported and left out, of the
+  axes and of the excludes alike.
+- conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
+  kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
+  anything else is reported and its cases left out. gemm layouts: the first
+  letter is A, the second B, `t` when `--transA` / `--transB` is true.
+- conv shape: -batchsize -in_channels -out_channels -in_h -in_w -fil_h -fil_w
+  -dilation_h/_w -conv_stride_h/_w -padding_h/_w (or _l/_r) -groupsize, and
+  the MIOpen-driver short forms -n -c -k -H -W -y -x -l -j -u -v -p -q -g.
+  in/out_channels are totals over the groups, as in torch. Asymmetric
+  padding (l != r) cannot be expressed (torch pads symmetrically): the config
+  is reported and skipped. gemm shape: -m -n -k, -g (or -groupsize) the batch;
+  g = 1 is a plain 2-d gemm (no `batch` key).
+- tolerances: -RMS_threshold -> rms, -relDiff_threshold -> max_rel_diff,
+  -absDiff_threshold -> max_abs_diff; from the suffix at suite level, from a
+  config string at config level. Every dtype used also gets this project's
+  per-dtype defaults (DEFAULT_TOLERANCES) at the top.
+- suite name: `<directory>-<suite name>`; a directory starting with "Pr" is
+  one of rocMLIR's PR-CI catalogues, so the suite gets `pr = true`. Inputs
+  use range r0 = [-1, 1]: rocMLIR's random data range differs per type.
+- config names come from the shape (`n64-c128-k128-28x28-f3x3-p1`,
+  `b3-m1024-n1024-k769`); a config with the same shape as an earlier one (it
+  differed only in dropped flags, e.g. --reverse_grid) gets `-2`, `-3`.
+- reported as not imported: unknown flags (the config is still imported when
+  its shape is complete), flags with no equivalent (--reverse_grid,
+  --perf_config, --transC=true, -rand...), axes with no equivalent
+  (schedule_version: its values are merged, each case runs once), excludes
+  that no longer exclude anything. Reported as ignored: flags and lit
+  substitutions that do not change what is computed (--arch, %pv...).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, NamedTuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomlkit
+
+from generator.errors import CatalogueError, Location, Problem
+from generator.toml_lines import key_lines, line_of
+
+# Per-dtype tolerances every converted catalogue starts from (a suite's
+# thresholds from rocMLIR's suffix override them).
+DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float]] = {
+    "f32": {"rms": 1e-5, "bound_ratio": 1.0},
+    "f16": {"rms": 1e-3, "bound_ratio": 1.0},
+    "bf16": {"rms": 1e-2, "bound_ratio": 1.0},
+}
+DEFAULT_RANGE = ("r0", (-1.0, 1.0))
+
+OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
+    "conv2d": ("conv2d", "fwd"), "conv": ("conv2d", "fwd"),
+    "conv2d_bwd_data": ("conv2d", "bwd_data"), "conv_bwd_data": ("conv2d", "bwd_data"),
+    "conv2d_bwd_weight": ("conv2d", "bwd_weight"), "conv_bwd_weight": ("conv2d", "bwd_weight"),
+    "gemm": ("gemm", "fwd"),
+}
+DEFAULT_OPERATION = "conv2d"
+DTYPES = ("f32", "f16", "bf16")
+DEFAULT_DTYPE = "f32"
+UNSUPPORTED_DTYPES = {
+    "i8": "the runner has no integer conv/gemm",
+    **{t: "fp8 variants are not supported yet" for t in ("fp8", "bf8", "fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")},
+}
+CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> layout
+    ("kcyx", "nchw", "nkhw"): "nchw",
+    ("kyxc", "nhwc", "nhwk"): "nhwc",
+}
+DEFAULT_CONV_LAYOUT = ("gkcyx", "ngchw", "ngkhw")
+LAYOUT_FLAGS = ("fil_layout", "in_layout", "out_layout")
+TRANSPOSE_FLAGS = ("transA", "transB")
+# Flags that pick the case's op, direction, dtype or layout (an axis of ours).
+CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *TRANSPOSE_FLAGS)
+
+TOLERANCE_FLAGS = {"RMS_threshold": "rms", "relDiff_threshold": "max_rel_diff", "absDiff_threshold": "max_abs_diff"}
+
+CONV_SHAPE_FLAGS = {  # rocmlir-gen flag or MIOpen-driver short form -> rocmlir-gen flag
+    **{f: f for f in ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w",
+                      "dilation_h", "dilation_w", "conv_stride_h", "conv_stride_w", "padding_h", "padding_w",
+                      "padding_h_l", "padding_h_r", "padding_w_l", "padding_w_r", "groupsize", "out_h", "out_w")},
+    "n": "batchsize", "c": "in_channels", "k": "out_channels", "H": "in_h", "W": "in_w", "y": "fil_h", "x": "fil_w",
+    "l": "dilation_h", "j": "dilation_w", "u": "conv_stride_h", "v": "conv_stride_w", "p": "padding_h", "q": "padding_w",
+    "g": "groupsize",
+}
+GEMM_SHAPE_FLAGS = {"m": "m", "n": "n", "k": "k", "g": "batch", "groupsize": "batch"}
+
+# Flags that do not change what is computed: reported as ignored, with why.
+IGNORED_FLAGS = {
+    "arch": "the target GPU; e2egen runs on torch's device",
+    "num_cu": "the target GPU's size",
+    "pv": "rocMLIR's CPU validation; e2egen always validates against a float64 reference",
+    "pv_with_gpu": "rocMLIR's GPU validation; e2egen always validates against a float64 reference",
+}
+LIT_SUBSTITUTION_NOTES = {
+    "%random_data": "rocMLIR's random inputs; this catalogue draws its inputs from range r0",
+}
+# Flags that change the kernel or its data but have no equivalent here.
+NO_EQUIVALENT = {
+    "reverse_grid": "a kernel scheduling variant; e2egen's kernel under test is torch's",
+    "schedule_version": "a kernel scheduling variant; e2egen's kernel under test is torch's",
+    "perf_config": "a kernel tuning choice; e2egen's kernel under test is torch's",
+    "transC": "the output's storage order has no equivalent (gemm layouts name A and B only)",
+    "rand": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+    "rand_type": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+}
+AXIS_NAMES = ("directions", "dtypes", "layouts")  # the order of CaseKey's fields
+
+
+class CaseKey(NamedTuple):
+    direction: str
+    dtype: str
+    layout: str
+
+
+# ---------------------------------------------------------------- read
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a flag came from: a line and words for messages ("axis 'data type'")."""
+
+    line: int | None
+    what: str
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One rocmlir-gen option: `-name=value`, `--name value` or a bare `--switch` (value None)."""
+
+    name: str
+    value: str | None
+    text: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class RocAxis:
+    name: str
+    values: tuple[str, ...]
+    prefix: str
+    line: int | None
+
+    def flags(self, value: str) -> tuple[Flag, ...]:
+        return parse_flags(self.prefix + value, Source(self.line, f"axis {self.name!r}"))[0]
+
+
+@dataclass(frozen=True)
+class RocExclude:
+    axis: str
+    values: tuple[str, ...]
+    line: int | None
+
+
+@dataclass(frozen=True)
+class RocTest:
+    number: int  # 1-based, as rocMLIR numbers its generated files
+    config: str
+    excludes: tuple[RocExclude, ...]
+    line: int | None
+    comments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RocSuite:
+    name: str
+    tests: tuple[RocTest, ...]
+    line: int | None
+
+
+@dataclass(frozen=True)
+class RocCatalogue:
+    path: str
+    directory: str
+    prefix: str
+    suffix: str
+    axes: tuple[RocAxis, ...]
+    suites: tuple[RocSuite, ...]
+    lines: Mapping[tuple, int] = field(repr=False)
+
+    def line(self, *key_path) -> int | None:
+        return line_of(self.lines, key_path)
+
+
+def parse_flags(text: str, source: Source) -> tuple[tuple[Flag, ...], tuple[str, ...]]:
+    """rocmlir-gen options of `text`, and the words that are no option (lit substitutions like %pv).
+
+    `-name value` takes the next word as its value unless that word is itself
+    an option; so `--reverse_grid -groupsize=1` is a switch then an option.
+    """
+    words = text.split()
+    flags, others = [], []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not _is_option(word):
+            others.append(word)
+            i += 1
+            continue
+        name, eq, value = word.lstrip("-").partition("=")
+        text_of_flag = word
+        if not eq and i + 1 < len(words) and _is_value_of(name, words[i + 1]):
+            value, text_of_flag = words[i + 1], f"{word} {words[i + 1]}"
+            i += 1
+        flags.append(Flag(name, value if (eq or value) else None, text_of_flag, source))
+        i += 1
+    return tuple(flags), tuple(others)
+
+
+def _is_option(word: str) -> bool:
+    return word.startswith("-") and not re.fullmatch(r"-[0-9.]+(e-?[0-9]+)?", word)
+
+
+def _is_value_of(flag_name: str, word: str) -> bool:
+    """Whether `word` is the value of the option before it: not an option, nor a lit
+    substitution (`%pv`), except as the value of an ignored flag (`--arch %arch`)."""
+    return not _is_option(word) and (not word.startswith("%") or flag_name in IGNORED_FLAGS)
+
+
+def read_rocmlir_file(path: str | Path) -> RocCatalogue:
+    """Read and check a rocMLIR e2e catalogue; CatalogueError (one clear message) when it is none."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogueError([Problem(Location(str(path)), "", "no such file")])
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise CatalogueError([Problem(Location(str(path)), "", f"cannot read the file: {reason}")])
+    return read_rocmlir(text, str(path))
+
+
+def read_rocmlir(text: str, path: str = "<rocmlir>") -> RocCatalogue:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        match = re.search(r"line (\d+)", str(err))
+        raise CatalogueError([Problem(Location(path, int(match.group(1)) if match else None), "", f"invalid TOML: {err}")])
+    lines = key_lines(text)
+    problems: list[Problem] = []
+
+    def problem(key_path: tuple, message: str) -> None:
+        key = ".".join(f"{p}" if isinstance(p, str) else f"[{p}]" for p in key_path).replace(".[", "[")
+        problems.append(Problem(Location(path, line_of(lines, key_path)), key, message))
+
+    _check_is_rocmlir(data, problem)
+    if problems:
+        raise CatalogueError(problems)
+    axes_data = data.get("axis", [])
+    if not isinstance(axes_data, list):
+        problem(("axis",), "expected [[axis]] tables")
+        axes_data = []
+    axes = tuple(_read_axis(a, ("axis", i), problem, lines) for i, a in enumerate(axes_data))
+    suites = tuple(_read_suite(s, ("suite", i), problem, lines, text) for i, s in enumerate(data["suite"]))
+    for key in ("directory", "prefix", "suffix"):
+        if key in data and not isinstance(data[key], str):
+            problem((key,), f"expected a string, got {type(data[key]).__name__}")
+    if problems:
+        raise CatalogueError(problems)
+    return RocCatalogue(
+        path=path, directory=data.get("directory", ""), prefix=data.get("prefix", ""), suffix=data.get("suffix", ""),
+        axes=axes, suites=suites, lines=lines,
+    )
+
+
+def _check_is_rocmlir(data: dict, problem) -> None:
+    suites = data.get("suite")
+    expected = "a rocMLIR e2e catalogue has [[suite]] tables of [[suite.test]] with `config` strings (and directory, prefix, suffix, [[axis]])"
+    if not isinstance(suites, list) or not suites or not all(isinstance(s, dict) for s in suites):
+        problem((), f"not a rocMLIR e2e catalogue: {expected}")
+    elif any("op" in s or "config" in s for s in suites):
+        problem(("suite",), f"not a rocMLIR e2e catalogue (its suites have `op`/[[suite.config]]: it looks like an e2egen catalogue already): {expected}")
+    elif not any(isinstance(s.get("test"), list) for s in suites):
+        problem(("suite",), f"not a rocMLIR e2e catalogue: no [[suite.test]]; {expected}")
+
+
+def _strings(value, key_path: tuple, problem) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problem(key_path, "expected a list of strings")
+        return ()
+    return tuple(value)
+
+
+def _read_axis(data, key_path: tuple, problem, lines) -> RocAxis:
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        problem(key_path, "an [[axis]] needs a `name` string and a `values` list")
+        return RocAxis("?", (), "", line_of(lines, key_path))
+    prefix = data.get("prefix", "")
+    if not isinstance(prefix, str):
+        problem(key_path + ("prefix",), "expected a string")
+        prefix = ""
+    return RocAxis(data["name"], _strings(data.get("values"), key_path + ("values",), problem), prefix, line_of(lines, key_path))
+
+
+def _read_suite(data: dict, key_path: tuple, problem, lines, text: str) -> RocSuite:
+    name = data.get("name")
+    if not isinstance(name, str):
+        problem(key_path + ("name",), "a [[suite]] needs a `name` string")
+        name = "?"
+    tests_data = data.get("test", [])
+    if not isinstance(tests_data, list):
+        problem(key_path + ("test",), "expected [[suite.test]] tables")
+        tests_data = []
+    tests = []
+    for i, test in enumerate(tests_data):
+        test_path = key_path + ("test", i)
+        if not isinstance(test, dict) or not isinstance(test.get("config"), str):
+            problem(test_path, "a [[suite.test]] needs a `config` string")
+            continue
+        excludes_data = test.get("exclude", [])
+        if not isinstance(excludes_data, list):
+            problem(test_path + ("exclude",), "expected [[suite.test.exclude]] tables")
+            excludes_data = []
+        excludes = tuple(_read_exclude(e, test_path + ("exclude", j), problem, lines) for j, e in enumerate(excludes_data))
+        comment_lines = [line_of(lines, test_path)] + [e.line for e in excludes]
+        tests.append(RocTest(i + 1, test["config"], excludes, line_of(lines, test_path), _comments_above(text, comment_lines)))
+    return RocSuite(name, tuple(tests), line_of(lines, key_path))
+
+
+def _read_exclude(data, key_path: tuple, problem, lines) -> RocExclude:
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        problem(key_path, "a [[suite.test.exclude]] needs a `name` string (an axis) and a `values` list")
+        return RocExclude("?", (), line_of(lines, key_path))
+    return RocExclude(data["name"], _strings(data.get("values"), key_path + ("values",), problem), line_of(lines, key_path))
+
+
+def _comments_above(text: str, header_lines: Iterable[int | None]) -> tuple[str, ...]:
+    """The comment lines right above each header line: rocMLIR's notes on a test ("reverse grid test")."""
+    source = text.splitlines()
+    comments = []
+    for header in header_lines:
+        if not header:
+            continue
+        block = []
+        i = header - 2
+        while i >= 0 and source[i].lstrip().startswith("#") and not source[i].lstrip().startswith("#["):
+            block.insert(0, source[i].lstrip().lstrip("#").strip())
+            i -= 1
+        comments.extend(c for c in block if c)
+    return tuple(comments)
+
+
+# ---------------------------------------------------------------- model
+
+
+NOT_IMPORTED, IGNORED, RENAMED = "not imported", "ignored", "renamed"  # kinds of report items, in report order
+
+
+@dataclass(frozen=True)
+class Note:
+    """One report item: a rocMLIR item not imported, ignored (it changes nothing computed) or renamed."""
+
+    line: int | None
+    subject: str
+    message: str
+    kind: str = NOT_IMPORTED
+
+    def render(self, path: str) -> str:
+        where = f"{path}:{self.line}" if self.line else path
+        return f"{where}: {self.subject}: {self.message}"
+
+
+class Notes:
+    """The report without repeats (every combination resolves the same flags), by kind, then by line."""
+
+    def __init__(self) -> None:
+        self._notes: dict[Note, None] = {}
+
+    def add(self, line: int | None, subject: str, message: str, kind: str = NOT_IMPORTED) -> None:
+        self._notes.setdefault(Note(line, subject, message, kind), None)
+
+    def __iter__(self) -> Iterator[Note]:
+        kinds = (NOT_IMPORTED, IGNORED, RENAMED)
+        return iter(sorted(self._notes, key=lambda n: (kinds.index(n.kind), n.line or 0)))
+
+
+@dataclass(frozen=True)
+class ImportedConfig:
+    rocmlir_test: RocTest
+    op: str
+    params: tuple[tuple[str, object], ...]
+    kept: frozenset[CaseKey]
+    order: tuple[CaseKey, ...]  # every key its combinations produced, in rocMLIR's order (for axis order)
+    tolerances: tuple[tuple[str, float], ...]
+    dropped: tuple[str, ...]  # flags not imported, for naming and comments
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    """An imported config under its unique name, with the excludes that keep rocMLIR's cases."""
+
+    name: str
+    config: ImportedConfig
+    excludes: tuple[dict[str, list[str]], ...]
+
+
+@dataclass(frozen=True)
+class ImportedSuite:
+    name: str
+    op: str
+    rocmlir_suite: RocSuite
+    axes: Mapping[str, tuple[str, ...]]
+    tolerances: tuple[tuple[str, float], ...]
+    pr: bool
+    configs: tuple[NamedConfig, ...]
+
+
+@dataclass(frozen=True)
+class Conversion:
+    source_name: str
+    rocmlir: RocCatalogue
+    suites: tuple[ImportedSuite, ...]
+    notes: tuple[Note, ...]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(d for d in DTYPES if any(d in s.axes["dtypes"] for s in self.suites))
+
+    def to_toml(self) -> str:
+        return emit(self)
+
+    def notes_of(self, kind: str) -> tuple[Note, ...]:
+        return tuple(n for n in self.notes if n.kind == kind)
+
+    def report(self, path: str | None = None) -> list[str]:
+        """The report, one line per item: "not imported: FILE:LINE: subject: what and why"."""
+        return [f"{n.kind}: {n.render(path or self.source_name)}" for n in self.notes]
+
+
+def convert(rocmlir: RocCatalogue) -> Conversion:
+    notes = Notes()
+    prefix_flags, suffix_flags = _wrapper_flags(rocmlir, notes)
+    axis_case_flags = _classify_axes(rocmlir, notes)
+    suite_tolerances = _tolerances(suffix_flags, Notes())  # malformed ones were reported with the suffix
+    suites = []
+    for suite in rocmlir.suites:
+        configs = [c for test in suite.tests for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes)]
+        if not configs:
+            notes.add(suite.line, f"suite {suite.name!r}", "nothing in it could be imported; no suite written")
+        ops = tuple(dict.fromkeys(c.op for c in configs))
+        for op in ops:
+            name = suite_name(rocmlir, suite, op if len(ops) > 1 else None)
+            suites.append(_build_suite(rocmlir, suite, name, op, [c for c in configs if c.op == op], suite_tolerances, notes))
+    return Conversion(Path(rocmlir.path).name, rocmlir, tuple(suites), tuple(notes))
+
+
+def _wrapper_flags(rocmlir: RocCatalogue, notes: Notes) -> tuple[tuple[Flag, ...], tuple[Flag, ...]]:
+    """Flags of `prefix` (after the tool) and of `suffix` (before the first pipe: the rest runs the kernel)."""
+    tool, _, prefix_rest = rocmlir.prefix.strip().partition(" ")
+    if tool and tool != "rocmlir-gen":
+        notes.add(rocmlir.line("prefix"), "prefix", f"tool {tool!r} is not rocmlir-gen; its flags are read as rocmlir-gen's")
+    prefix_flags, prefix_words = parse_flags(prefix_rest, Source(rocmlir.line("prefix"), "prefix"))
+    suffix_flags, suffix_words = parse_flags(rocmlir.suffix.split("|", 1)[0], Source(rocmlir.line("suffix"), "suffix"))
+    for words, flags, key in ((prefix_words, prefix_flags, "prefix"), (suffix_words, suffix_flags, "suffix")):
+        _note_words(words, rocmlir.line(key), key, notes)
+        _note_wrapper_flags(flags, key, notes)
+    return prefix_flags, suffix_flags
+
+
+def _note_words(words: Iterable[str], line: int | None, subject: str, notes: Notes) -> None:
+    for word in words:
+        if word in LIT_SUBSTITUTION_NOTES:
+            notes.add(line, subject, f"lit substitution {word}: {LIT_SUBSTITUTION_NOTES[word]}", kind=IGNORED)
+        elif word.startswith("%"):
+            notes.add(line, subject, f"lit substitution {word}: a setting of rocMLIR's test runner", kind=IGNORED)
+        else:
+            notes.add(line, subject, f"word {word!r} is no rocmlir-gen option; dropped")
+
+
+def _classify_axes(rocmlir: RocCatalogue, notes: Notes) -> dict[str, dict[str, tuple[Flag, ...]]]:
+    """Per axis and value, the flags that pick a case axis of ours; report the rest once per axis.
+
+    An axis whose values set only flags with no equivalent (schedule_version)
+    is merged: every one of our cases stands for all of its values.
+    """
+    kept: dict[str, dict[str, tuple[Flag, ...]]] = {}
+    for axis in rocmlir.axes:
+        kept[axis.name] = {}
+        dropped: dict[str, list[str]] = {}
+        for value in axis.values:
+            flags = axis.flags(value)
+            kept[axis.name][value] = tuple(f for f in flags if f.name in CASE_FLAGS)
+            for f in flags:
+                if f.name not in CASE_FLAGS:
+                    dropped.setdefault(f.name, []).append(f.value or "true")
+        for name, values in dropped.items():
+            why = NO_EQUIVALENT.get(name, "an axis of ours is only an op, direction, dtype or layout")
+            merged = "its values are merged: each case runs once" if len(kept[axis.name]) and not any(kept[axis.name].values()) else "ignored"
+            notes.add(axis.line, f"axis {axis.name!r}", f"--{name} {', '.join(values)} has no equivalent in e2egen ({why}); {merged}")
+    return kept
+
+
+def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_flags, notes: Notes) -> list[ImportedConfig]:
+    """One config per op this test's combinations produce (normally one)."""
+    where = Source(test.line, f"test {test.number} config")
+    config_flags, words = parse_flags(test.config, where)
+    _note_words(words, test.line, where.what, notes)
+    fixed = (*prefix_flags, *config_flags)
+    _check_excludes(rocmlir, test, notes)
+    kept: dict[str, set[CaseKey]] = {}
+    order: dict[str, dict[CaseKey, None]] = {}
+    excluded_keys: dict[str, set[CaseKey]] = {}
+    matched_exclude = False
+    for combination in _combinations(rocmlir):
+        flags = _merge(fixed, [f for axis, value in combination for f in axis_case_flags[axis.name][value]], suffix_flags, notes)
+        resolved = resolve_case(flags, notes)
+        excluded = _is_excluded(test, combination)
+        matched_exclude |= excluded
+        if resolved is None:
+            continue
+        op, key = resolved
+        order.setdefault(op, {})[key] = None
+        (excluded_keys if excluded else kept).setdefault(op, set()).add(key)
+    _note_exclude_effect(test, matched_exclude, excluded_keys, kept, notes)
+    configs = []
+    for op in order:
+        all_fixed = (*fixed, *suffix_flags)
+        params = resolve_shape(op, all_fixed, notes)
+        if params is None:
+            continue
+        if not kept.get(op):
+            notes.add(test.line, where.what, f"every {op} combination of this test is excluded or unsupported; nothing imported")
+            continue
+        dropped = _note_other_flags(op, config_flags, notes)
+        tolerances = _tolerances(config_flags, notes)
+        configs.append(ImportedConfig(test, op, params, frozenset(kept[op]), tuple(order[op]), tolerances, dropped))
+    return configs
+
+
+def _combinations(rocmlir: RocCatalogue) -> Iterator[tuple[tuple[RocAxis, str], ...]]:
+    """rocMLIR's product of axis values, first axis slowest."""
+    return itertools.product(*[[(axis, v) for v in axis.values] for axis in rocmlir.axes])
+
+
+def _is_excluded(test: RocTest, combination) -> bool:
+    """rocMLIR's rule: excluded when every exclude entry's axis has one of the entry's values."""
+    if not test.excludes:
+        return False
+    values = {axis.name: value for axis, value in combination}
+    return all(values.get(e.axis) in e.values for e in test.excludes)
+
+
+def _check_excludes(rocmlir: RocCatalogue, test: RocTest, notes: Notes) -> None:
+    axes = {a.name: a for a in rocmlir.axes}
+    for e in test.excludes:
+        if e.axis not in axes:
+            notes.add(e.line, f"test {test.number} exclude", f"names {e.axis!r}, which is no [[axis]] ({', '.join(axes) or 'none'}); rocMLIR never matches it, so this exclude excludes nothing")
+        elif not set(e.values) & set(axes[e.axis].values):
+            notes.add(e.line, f"test {test.number} exclude", f"none of {list(e.values)} is a value of axis {e.axis!r}; this exclude excludes nothing")
+
+
+def _note_exclude_effect(test: RocTest, matched: bool, excluded_keys, kept, notes: Notes) -> None:
+    """Say when an exclude lost its meaning: it only named left-out values, or only some values of a merged axis."""
+    if not matched:
+        return
+    where, line = f"test {test.number} exclude", test.excludes[0].line
+    excluded = [(op, k) for op, keys in excluded_keys.items() for k in keys]
+    still_run = [(op, k) for op, k in excluded if k in kept.get(op, ())]
+    if not excluded:
+        notes.add(line, where, "everything it excludes is left out here anyway (unsupported values); nothing left to exclude, dropped")
+    elif len(still_run) == len(excluded):
+        notes.add(line, where, "rocMLIR still runs what it excludes under other values of a merged axis, so those cases stay; dropped")
+    elif still_run:
+        notes.add(line, where, "part of what it excludes still runs under other values of a merged axis; that part stays")
+
+
+def _merge(fixed: Iterable[Flag], axis_flags: Iterable[Flag], suffix_flags: Iterable[Flag], notes: Notes) -> dict[str, Flag]:
+    """The command line rocMLIR builds (prefix, config, axis values, suffix) as name -> flag."""
+    merged: dict[str, Flag] = {}
+    for flag in (*fixed, *axis_flags, *suffix_flags):
+        earlier = merged.get(flag.name)
+        if earlier is not None and earlier.value != flag.value:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text} repeats {earlier.text} ({earlier.source.what}); rocmlir-gen rejects a repeated option; {flag.text} used")
+        merged[flag.name] = flag
+    return merged
+
+
+def resolve_case(flags: Mapping[str, Flag], notes: Notes) -> tuple[str, CaseKey] | None:
+    """(op, case key) of one rocMLIR command line, or None (reported) when it has no equivalent."""
+    operation = flags.get("operation")
+    name = operation.value if operation else DEFAULT_OPERATION
+    if name not in OPERATIONS:
+        notes.add(operation.source.line, operation.source.what, f"operation {name!r} has no equivalent in e2egen (supported: {', '.join(OPERATIONS)}); left out")
+        return None
+    op, direction = OPERATIONS[name]
+    dtype = _resolve_dtype(flags.get("t"), notes)
+    layout = _resolve_conv_layout(flags, notes) if op == "conv2d" else _resolve_gemm_layout(flags, notes)
+    if dtype is None or layout is None:
+        return None
+    return op, CaseKey(direction, dtype, layout)
+
+
+def _resolve_dtype(flag: Flag | None, notes: Notes) -> str | None:
+    dtype = flag.value if flag else DEFAULT_DTYPE
+    if dtype in DTYPES:
+        return dtype
+    why = UNSUPPORTED_DTYPES.get(dtype, f"unknown data type (supported: {', '.join(DTYPES)})")
+    notes.add(flag.source.line, flag.source.what, f"data type {dtype!r} left out: {why}")
+    return None
+
+
+def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    given = [flags.get(name) for name in LAYOUT_FLAGS]
+    names = tuple((f.value or "") if f else default for f, default in zip(given, DEFAULT_CONV_LAYOUT))
+    layout = CONV_LAYOUTS.get(tuple(n.lower().replace("g", "") for n in names))
+    if layout is None:
+        source = next(f.source for f in given if f)
+        text = " ".join(f"-{n}={v}" for n, v in zip(LAYOUT_FLAGS, names))
+        notes.add(source.line, source.what, f"conv layout {text} has no equivalent (e2egen has nchw: gkcyx/ngchw/ngkhw, nhwc: gkyxc/nhwgc/nhwgk); left out")
+    return layout
+
+
+def _resolve_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    letters = ""
+    for name in TRANSPOSE_FLAGS:
+        flag = flags.get(name)
+        value = _boolean(flag)
+        if value is None:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected true or false; left out")
+            return None
+        letters += "t" if value else "n"
+    return letters
+
+
+def _boolean(flag: Flag | None) -> bool | None:
+    if flag is None:
+        return False
+    return {"true": True, "1": True, None: True, "false": False, "0": False}.get(flag.value.lower() if flag.value else None)
+
+
+def resolve_shape(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, object], ...] | None:
+    """The config's shape parameters, or None (reported) when they are incomplete or not expressible."""
+    table = CONV_SHAPE_FLAGS if op == "conv2d" else GEMM_SHAPE_FLAGS
+    values: dict[str, int] = {}
+    first = None
+    for flag in flags:
+        if flag.name not in table:
+            continue
+        first = first or flag.source
+        number = _integer(flag.value)
+        if number is None:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected a non-negative integer; config skipped")
+            return None
+        values[table[flag.name]] = number
+    return (_conv_params if op == "conv2d" else _gemm_params)(values, first, notes)
+
+
+def _integer(text: str | None) -> int | None:
+    return int(text) if text is not None and re.fullmatch(r"[0-9]+", text) else None
+
+
+def _conv_params(v: dict[str, int], source: Source | None, notes: Notes):
+    line, what = (source.line, source.what) if source else (None, "config")
+    required = ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w")
+    missing = [f"-{name}" for name in required if name not in v]
+    if missing:
+        notes.add(line, what, f"incomplete conv2d shape: no {', '.join(missing)}; config skipped")
+        return None
+    pads = []
+    for dim in ("h", "w"):
+        low = v.get(f"padding_{dim}_l", v.get(f"padding_{dim}", 0))
+        high = v.get(f"padding_{dim}_r", v.get(f"padding_{dim}", 0))
+        if low != high:
+            notes.add(line, what, f"asymmetric padding -padding_{dim}_l={low} -padding_{dim}_r={high} cannot be expressed (torch pads both sides alike); config skipped")
+            return None
+        pads.append(low)
+    params: dict[str, object] = {
+        "n": v["batchsize"], "c": v["in_channels"], "k": v["out_channels"],
+        "hw": [v["in_h"], v["in_w"]], "kernel": [v["fil_h"], v["fil_w"]],
+    }
+    optional = {
+        "stride": ([v.get("conv_stride_h", 1), v.get("conv_stride_w", 1)], [1, 1]),
+        "pad": (pads, [0, 0]),
+        "dilation": ([v.get("dilation_h", 1), v.get("dilation_w", 1)], [1, 1]),
+        "groups": (v.get("groupsize", 1), 1),
+    }
+    params.update({key: value for key, (value, default) in optional.items() if value != default})
+    if not _output_size_matches(v, params, line, what, notes):
+        return None
+    return tuple(params.items())
+
+
+def _output_size_matches(v: dict[str, int], params: dict, line, what, notes: Notes) -> bool:
+    """rocmlir-gen accepts -out_h/-out_w; they must agree with the rest, since e2egen derives them."""
+    stride, pad, dilation = (params.get(k, d) for k, d in (("stride", [1, 1]), ("pad", [0, 0]), ("dilation", [1, 1])))
+    for i, dim in enumerate("hw"):
+        if f"out_{dim}" not in v:
+            continue
+        size = (params["hw"][i] + 2 * pad[i] - dilation[i] * (params["kernel"][i] - 1) - 1) // stride[i] + 1
+        if v[f"out_{dim}"] != size:
+            notes.add(line, what, f"-out_{dim}={v[f'out_{dim}']} disagrees with the other sizes (they give {size}); config skipped")
+            return False
+    return True
+
+
+def _gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
+    line, what = (source.line, source.what) if source else (None, "config")
+    missing = [f"-{name}" for name in ("m", "n", "k") if name not in v]
+    if missing:
+        notes.add(line, what, f"incomplete gemm shape: no {', '.join(missing)}; config skipped")
+        return None
+    batch = v.get("batch", 1)
+    return ((("batch", batch),) if batch != 1 else ()) + (("m", v["m"]), ("n", v["n"]), ("k", v["k"]))
+
+
+def _tolerances(flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, float], ...]:
+    tolerances = {}
+    for flag in flags:
+        if flag.name not in TOLERANCE_FLAGS:
+            continue
+        try:
+            value = float(flag.value or "")
+        except ValueError:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected a number; dropped")
+            continue
+        tolerances[TOLERANCE_FLAGS[flag.name]] = value
+    return tuple(tolerances.items())
+
+
+def _note_other_flags(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[str, ...]:
+    """Report a config's flags that are neither shape, case axis nor tolerance; return those dropped."""
+    shape = CONV_SHAPE_FLAGS if op == "conv2d" else GEMM_SHAPE_FLAGS
+    dropped = []
+    for flag in flags:
+        if flag.name in shape or flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS:
+            continue
+        if flag.name in IGNORED_FLAGS:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
+            continue
+        if flag.name == "transC" and not _boolean(flag):
+            continue  # the default: nothing lost
+        why = NO_EQUIVALENT.get(flag.name, "unknown rocmlir-gen flag")
+        notes.add(flag.source.line, flag.source.what, f"{flag.text} dropped: {why}; the config is imported without it")
+        dropped.append(flag.text)
+    return tuple(dropped)
+
+
+def _build_suite(rocmlir: RocCatalogue, suite: RocSuite, name: str, op: str, configs: list[ImportedConfig],
+                 tolerances: tuple[tuple[str, float], ...], notes: Notes) -> ImportedSuite:
+    axes = _suite_axes(configs)
+    named: dict[str, NamedConfig] = {}
+    for config in configs:
+        shape_name = config_name(op, dict(config.params))
+        unique = _unique_name(shape_name, named)
+        if unique != shape_name:
+            first = named[shape_name].config.rocmlir_test
+            differs = f" (it differs only in dropped flags: {' '.join(config.dropped)})" if config.dropped else ""
+            notes.add(config.rocmlir_test.line, f"test {config.rocmlir_test.number} config",
+                      f"same shape as test {first.number}{differs}; named {unique!r}", kind=RENAMED)
+        named[unique] = NamedConfig(unique, config, tuple(cover_with_excludes(axes, config.kept)))
+    return ImportedSuite(
+        name=name, op=op, rocmlir_suite=suite, axes=axes, tolerances=tolerances,
+        pr=rocmlir.directory.startswith("Pr"), configs=tuple(named.values()),
+    )
+
+
+def _suite_axes(configs: list[ImportedConfig]) -> dict[str, tuple[str, ...]]:
+    """Each axis: the values some config keeps, in the order rocMLIR's combinations first produce them."""
+    axes = {}
+    for i, axis in enumerate(AXIS_NAMES):
+        kept = {key[i] for config in configs for key in config.kept}
+        axes[axis] = tuple(dict.fromkeys(key[i] for config in configs for key in config.order if key[i] in kept))
+    return axes
+
+
+def _note_wrapper_flags(flags: Iterable[Flag], subject: str, notes: Notes) -> None:
+    """Report the prefix's and suffix's flags that are neither case axis, shape nor tolerance."""
+    for flag in flags:
+        if flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or flag.name in CONV_SHAPE_FLAGS or flag.name in GEMM_SHAPE_FLAGS:
+            continue
+        if flag.name in IGNORED_FLAGS:
+            notes.add(flag.source.line, subject, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
+        else:
+            notes.add(flag.source.line, subject, f"{flag.text} dropped: {NO_EQUIVALENT.get(flag.name, 'unknown rocmlir-gen flag')}")
+    _tolerances(flags, notes)  # reports malformed thresholds once
+
+
+def cover_with_excludes(axes: Mapping[str, tuple[str, ...]], kept: frozenset[CaseKey]) -> list[dict[str, list[str]]]:
+    """Config excludes (each a conjunction of axes) that leave exactly `kept` of the suite's axis product.
+
+    First the axis values this config never runs (one exclude per axis), then
+    what is left as one conjunction when it is one (rocMLIR's excludes always
+    are); otherwise one exclude per (direction, dtype), exact but longer.
+    """
+    excludes = []
+    left = [key for key in itertools.product(*(axes[a] for a in AXIS_NAMES)) if CaseKey(*key) not in kept]
+    for i, axis in enumerate(AXIS_NAMES):
+        unused = [v for v in axes[axis] if all(k[i] != v for k in kept)]
+        if unused:
+            excludes.append({axis: unused})
+            left = [k for k in left if k[i] not in unused]
+    if not left:
+        return excludes
+    box = [[v for v in axes[a] if any(k[i] == v for k in left)] for i, a in enumerate(AXIS_NAMES)]
+    if not any(CaseKey(*k) in kept for k in itertools.product(*box)):
+        excludes.append({a: values for a, values in zip(AXIS_NAMES, box) if len(values) < len(axes[a])})
+        return excludes
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for direction, dtype, layout in left:
+        by_pair.setdefault((direction, dtype), []).append(layout)
+    excludes.extend({"directions": [d], "dtypes": [t], "layouts": layouts} for (d, t), layouts in by_pair.items())
+    return excludes
+
+
+# ---------------------------------------------------------------- names
+
+
+def suite_name(rocmlir: RocCatalogue, suite: RocSuite, op: str | None) -> str:
+    directory = rocmlir.directory.strip("/").split("/")[-1] or Path(rocmlir.path).stem
+    return _safe_name("-".join(p for p in (directory, suite.name, op) if p))
+
+
+def _safe_name(text: str) -> str:
+    """A name the catalogue accepts: [A-Za-z0-9][A-Za-z0-9_.+-]*."""
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).lstrip("_.+-")
+    return name or "rocmlir"
+
+
+def config_name(op: str, params: Mapping[str, object]) -> str:
+    if op == "gemm":
+        return "-".join(([f"b{params['batch']}"] if "batch" in params else []) + [f"m{params['m']}", f"n{params['n']}", f"k{params['k']}"])
+    parts = [f"n{params['n']}", f"c{params['c']}", f"k{params['k']}", _pair(params["hw"]), "f" + _pair(params["kernel"])]
+    for key, letter in (("stride", "s"), ("pad", "p"), ("dilation", "d")):
+        if key in params:
+            h, w = params[key]
+            parts.append(f"{letter}{h}" if h == w else f"{letter}{h}x{w}")
+    if "groups" in params:
+        parts.append(f"g{params['groups']}")
+    return "-".join(parts)
+
+
+def _pair(values) -> str:
+    return f"{values[0]}x{values[1]}"
+
+
+def _unique_name(name: str, taken: Mapping[str, object]) -> str:
+    if name not in taken:
+        return name
+    return next(f"{name}-{i}" for i in itertools.count(2) if f"{name}-{i}" not in taken)
+
+
+# ---------------------------------------------------------------- emit
+
+
+def emit(conversion: Conversion) -> str:
+    """The e2egen catalogue as TOML text: deterministic (same input, same bytes)."""
+    doc = tomlkit.document()
+    for line in _header(conversion):
+        doc.add(tomlkit.comment(line) if line else tomlkit.nl())
+    doc.add(tomlkit.nl())
+    doc["seed"] = 0
+    doc["ranges"] = _ranges_table()
+    doc["tolerances"] = _tolerances_table(conversion.dtypes)
+    suites = tomlkit.aot()
+    for suite in conversion.suites:
+        suites.append(_suite_table(conversion, suite))
+    doc["suite"] = suites
+    return tomlkit.dumps(doc)
+
+
+def _header(conversion: Conversion) -> list[str]:
+    name = conversion.source_name
+    lines = [f"e2egen catalogue converted from rocMLIR's e2e catalogue {name} by:", f"  e2egen import-rocmlir {name}"]
+    titles = {
+        NOT_IMPORTED: "Not imported ({}): rocMLIR items with no equivalent here:",
+        IGNORED: "Ignored ({}): they do not change what is computed:",
+        RENAMED: "Renamed ({}):",
+    }
+    for kind, title in titles.items():
+        notes = conversion.notes_of(kind)
+        if notes:
+            lines += ["", title.format(len(notes))] + [f"  {n.render(name)}" for n in notes]
+    return lines
+
+
+def _ranges_table():
+    table = tomlkit.table()
+    table.add(tomlkit.comment("rocMLIR's random data range differs per type; this project's default range stands in for it"))
+    name, (lo, hi) = DEFAULT_RANGE
+    table[name] = [lo, hi]
+    return table
+
+
+def _tolerances_table(dtypes: Iterable[str]):
+    table = tomlkit.table(is_super_table=True)
+    for dtype in dtypes:
+        sub = tomlkit.table()
+        sub.update(DEFAULT_TOLERANCES[dtype])
+        table[dtype] = sub
+    return table
+
+
+def _suite_table(conversion: Conversion, suite: ImportedSuite):
+    table = tomlkit.table()
+    table.add(tomlkit.comment(f"rocMLIR suite {suite.rocmlir_suite.name!r} ({conversion.source_name}:{suite.rocmlir_suite.line})"))
+    table["name"] = suite.name
+    table["op"] = suite.op
+    table["dtypes"] = list(suite.axes["dtypes"])
+    table["directions"] = list(suite.axes["directions"])
+    table["layouts"] = list(suite.axes["layouts"])
+    table.add("ranges", tomlkit.item([DEFAULT_RANGE[0]]).comment("rocMLIR's data range differs per type: see [ranges]"))
+    if suite.pr:
+        table.add("pr", tomlkit.item(True).comment(f"{conversion.rocmlir.directory}: a Pr* directory is one of rocMLIR's PR-CI catalogues"))
+    if suite.tolerances:
+        flags = ", ".join(f"-{flag}" for flag, key in TOLERANCE_FLAGS.items() if key in dict(suite.tolerances))
+        table.add("tolerances", _inline(dict(suite.tolerances)).comment(f"from the suffix's {flags}, for every dtype"))
+    configs = tomlkit.aot()
+    for named in suite.configs:
+        configs.append(_config_table(conversion, named))
+    table["config"] = configs
+    return table
+
+
+def _config_table(conversion: Conversion, named: NamedConfig):
+    config, test = named.config, named.config.rocmlir_test
+    table = tomlkit.table()
+    table.add(tomlkit.comment(f"rocMLIR test {test.number} ({conversion.source_name}:{test.line}): {test.config}"))
+    for comment in test.comments:
+        table.add(tomlkit.comment(f"rocMLIR: {comment}"))
+    if config.dropped:
+        table.add(tomlkit.comment(f"not imported: {' '.join(config.dropped)} (see the notes at the top)"))
+    table["name"] = named.name
+    for key, value in config.params:
+        table[key] = value
+    if config.tolerances:
+        table.add("tolerances", _inline(dict(config.tolerances)).comment("from the config's thresholds, for every dtype"))
+    if named.excludes:
+        array = tomlkit.array()
+        for exclude in named.excludes:
+            array.append(_inline(exclude))
+        table.add("exclude", array.comment("rocMLIR's excludes and the values this test never runs"))
+    return table
+
+
+def _inline(mapping: Mapping):
+    table = tomlkit.inline_table()
+    table.update(mapping)
+    return table
+
+
+def convert_file(path: str | Path) -> Conversion:
+    """Read, check and convert a rocMLIR e2e catalogue file."""
+    return convert(read_rocmlir_file(path))

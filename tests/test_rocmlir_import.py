@@ -1,0 +1,330 @@
+"""e2egen import-rocmlir: rocMLIR's e2e catalogues become loadable e2egen catalogues, nothing dropped silently."""
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from e2egen.cli import main
+from generator.cases import expand
+from generator.loader import parse_catalogue
+from generator.rocmlir import AXIS_NAMES, CaseKey, cover_with_excludes, convert, read_rocmlir
+
+DATA = Path(__file__).parent / "data" / "rocmlir"
+RESNET = DATA / "PrResnet50.toml"
+GEMM = DATA / "PrGemm.toml"
+
+
+def run_import(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    status = main(["import-rocmlir", *map(str, args)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def import_file(capsys, tmp_path: Path, source: Path):
+    out = tmp_path / f"{source.stem}.e2e.toml"
+    status, _, err = run_import(capsys, source, "-o", out)
+    assert status == 0, err
+    text = out.read_text()
+    catalogue = parse_catalogue(text, str(out))
+    return text, err, catalogue, expand(catalogue)
+
+
+def convert_text(rocmlir_text: str):
+    """Convert a rocMLIR catalogue given as text; return the conversion and its expanded cases."""
+    conversion = convert(read_rocmlir(textwrap.dedent(rocmlir_text), "t.toml"))
+    cases = expand(parse_catalogue(conversion.to_toml(), "t.e2e.toml")) if conversion.suites else []
+    return conversion, cases
+
+
+def ids(cases, config: str) -> set[tuple[str, str, str]]:
+    return {(c.direction, c.dtype, c.layout) for c in cases if c.config == config}
+
+
+# ---------------------------------------------------------------- the shipped examples
+
+
+def test_resnet50_converts_to_a_loadable_catalogue(capsys, tmp_path):
+    text, err, catalogue, cases = import_file(capsys, tmp_path, RESNET)
+    [suite] = catalogue.suites
+    assert (suite.name, suite.op, suite.pr) == ("PrResnet50-config", "conv2d", True)
+    assert suite.directions == ("fwd", "bwd_data", "bwd_weight")
+    assert suite.dtypes == ("f32", "f16") and suite.layouts == ("nchw", "nhwc")
+    assert [c.name for c in suite.configs] == [
+        "n64-c128-k128-28x28-f3x3-p1", "n64-c128-k128-28x28-f3x3-p1-2", "n64-c128-k512-28x28-f1x1", "n64-c64-k64-16x16-f1x1",
+    ]
+    assert dict(suite.configs[0].params) == {"n": 64, "c": 128, "k": 128, "hw": [28, 28], "kernel": [3, 3], "pad": [1, 1]}
+    assert len(cases) == 3 * 12 + 10  # the last config excludes bwd_data/bwd_weight x f16 x nhwc
+    assert all(c.pr for c in cases)
+
+
+def test_resnet50_exclude_is_one_conjunction(capsys, tmp_path):
+    _, _, _, cases = import_file(capsys, tmp_path, RESNET)
+    last = ids(cases, "n64-c64-k64-16x16-f1x1")
+    assert not {k for k in last if k[0] != "fwd" and k[1:] == ("f16", "nhwc")}
+    assert {("fwd", "f32", "nchw"), ("fwd", "f16", "nhwc"), ("bwd_data", "f16", "nchw"), ("bwd_weight", "f32", "nhwc")} <= last
+    assert len(last) == 10
+
+
+def test_resnet50_rms_threshold_becomes_suite_tolerance(capsys, tmp_path):
+    text, _, catalogue, cases = import_file(capsys, tmp_path, RESNET)
+    assert dict(catalogue.suites[0].tolerances.common) == {"rms": 0.001}
+    assert {c.tolerances["rms"] for c in cases} == {0.001}
+    assert all(c.tolerances["bound_ratio"] == 1.0 for c in cases)  # the per-dtype defaults stay
+    assert set(catalogue.tolerances.per_dtype) == {"f32", "f16"}
+
+
+def test_resnet50_report_names_reverse_grid_and_the_renamed_duplicate(capsys, tmp_path):
+    text, err, _, _ = import_file(capsys, tmp_path, RESNET)
+    for where in (err, text):
+        assert "--reverse_grid" in where
+        assert "n64-c128-k128-28x28-f3x3-p1-2" in where
+    assert f"{RESNET}:27: test 2 config: --reverse_grid dropped" in err  # the path as given, with the line
+    assert "#   PrResnet50.toml:27: test 2 config: --reverse_grid dropped" in text  # deterministic: the name only
+
+
+def test_gemm_converts_with_layouts_from_transA(capsys, tmp_path):
+    _, _, catalogue, cases = import_file(capsys, tmp_path, GEMM)
+    [suite] = catalogue.suites
+    assert (suite.name, suite.op, suite.pr) == ("PrGemm-pr_gemm", "gemm", True)
+    assert suite.layouts == ("tn", "nn") and suite.dtypes == ("f32", "f16") and suite.directions == ("fwd",)
+    assert [dict(c.params) for c in suite.configs] == [{"batch": 3, "m": 1024, "n": 1024, "k": 769}, {"m": 32768, "n": 32769, "k": 1}]
+    assert len(cases) == 5  # schedule_version merged: each case once
+
+
+def test_gemm_excludes_keep_rocmlir_meaning(capsys, tmp_path):
+    _, _, _, cases = import_file(capsys, tmp_path, GEMM)
+    assert ids(cases, "b3-m1024-n1024-k769") == {("fwd", "f32", "tn"), ("fwd", "f32", "nn"), ("fwd", "f16", "nn")}  # no f16 with transA
+    assert ids(cases, "m32768-n32769-k1") == {("fwd", "f32", "tn"), ("fwd", "f32", "nn")}  # only f32
+    assert {c.tolerances["rms"] for c in cases if c.dtype == "f32"} == {1e-5}  # no threshold in the suffix: defaults
+
+
+def test_gemm_report_lists_unsupported_types_and_axes(capsys, tmp_path):
+    text, err, _, _ = import_file(capsys, tmp_path, GEMM)
+    header = text.split("\nseed = ")[0]
+    for where in (err, header):
+        assert "'i8'" in where and "'fp8_fp8'" in where
+        assert "schedule_version" in where
+        assert "--arch %arch" in where  # ignored, but said so
+    assert "not imported:" in err and err.count("'i8'") == 1
+
+
+@pytest.mark.parametrize("source", [RESNET, GEMM], ids=["resnet50", "gemm"])
+def test_conversion_is_deterministic(capsys, tmp_path, source):
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    assert run_import(capsys, source, "-o", first)[0] == 0
+    assert run_import(capsys, source, "-o", second)[0] == 0
+    status, out, _ = run_import(capsys, source)
+    assert status == 0
+    assert first.read_bytes() == second.read_bytes() == out.encode()  # without -o the catalogue goes to stdout
+
+
+# ---------------------------------------------------------------- user errors: exit 2, one message, no traceback
+
+
+def test_missing_file(capsys, tmp_path):
+    status, out, err = run_import(capsys, tmp_path / "nope.toml")
+    assert status == 2 and out == ""
+    assert err.strip() == f"error: {tmp_path / 'nope.toml'}: no such file"
+
+
+def test_invalid_toml(capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('directory = "PrX"\n[[suite]\nname = "x"\n')
+    status, _, err = run_import(capsys, bad)
+    assert status == 2
+    assert err.startswith(f"error: {bad}:2: invalid TOML") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_file_that_is_not_a_rocmlir_catalogue(capsys, tmp_path):
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[project]\nname = "x"\n')
+    status, _, err = run_import(capsys, other)
+    assert status == 2 and err.startswith(f"error: {other}: not a rocMLIR e2e catalogue") and "Traceback" not in err
+
+
+def test_an_e2egen_catalogue_is_recognised(capsys, tmp_path):
+    converted = tmp_path / "converted.toml"
+    assert run_import(capsys, GEMM, "-o", converted)[0] == 0
+    status, _, err = run_import(capsys, converted)
+    assert status == 2 and "looks like an e2egen catalogue already" in err
+
+
+def test_output_may_not_overwrite_the_source(capsys, tmp_path):
+    source = tmp_path / "PrGemm.toml"
+    source.write_text(GEMM.read_text())
+    status, _, err = run_import(capsys, source, "-o", source)
+    assert status == 2 and "overwrite" in err and source.read_text() == GEMM.read_text()
+
+
+# ---------------------------------------------------------------- mapping rules, on small catalogues
+
+HEADER = '''
+directory = "Nightly"
+prefix = "rocmlir-gen"
+suffix = "--arch %arch %pv -relDiff_threshold 0.01 -absDiff_threshold 0.5 | rocmlir-driver -c"
+'''
+CONV = "-batchsize=2 -in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
+
+
+def test_short_flags_layouts_and_thresholds():
+    conversion, cases = convert_text(HEADER + '''
+        [[axis]]
+        name = "operation"
+        values = ["conv2d", "conv2d_bwd_weight"]
+        prefix = "--operation "
+        [[axis]]
+        name = "layout"
+        values = ["-fil_layout=gkyxc -in_layout=nhwgc -out_layout=nhwgk"]
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-n 2 -c 4 -k 8 -H 9 -W 7 -y 3 -x 1 -u 2 -v 1 -p 1 -q 0 -l 1 -j 1 -g 2 -t bf16 -RMS_threshold 0.02"
+    ''')
+    [suite] = conversion.suites
+    assert not suite.pr  # not a Pr* directory
+    [named] = suite.configs
+    name, config = named.name, named.config
+    assert name == "n2-c4-k8-9x7-f3x1-s2x1-p1x0-g2"
+    assert dict(config.params) == {"n": 2, "c": 4, "k": 8, "hw": [9, 7], "kernel": [3, 1], "stride": [2, 1], "pad": [1, 0], "groups": 2}
+    assert {(c.direction, c.dtype, c.layout) for c in cases} == {("fwd", "bf16", "nhwc"), ("bwd_weight", "bf16", "nhwc")}
+    assert all(c.tolerances == {"rms": 0.02, "max_rel_diff": 0.01, "max_abs_diff": 0.5, "bound_ratio": 1.0} for c in cases)
+
+
+def test_asymmetric_padding_skips_the_config_and_says_so():
+    conversion, cases = convert_text(HEADER + f'''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV} -padding_h_l=1 -padding_h_r=0"
+        [[suite.test]]
+        config = "{CONV} -padding_h=1 -padding_w_l=2 -padding_w_r=2"
+    ''')
+    assert [c.name for c in conversion.suites[0].configs] == ["n2-c4-k8-6x6-f3x3-p1x2"]
+    assert any("asymmetric padding -padding_h_l=1 -padding_h_r=0" in line and "config skipped" in line for line in conversion.report())
+    assert len(cases) == 1  # defaults: conv2d fwd, f32, nchw
+
+
+def test_unknown_flag_is_reported_and_the_config_kept():
+    conversion, cases = convert_text(HEADER + f'''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV} --frobnicate=3 %random_data"
+    ''')
+    report = "\n".join(conversion.report())
+    assert "--frobnicate=3 dropped: unknown rocmlir-gen flag" in report
+    assert "ignored: t.toml:8: test 1 config: lit substitution %random_data" in report
+    assert len(cases) == 1
+
+
+def test_exclude_left_with_only_unsupported_values_is_dropped_and_reported():
+    conversion, cases = convert_text(HEADER + f'''
+        [[axis]]
+        name = "data type"
+        values = ["f32", "i8", "bf8_bf8"]
+        prefix = "-t "
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+        [[suite.test.exclude]]
+        name = "data type"
+        values = ["i8", "bf8_bf8"]
+    ''')
+    assert {c.dtype for c in cases} == {"f32"}
+    report = "\n".join(conversion.report())
+    assert "test 1 exclude" in report and "dropped" in report
+    assert "'i8'" in report and "'bf8_bf8'" in report
+
+
+def test_exclude_on_a_merged_axis_value_does_not_hide_cases():
+    """rocMLIR still runs f16 under schedule_version 2, so the merged f16 case must stay."""
+    conversion, cases = convert_text(HEADER + f'''
+        [[axis]]
+        name = "data type"
+        values = ["f32", "f16"]
+        prefix = "-t "
+        [[axis]]
+        name = "schedule_version"
+        values = ["1", "2"]
+        prefix = "--schedule_version "
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+        [[suite.test.exclude]]
+        name = "data type"
+        values = ["f16"]
+        [[suite.test.exclude]]
+        name = "schedule_version"
+        values = ["1"]
+    ''')
+    assert {c.dtype for c in cases} == {"f32", "f16"}
+    assert any("schedule_version" in line and "merged" in line for line in conversion.report())
+
+
+def test_gemm_transposes_from_axes_and_config_flags():
+    conversion, cases = convert_text(HEADER.replace("--arch", "--operation gemm --arch") + '''
+        [[axis]]
+        name = "transB"
+        values = ["false", "true"]
+        prefix = "--transB="
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-g 1 -m 8 -k 4 -n 16"
+        [[suite.test]]
+        config = "--transA=true -g 2 -m 8 -k 4 -n 16 --transC=true"
+    ''')
+    [suite] = conversion.suites
+    assert suite.axes["layouts"] == ("nn", "nt", "tn", "tt")
+    assert ids(cases, "m8-n16-k4") == {("fwd", "f32", "nn"), ("fwd", "f32", "nt")}
+    assert ids(cases, "b2-m8-n16-k4") == {("fwd", "f32", "tn"), ("fwd", "f32", "tt")}
+    assert any("--transC=true dropped" in line for line in conversion.report())
+
+
+def test_unknown_layout_and_operation_are_reported():
+    conversion, cases = convert_text(HEADER + f'''
+        [[axis]]
+        name = "operation"
+        values = ["conv2d", "attention"]
+        prefix = "--operation "
+        [[axis]]
+        name = "layout"
+        values = ["-fil_layout=gkcyx -in_layout=ngchw -out_layout=ngkhw", "-fil_layout=gkyxc -in_layout=ngchw -out_layout=ngkhw"]
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    ''')
+    report = "\n".join(conversion.report())
+    assert "operation 'attention' has no equivalent" in report
+    assert "conv layout -fil_layout=gkyxc -in_layout=ngchw -out_layout=ngkhw has no equivalent" in report
+    assert {(c.direction, c.layout) for c in cases} == {("fwd", "nchw")}
+
+
+def test_incomplete_shape_is_reported():
+    conversion, _ = convert_text(HEADER + '''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-batchsize=2 -in_channels=4"
+    ''')
+    assert conversion.suites == ()
+    assert any("incomplete conv2d shape" in line and "-out_channels" in line for line in conversion.report())
+
+
+def test_excludes_cover_exactly_what_rocmlir_kept():
+    """For every subset of a 2x2x2 case space, the emitted excludes leave exactly that subset."""
+    axes = {"directions": ("fwd", "bwd_data"), "dtypes": ("f32", "f16"), "layouts": ("nchw", "nhwc")}
+    space = [CaseKey(*k) for k in itertools.product(*(axes[a] for a in AXIS_NAMES))]
+    for size in range(1, len(space) + 1):
+        for kept in itertools.combinations(space, size):
+            excludes = cover_with_excludes(axes, frozenset(kept))
+            left = {k for k in space if not any(all(k[AXIS_NAMES.index(a)] in v for a, v in e.items()) for e in excludes)}
+            assert left == set(kept), (kept, excludes)

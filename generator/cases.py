@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Mapping
 
-import runner
 from generator import schema
 from generator.catalogue import Catalogue, Config, Layered, Suite
 from generator.errors import CatalogueError, Problem
@@ -51,7 +50,8 @@ class Case:
         return {"config": self.config, "dtype": self.dtype, "direction": self.direction, "layout": self.layout, "range": self.range}
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field, not dataclasses.asdict: its deep copies dominated `gen` on big catalogues.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["params"] = dict(self.params)
         data["tolerances"] = dict(self.tolerances)
         data["reference"] = dict(self.reference)
@@ -63,7 +63,9 @@ class Case:
     def from_dict(cls, data: Mapping[str, Any]) -> "Case":
         return cls(**{**data, "markers": tuple(data["markers"])})
 
-    def problem(self) -> runner.Problem:
+    def problem(self) -> "runner.Problem":
+        import runner  # torch comes with it: loaded when a case runs, not when a suite is collected
+
         return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi), self.seed)
 
     def with_seed(self, seed: int) -> "Case":
@@ -76,8 +78,11 @@ def case_id(suite: Suite, config: Config, direction: str, dtype: str, layout: st
 
 def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     """Every case of the catalogue, in catalogue order; raises CatalogueError for cases with no metrics."""
+    import runner
+
     seed = catalogue.seed if global_seed is None else global_seed
     cases, problems = [], []
+    problems_by_shape: dict[tuple, object] = {}  # ranges share a problem's size figures
     for suite, config, axes in _combinations(catalogue):
         dtype = axes["dtype"]
         levels = (dtype, axes["direction"])
@@ -92,7 +97,11 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         if "bound_ratio" in tolerances:
             bound = {**schema.BOUND_DEFAULTS, **_resolve(levels, catalogue.bound, suite.bound, config.bound)}
         lo, hi = catalogue.ranges[axes["range"]]
-        problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+        shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
+        problem = problems_by_shape.get(shape_key)
+        if problem is None:
+            problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+            problems_by_shape[shape_key] = problem
         pr, pr_reason = _pr(catalogue, suite, config, cid)
         cases.append(Case(
             id=cid, suite=suite.name, config=config.name, op=suite.op,

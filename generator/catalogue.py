@@ -5,6 +5,7 @@ people) can point at the line.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -14,6 +15,11 @@ from generator.errors import Location
 AXES = ("dtypes", "directions", "layouts", "ranges")
 # Singular form of each axis, as it appears on a case.
 AXIS_OF_CASE = {"dtypes": "dtype", "directions": "direction", "layouts": "layout", "ranges": "range", "configs": "config"}
+
+
+def module_slug(suite_name: str) -> str:
+    """The suite's test module name: test_<slug>.py."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", suite_name)
 
 
 def frozen(mapping: Mapping | None = None) -> Mapping:

@@ -11,8 +11,6 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-import metrics
-import runner
 from generator.cases import Case
 
 DEFAULT_CATALOGUE = "configs.toml"
@@ -50,6 +48,9 @@ def _quote(text: str) -> str:
 
 def execute(case: Case, device: str | None = None, catalogue: str | None = None) -> Outcome:
     """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides)."""
+    import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+    import runner
+
     try:
         torch_device = runner.select_device(device)
     except runner.Skip as skip:
@@ -88,7 +89,9 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
     return outcome
 
 
-def _bound_model(case: Case) -> runner.BoundModel | None:
+def _bound_model(case: Case):
+    import runner
+
     if case.bound is None:
         return None
     b = case.bound

@@ -19,7 +19,7 @@ else:  # pragma: no cover
 import metrics
 import runner
 from generator import schema
-from generator.catalogue import AXES, Catalogue, Config, Exclude, Layered, Suite, frozen
+from generator.catalogue import AXES, Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
 from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
 from generator.selection import read_selection
 from generator.toml_lines import key_lines, line_of
@@ -395,11 +395,6 @@ class _Reader:
             if not re.fullmatch(schema.MARKER_PATTERN, marker):
                 self.problem(key_path + (i,), f"{marker!r} is not a valid pytest marker name (a Python identifier)")
         return tuple(value)
-
-
-def module_slug(suite_name: str) -> str:
-    """The suite's test module name: test_<slug>.py."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", suite_name)
 
 
 def _describe(value: Any) -> str:

@@ -1,0 +1,37 @@
+"""The data types a case can run in, and what each means for torch.
+
+tf32 is not a storage format: its tensors are f32 and the kernel (cuBLAS,
+cuDNN on Ampere and later) rounds the inputs of each product to 10 mantissa
+bits. So its inputs are drawn as f32 and its output is f32.
+"""
+from __future__ import annotations
+
+import torch
+
+DTYPES = ("f32", "tf32", "f16", "bf16")
+
+_STORAGE = {
+    "f32": torch.float32,
+    "tf32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+def storage_dtype(dtype: str) -> torch.dtype:
+    """The torch dtype of the kernel's input tensors for a case dtype."""
+    return _STORAGE[dtype]
+
+
+def output_dtype_name(dtype: str) -> str:
+    """The format of the kernel's output: f32 for tf32, else the dtype itself."""
+    return "f32" if dtype == "tf32" else dtype
+
+
+def input_format_name(dtype: str) -> str:
+    """The format the inputs are rounded to when drawn (tf32 inputs are f32 values)."""
+    return "f32" if dtype == "tf32" else dtype
+
+
+def element_size(dtype: str) -> int:
+    return torch.empty((), dtype=_STORAGE[dtype]).element_size()

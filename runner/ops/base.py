@@ -1,0 +1,125 @@
+"""What every op offers the runner: its catalogue parameters, its tensors'
+logical shapes, how layouts store them, how a kernel is called, and its cost.
+
+An op is stateless; a problem's parameters live in the op's own frozen
+params dataclass, which checks its invariants when it is built.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from ..errors import ProblemError
+
+Shape = tuple[int, ...]
+
+
+class Op(ABC):
+    """One op of the catalogue (conv2d, gemm, ...).
+
+    name: the catalogue's op name; directions, layouts: the valid axes values;
+    param_names: the required catalogue parameters; optional_params: the
+    optional ones with their defaults.
+    """
+
+    name: str
+    directions: tuple[str, ...]
+    layouts: tuple[str, ...]
+    param_names: tuple[str, ...]
+    optional_params: Mapping[str, Any]
+
+    # -- parameters -------------------------------------------------------
+    def parse_params(self, raw: Mapping[str, Any]) -> Any:
+        """Catalogue dict -> the op's normalised, validated params dataclass."""
+        if not isinstance(raw, Mapping):
+            raise ProblemError("params", raw, f"expected a table of {self.name} parameters, got {type(raw).__name__}")
+        known = (*self.param_names, *self.optional_params)
+        for key in raw:
+            if key not in known:
+                raise ProblemError.unknown(key, key, known, what=f"{self.name} parameter")
+        for key in self.param_names:
+            if key not in raw:
+                raise ProblemError(key, None, f"missing {self.name} parameter; required: {', '.join(self.param_names)}", self.param_names)
+        return self._build_params({**self.optional_params, **raw})
+
+    @abstractmethod
+    def _build_params(self, raw: Mapping[str, Any]) -> Any:
+        """All parameters present (defaults filled in) -> params dataclass."""
+
+    @property
+    @abstractmethod
+    def params_type(self) -> type: ...
+
+    # -- tensors ------------------------------------------------------------
+    @abstractmethod
+    def input_shapes(self, params: Any, direction: str) -> dict[str, Shape]:
+        """Logical shapes of the kernel's inputs, in the order they are drawn."""
+
+    @abstractmethod
+    def output_shape(self, params: Any, direction: str) -> Shape: ...
+
+    @abstractmethod
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        """A logical tensor stored in the layout's memory order (same values, same logical shape)."""
+
+    # -- cost -----------------------------------------------------------------
+    @abstractmethod
+    def reduction_size(self, params: Any, direction: str) -> int:
+        """Products summed into each output element."""
+
+    def flops(self, params: Any, direction: str) -> int:
+        """2 per multiply-add: every output element sums reduction_size products."""
+        return 2 * math.prod(self.output_shape(params, direction)) * self.reduction_size(params, direction)
+
+    # -- kernels ------------------------------------------------------------
+    @abstractmethod
+    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
+        """torch's own implementation, following the kernel contract."""
+
+    @abstractmethod
+    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: Any,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        """Call a kernel the way the contract says (positional tensors, keyword geometry)."""
+
+
+def frozen_mapping(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d))
+
+
+# -- catalogue value checks (shared by ops) -------------------------------------
+def is_int(value: Any) -> bool:
+    # bool is an int subclass in Python; `groups = true` is a user error, not 1.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def require_int(key: str, value: Any, minimum: int) -> int:
+    if not is_int(value):
+        raise ProblemError(key, value, f"expected an integer, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        what = "positive" if minimum == 1 else f">= {minimum}"
+        raise ProblemError(key, value, f"must be {what}, got {value}")
+    return int(value)
+
+
+def int_tuple(key: str, value: Any, length: int, minimum: int, dims_text: str) -> tuple[int, ...]:
+    """An int (broadcast to every spatial dim) or a list of exactly `length` ints."""
+    if is_int(value):
+        return (require_int(key, value, minimum),) * length
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        if len(value) != length:
+            raise ProblemError(key, value, f"expected an integer or a list of {length} integers ({dims_text}), got a list of {len(value)}")
+        items = []
+        for item in value:
+            if not is_int(item):
+                raise ProblemError(key, value, f"expected integers ({dims_text}), got {type(item).__name__} {item!r} in {list(value)!r}")
+            if item < minimum:
+                what = "positive" if minimum == 1 else f">= {minimum}"
+                raise ProblemError(key, value, f"every entry must be {what}, got {list(value)!r}")
+            items.append(int(item))
+        return tuple(items)
+    raise ProblemError(key, value, f"expected an integer or a list of {length} integers ({dims_text}), got {type(value).__name__} {value!r}")

@@ -1,0 +1,214 @@
+"""Convolutions with 1, 2 or 3 spatial dims, in three directions.
+
+Logical shapes (what every tensor's `.shape` is, whatever its layout):
+    x  (N, C, *spatial)          w  (K, C/groups, *kernel)
+    y  (N, K, *out_spatial)      out_spatial = (in + 2·pad − dilation·(kernel − 1) − 1) // stride + 1
+
+Directions and the kernel contract (tensors on the device, in the case's
+dtype and memory layout; stride, padding and dilation as tuples of ints):
+    fwd:        f(x, w, *, stride, padding, dilation, groups) -> y
+    bwd_data:   f(dy, w, *, input_shape, stride, padding, dilation, groups) -> dx
+    bwd_weight: f(x, dy, *, weight_shape, stride, padding, dilation, groups) -> dw
+input_shape / weight_shape are the logical shapes of dx / dw as tuples.
+
+Layouts: "nchw" keeps every tensor contiguous; "nhwc" stores x, w and dy
+channels-last (torch.channels_last for 2d, channels_last_3d for 3d, and for
+1d a transposed (N, C, L) view of a contiguous (N, L, C) tensor).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import ProblemError
+from .base import Op, Shape, frozen_mapping, int_tuple, require_int
+
+SPATIAL_KEYS = {1: "w", 2: "hw", 3: "dhw"}
+_DIM_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
+CONV_LAYOUTS = ("nchw", "nhwc")
+CONV_DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """A convolution's geometry, normalised: every spatial quantity is a tuple."""
+
+    n: int
+    c: int
+    k: int
+    size: tuple[int, ...]  # input spatial sizes (catalogue key w / hw / dhw)
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        dims = len(self.size) if isinstance(self.size, tuple) else 0
+        if dims not in SPATIAL_KEYS:
+            raise ProblemError("size", self.size, f"a convolution has 1, 2 or 3 spatial dims, got {dims}")
+        for key in ("n", "c", "k", "groups"):
+            require_int(key, getattr(self, key), 1)
+        for key, minimum in (("size", 1), ("kernel", 1), ("stride", 1), ("pad", 0), ("dilation", 1)):
+            catalogue_key = self.spatial_key if key == "size" else key
+            value = getattr(self, key)
+            if not isinstance(value, tuple):
+                raise ProblemError(catalogue_key, value, f"expected a tuple of {dims} integers ({self._dims_text}), got {value!r}")
+            int_tuple(catalogue_key, value, dims, minimum, self._dims_text)
+        if self.c % self.groups or self.k % self.groups:
+            divisors = [g for g in range(1, math.gcd(self.c, self.k) + 1) if self.c % g == 0 and self.k % g == 0]
+            raise ProblemError("groups", self.groups,
+                               f"groups = {self.groups} must divide both c = {self.c} and k = {self.k}", divisors)
+        for name, size, out in zip(_DIM_NAMES[dims], self.size, self.out_size):
+            if out < 1:
+                raise ProblemError(self.spatial_key, list(self.size),
+                                   f"output {name} would be {out} (< 1): input {name} {size} is smaller than the dilated "
+                                   f"kernel with padding (kernel {list(self.kernel)}, dilation {list(self.dilation)}, pad {list(self.pad)})")
+
+    @property
+    def spatial_dims(self) -> int:
+        return len(self.size)
+
+    @property
+    def spatial_key(self) -> str:
+        return SPATIAL_KEYS[len(self.size)]
+
+    @property
+    def _dims_text(self) -> str:
+        return ", ".join(_DIM_NAMES[len(self.size)])
+
+    @property
+    def out_size(self) -> tuple[int, ...]:
+        return tuple((i + 2 * p - d * (r - 1) - 1) // s + 1
+                     for i, r, s, p, d in zip(self.size, self.kernel, self.stride, self.pad, self.dilation))
+
+    @property
+    def x_shape(self) -> Shape:
+        return (self.n, self.c, *self.size)
+
+    @property
+    def w_shape(self) -> Shape:
+        return (self.k, self.c // self.groups, *self.kernel)
+
+    @property
+    def y_shape(self) -> Shape:
+        return (self.n, self.k, *self.out_size)
+
+    @property
+    def geometry(self) -> dict[str, Any]:
+        """The keyword arguments every conv kernel receives."""
+        return {"stride": self.stride, "padding": self.pad, "dilation": self.dilation, "groups": self.groups}
+
+    def to_catalogue(self) -> dict[str, Any]:
+        """The catalogue form (round-trips through ConvOp.parse_params)."""
+        return {"n": self.n, "c": self.c, "k": self.k, self.spatial_key: list(self.size), "kernel": list(self.kernel),
+                "stride": list(self.stride), "pad": list(self.pad), "dilation": list(self.dilation), "groups": self.groups}
+
+    def describe(self) -> str:
+        def dims(t: tuple[int, ...]) -> str:
+            return "x".join(map(str, t))
+        return (f"n={self.n} c={self.c} k={self.k} {self.spatial_key}={dims(self.size)} kernel={dims(self.kernel)} "
+                f"stride={dims(self.stride)} pad={dims(self.pad)} dilation={dims(self.dilation)} groups={self.groups}")
+
+
+class ConvOp(Op):
+    directions = CONV_DIRECTIONS
+    layouts = CONV_LAYOUTS
+
+    def __init__(self, spatial_dims: int):
+        self.spatial_dims = spatial_dims
+        self.name = f"conv{spatial_dims}d"
+        self.spatial_key = SPATIAL_KEYS[spatial_dims]
+        self.param_names = ("n", "c", "k", self.spatial_key, "kernel")
+        self.optional_params = frozen_mapping({"stride": 1, "pad": 0, "dilation": 1, "groups": 1})
+
+    def __repr__(self) -> str:
+        return f"ConvOp({self.name})"
+
+    @property
+    def params_type(self) -> type:
+        return ConvParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> ConvParams:
+        dims = self.spatial_dims
+        text = ", ".join(_DIM_NAMES[dims])
+        return ConvParams(
+            n=require_int("n", raw["n"], 1),
+            c=require_int("c", raw["c"], 1),
+            k=require_int("k", raw["k"], 1),
+            size=int_tuple(self.spatial_key, raw[self.spatial_key], dims, 1, text),
+            kernel=int_tuple("kernel", raw["kernel"], dims, 1, text),
+            stride=int_tuple("stride", raw["stride"], dims, 1, text),
+            pad=int_tuple("pad", raw["pad"], dims, 0, text),
+            dilation=int_tuple("dilation", raw["dilation"], dims, 1, text),
+            groups=require_int("groups", raw["groups"], 1),
+        )
+
+    def input_shapes(self, params: ConvParams, direction: str) -> dict[str, Shape]:
+        return {
+            "fwd": {"x": params.x_shape, "w": params.w_shape},
+            "bwd_data": {"dy": params.y_shape, "w": params.w_shape},
+            "bwd_weight": {"x": params.x_shape, "dy": params.y_shape},
+        }[direction]
+
+    def output_shape(self, params: ConvParams, direction: str) -> Shape:
+        return {"fwd": params.y_shape, "bwd_data": params.x_shape, "bwd_weight": params.w_shape}[direction]
+
+    def reduction_size(self, params: ConvParams, direction: str) -> int:
+        window = math.prod(params.kernel)
+        if direction == "fwd":
+            return params.c // params.groups * window
+        if direction == "bwd_data":
+            return params.k // params.groups * window
+        return params.n * math.prod(params.out_size)
+
+    def flops(self, params: ConvParams, direction: str) -> int:
+        # Every direction performs the forward pass's multiply-adds (bwd_data's
+        # reduction_size also counts the taps that meet a stride gap or border).
+        return 2 * params.n * params.k * math.prod(params.out_size) * (params.c // params.groups) * math.prod(params.kernel)
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
+
+    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
+        return {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]
+
+    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: ConvParams,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        if direction == "fwd":
+            return kernel(tensors["x"], tensors["w"], **params.geometry)
+        if direction == "bwd_data":
+            return kernel(tensors["dy"], tensors["w"], input_shape=params.x_shape, **params.geometry)
+        return kernel(tensors["x"], tensors["dy"], weight_shape=params.w_shape, **params.geometry)
+
+
+def channels_last(tensor: torch.Tensor) -> torch.Tensor:
+    """Store a (N, C, *spatial) tensor with C fastest; the logical shape is unchanged."""
+    if tensor.dim() == 4:
+        return tensor.contiguous(memory_format=torch.channels_last)
+    if tensor.dim() == 5:
+        return tensor.contiguous(memory_format=torch.channels_last_3d)
+    # torch has no memory format for 3-d tensors: a transposed view of (N, L, C) storage.
+    return tensor.movedim(1, -1).contiguous().movedim(-1, 1)
+
+
+# -- torch's kernels, following the contract ---------------------------------------
+_CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
+_CONV_INPUT = {3: torch.nn.grad.conv1d_input, 4: torch.nn.grad.conv2d_input, 5: torch.nn.grad.conv3d_input}
+_CONV_WEIGHT = {3: torch.nn.grad.conv1d_weight, 4: torch.nn.grad.conv2d_weight, 5: torch.nn.grad.conv3d_weight}
+
+
+def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:
+    return _CONV[x.dim()](x, w, None, stride, padding, dilation, groups)
+
+
+def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    return _CONV_INPUT[dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
+
+
+def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    return _CONV_WEIGHT[x.dim()](x, list(weight_shape), dy, stride, padding, dilation, groups)

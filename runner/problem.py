@@ -1,0 +1,146 @@
+"""A problem: one op, direction, dtype, layout, shape, input range and seed.
+
+`make_problem` turns the catalogue's form (a dict of parameters) into a
+frozen `Problem`; `Problem` itself checks every invariant, so a problem that
+exists is a problem that can run.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .dtypes import DTYPES, element_size, input_format_name, output_dtype_name, storage_dtype
+from .errors import ProblemError
+from .ops import OPS, Op
+from .ops.base import Shape, is_int
+
+_SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
+
+
+def lookup_op(op: str | Op) -> Op:
+    if isinstance(op, Op):
+        return op
+    if op not in OPS:
+        raise ProblemError.unknown("op", op, OPS)
+    return OPS[op]
+
+
+def check_direction(op: Op, direction: str) -> None:
+    if direction not in op.directions:
+        raise ProblemError.unknown("direction", direction, op.directions, what=f"direction for {op.name}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    op: str
+    direction: str
+    dtype: str
+    layout: str
+    params: Any  # the op's params dataclass (ConvParams, GemmParams)
+    input_range: tuple[float, float]
+    seed: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.op, Op):
+            object.__setattr__(self, "op", self.op.name)
+        op = lookup_op(self.op)
+        check_direction(op, self.direction)
+        if self.dtype not in DTYPES:
+            raise ProblemError.unknown("dtype", self.dtype, DTYPES)
+        if self.layout not in op.layouts:
+            raise ProblemError.unknown("layout", self.layout, op.layouts, what=f"layout for {op.name}")
+        if not isinstance(self.params, op.params_type) or (
+                hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
+            raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
+        _check_range(self.input_range, self.dtype)
+        if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
+            raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
+
+    # -- what the op says about this problem ---------------------------------
+    @property
+    def spec(self) -> Op:
+        return OPS[self.op]
+
+    @property
+    def input_shapes(self) -> dict[str, Shape]:
+        """Logical shapes of the kernel's inputs, in drawing order."""
+        return self.spec.input_shapes(self.params, self.direction)
+
+    @property
+    def output_shape(self) -> Shape:
+        return self.spec.output_shape(self.params, self.direction)
+
+    @property
+    def reduction_size(self) -> int:
+        return self.spec.reduction_size(self.params, self.direction)
+
+    @property
+    def flops(self) -> int:
+        return self.spec.flops(self.params, self.direction)
+
+    @property
+    def out_dtype(self) -> str:
+        return output_dtype_name(self.dtype)
+
+    @property
+    def input_format(self) -> str:
+        return input_format_name(self.dtype)
+
+    @property
+    def input_elements(self) -> int:
+        return sum(math.prod(s) for s in self.input_shapes.values())
+
+    @property
+    def output_elements(self) -> int:
+        return math.prod(self.output_shape)
+
+    @property
+    def bytes_needed(self) -> int:
+        """Device memory the kernel's tensors take: inputs and output in their dtypes."""
+        return self.input_elements * element_size(self.dtype) + self.output_elements * element_size(self.out_dtype)
+
+    @property
+    def reference_bytes(self) -> int:
+        """Memory the plain float64 reference's tensors take (inputs and output)."""
+        return 8 * (self.input_elements + self.output_elements)
+
+    def describe(self) -> str:
+        lo, hi = self.input_range
+        return (f"{self.op} {self.direction} {self.dtype} {self.layout} {self.params.describe()} "
+                f"range=[{lo:g}, {hi:g}] seed={self.seed}")
+
+
+def make_problem(op: str | Op, direction: str, dtype: str, layout: str, params: Mapping[str, Any],
+                 input_range: Sequence[float], seed: int) -> Problem:
+    """Normalise and validate a catalogue problem; raises ProblemError naming the bad key."""
+    spec = lookup_op(op)
+    check_direction(spec, direction)
+    if dtype not in DTYPES:
+        raise ProblemError.unknown("dtype", dtype, DTYPES)
+    if layout not in spec.layouts:
+        raise ProblemError.unknown("layout", layout, spec.layouts, what=f"layout for {spec.name}")
+    parsed = spec.parse_params(params)
+    return Problem(spec.name, direction, dtype, layout, parsed, _range_tuple(input_range), seed)
+
+
+def _range_tuple(value: Any) -> tuple[float, float]:
+    if (not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or len(value) != 2
+            or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)):
+        raise ProblemError("input_range", value, f"expected [low, high] (two numbers), got {value!r}")
+    return (float(value[0]), float(value[1]))
+
+
+def _check_range(value: Any, dtype: str) -> None:
+    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, float) for v in value)):
+        raise ProblemError("input_range", value, f"expected a (low, high) tuple of floats, got {value!r}")
+    lo, hi = value
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise ProblemError("input_range", list(value), f"expected finite low < high, got [{lo:g}, {hi:g}]")
+    largest = torch.finfo(storage_dtype(dtype)).max
+    if max(abs(lo), abs(hi)) > largest:
+        raise ProblemError("input_range", list(value),
+                           f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")

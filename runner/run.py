@@ -1,0 +1,120 @@
+"""One case end to end: inputs -> kernel on the device -> float64 reference
+(-> error bound) (-> timing)."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+
+from .bound import BoundModel, compute_bound
+from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
+from .errors import KernelFailure, Skip
+from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
+from .kernels import TORCH_IMPL, call_kernel, resolve_impl
+from .lowering import gemm_dims
+from .problem import Problem
+from .reference import ReferenceOptions, compute_reference
+from .timing import KernelTiming, TimingOptions, time_kernel
+
+_CPU = torch.device("cpu")
+_CUBLAS_TF32_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"  # forces tf32 whatever allow_tf32 says
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    problem: Problem
+    out: torch.Tensor  # kernel output: on the device, kernel dtype, logical shape
+    ref: torch.Tensor  # float64, logical shape, on the reference device
+    bound: torch.Tensor | None  # float64 per-element error bound, when asked for
+    out_dtype: str
+    device: str  # "cpu" or the GPU's name
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds: inputs, kernel, reference, bound
+    kernel_timing: KernelTiming | None = None
+    impl: str = TORCH_IMPL
+    reference: ReferenceOptions = ReferenceOptions()
+
+
+def run(problem: Problem, *, impl: str | None = None, device: str | torch.device | None = None,
+        reference: ReferenceOptions = ReferenceOptions(), bound: BoundModel | None = None,
+        timing: TimingOptions | None = None) -> RunResult:
+    """Run one problem; raises Skip (missing capability), KernelFailure, ImplError."""
+    dev = select_device(device)
+    kernel = resolve_impl(problem.op, problem.direction, impl)
+    label = impl or TORCH_IMPL
+    ref_device = dev if reference.device == "device" else _CPU
+    _require_capabilities(problem, dev, ref_device, reference, bound)
+    timings: dict[str, float] = {}
+
+    started = time.perf_counter()
+    inputs = generate_inputs(problem)
+    inputs64 = reference_inputs(inputs, ref_device)
+    kernel_tensors = arrange_for_kernel(problem, inputs, dev)
+    synchronize(dev)
+    timings["inputs"] = time.perf_counter() - started
+
+    kernel_timing = None
+    with tf32_mode(problem.dtype == "tf32"):
+        started = time.perf_counter()
+        out = call_kernel(problem, kernel, kernel_tensors, dev, label=label, is_torch=label == TORCH_IMPL)
+        timings["kernel"] = time.perf_counter() - started
+        if timing is not None:
+            kernel_timing = _time(problem, kernel, kernel_tensors, dev, timing, label)
+
+    started = time.perf_counter()
+    ref = compute_reference(problem, inputs64, reference)
+    synchronize(ref_device)
+    timings["reference"] = time.perf_counter() - started
+
+    bound_tensor = None
+    if bound is not None:
+        started = time.perf_counter()
+        bound_tensor = compute_bound(problem, ref.inputs, ref.value, bound)
+        synchronize(ref_device)
+        timings["bound"] = time.perf_counter() - started
+
+    return RunResult(problem=problem, out=out, ref=ref.value, bound=bound_tensor, out_dtype=problem.out_dtype,
+                     device=device_name(dev), timings=timings, kernel_timing=kernel_timing, impl=label,
+                     reference=reference)
+
+
+def _time(problem: Problem, kernel, tensors, dev: torch.device, options: TimingOptions, label: str) -> KernelTiming:
+    try:
+        return time_kernel(lambda: problem.spec.call(kernel, problem.direction, problem.params, tensors),
+                           dev, problem.flops, options)
+    except torch.OutOfMemoryError as err:
+        raise KernelFailure(f"kernel {label} ran out of memory while being timed: {err}") from err
+    except Exception as err:  # it passed once, then failed when repeated
+        raise KernelFailure(f"kernel {label} raised {type(err).__name__} while being timed: {err}") from err
+
+
+def _require_capabilities(problem: Problem, dev: torch.device, ref_device: torch.device,
+                          reference: ReferenceOptions, bound: BoundModel | None) -> None:
+    require_dtype(dev, problem.dtype)
+    if dev.type == "cuda" and problem.op == "gemm" and problem.dtype == "f32" and os.environ.get(_CUBLAS_TF32_OVERRIDE) == "1":
+        raise Skip(f"{_CUBLAS_TF32_OVERRIDE}=1 makes cuBLAS run f32 matmuls as tf32; f32 gemm cannot be tested")
+    if ref_device != _CPU:
+        require_float64(ref_device)
+    kernel_bytes = problem.bytes_needed
+    ref_bytes = reference_working_set(problem, reference, bound)
+    if ref_device == dev:
+        require_memory(dev, kernel_bytes + ref_bytes, f"{problem.op} {problem.direction} with its float64 reference")
+    else:
+        require_memory(dev, kernel_bytes, f"{problem.op} {problem.direction} in {problem.dtype}")
+        require_memory(ref_device, ref_bytes, f"the float64 reference of {problem.op} {problem.direction}")
+
+
+def reference_working_set(problem: Problem, reference: ReferenceOptions, bound: BoundModel | None) -> int:
+    """Bytes the reference holds at its peak (float64): inputs, output, and the variants' extra copies."""
+    inputs, output = 8 * problem.input_elements, 8 * problem.output_elements
+    needed = inputs + output
+    if reference.ftz:
+        needed += inputs
+    if reference.accumulate:
+        groups, rows, reduction, cols = gemm_dims(problem)
+        needed += 8 * groups * reduction * (rows + cols) + 2 * output + output // 2
+    if bound is not None:
+        needed += inputs + 2 * output
+    return needed

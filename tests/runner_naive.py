@@ -1,0 +1,159 @@
+"""Independent float64 implementations of the runner's ops, for its tests.
+
+Written from the definitions, not from the runner: a convolution is a sum
+over kernel taps, each tap one einsum over channels of strided slices of the
+zero-padded input. Nothing here uses torch's conv, unfold or matmul.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import torch
+
+
+def out_size(size, kernel, stride, pad, dilation):
+    return tuple((i + 2 * p - d * (r - 1) - 1) // s + 1 for i, r, s, p, d in zip(size, kernel, stride, pad, dilation))
+
+
+def zero_pad(x: torch.Tensor, pad) -> torch.Tensor:
+    padded = x.new_zeros((*x.shape[:2], *(i + 2 * p for i, p in zip(x.shape[2:], pad))))
+    padded[(slice(None), slice(None), *(slice(p, p + i) for i, p in zip(x.shape[2:], pad)))] = x
+    return padded
+
+
+def _tap_slices(tap, stride, dilation, outs):
+    """Positions (in the padded input) that kernel tap `tap` reads for every output."""
+    return tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, s, d, o in zip(tap, stride, dilation, outs))
+
+
+def conv_fwd(x, w, stride, pad, dilation, groups):
+    n, c = x.shape[:2]
+    k, cg = w.shape[:2]
+    kernel = tuple(w.shape[2:])
+    outs = out_size(x.shape[2:], kernel, stride, pad, dilation)
+    xp = zero_pad(x, pad)
+    y = x.new_zeros((n, k, *outs))
+    kg = k // groups
+    for g in range(groups):
+        for tap in itertools.product(*map(range, kernel)):
+            patch = xp[:, g * cg:(g + 1) * cg][(..., *_tap_slices(tap, stride, dilation, outs))]
+            y[:, g * kg:(g + 1) * kg] += torch.einsum("nc...,kc->nk...", patch, w[g * kg:(g + 1) * kg][(..., *tap)])
+    return y
+
+
+def conv_bwd_data(dy, w, input_shape, stride, pad, dilation, groups):
+    k, cg = w.shape[:2]
+    kernel = tuple(w.shape[2:])
+    outs = tuple(dy.shape[2:])
+    dxp = dy.new_zeros((input_shape[0], input_shape[1], *(i + 2 * p for i, p in zip(input_shape[2:], pad))))
+    kg = k // groups
+    for g in range(groups):
+        for tap in itertools.product(*map(range, kernel)):
+            where = (slice(None), slice(g * cg, (g + 1) * cg), *_tap_slices(tap, stride, dilation, outs))
+            dxp[where] += torch.einsum("nk...,kc->nc...", dy[:, g * kg:(g + 1) * kg], w[g * kg:(g + 1) * kg][(..., *tap)])
+    return dxp[(slice(None), slice(None), *(slice(p, p + i) for i, p in zip(input_shape[2:], pad)))]
+
+
+def conv_bwd_weight(x, dy, weight_shape, stride, pad, dilation, groups):
+    k, cg = weight_shape[:2]
+    kernel = tuple(weight_shape[2:])
+    outs = tuple(dy.shape[2:])
+    xp = zero_pad(x, pad)
+    dw = x.new_zeros(weight_shape)
+    kg = k // groups
+    for g in range(groups):
+        for tap in itertools.product(*map(range, kernel)):
+            patch = xp[:, g * cg:(g + 1) * cg][(..., *_tap_slices(tap, stride, dilation, outs))]
+            dw[g * kg:(g + 1) * kg][(..., *tap)] = torch.einsum("nk...,nc...->kc", dy[:, g * kg:(g + 1) * kg], patch)
+    return dw
+
+
+def gemm(a, b):
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+
+
+def evaluate(problem, tensors):
+    """The problem's op on float64 logical tensors."""
+    p = problem.params
+    if problem.op == "gemm":
+        return gemm(tensors["a"], tensors["b"])
+    geometry = (p.stride, p.pad, p.dilation, p.groups)
+    if problem.direction == "fwd":
+        return conv_fwd(tensors["x"], tensors["w"], *geometry)
+    if problem.direction == "bwd_data":
+        return conv_bwd_data(tensors["dy"], tensors["w"], p.x_shape, *geometry)
+    return conv_bwd_weight(tensors["x"], tensors["dy"], p.w_shape, *geometry)
+
+
+# -- scalar products, one output element at a time, in the documented reduction order --------
+def products(problem, tensors, index):
+    """The products summed into output element `index`, in runner.lowering's order.
+
+    conv fwd (c, r, s, …) with padding taps as zero products; bwd_data
+    (k, r', s', …) over the flipped kernel r = R−1−r', with a zero wherever
+    the tap meets no dy element (stride gaps, borders); bwd_weight (n, p, q, …);
+    gemm (k).
+    """
+    p = problem.params
+    if problem.op == "gemm":
+        a, b = tensors["a"], tensors["b"]
+        *batch, i, j = index
+        return [float(a[(*batch, i, kk)] * b[(*batch, kk, j)]) for kk in range(p.k)]
+    cg, kg = p.c // p.groups, p.k // p.groups
+    taps = list(itertools.product(*map(range, p.kernel)))
+    x = tensors.get("x")
+    w = tensors.get("w")
+    dy = tensors.get("dy")
+    out = p.out_size
+
+    def x_at(n, c, pos):
+        if all(0 <= q < s for q, s in zip(pos, p.size)):
+            return float(x[(n, c, *pos)])
+        return 0.0
+
+    if problem.direction == "fwd":
+        n, k, *o = index
+        g = k // kg
+        return [x_at(n, g * cg + c, [oo * s + r * d - pp for oo, r, s, d, pp in zip(o, tap, p.stride, p.dilation, p.pad)])
+                * float(w[(k, c, *tap)]) for c in range(cg) for tap in taps]
+    if problem.direction == "bwd_data":
+        n, c, *i = index
+        g, cc = c // cg, c % cg
+        result = []
+        for kk in range(kg):
+            for flipped in taps:
+                tap = [r - 1 - f for r, f in zip(p.kernel, flipped)]
+                num = [ii + pp - r * d for ii, pp, r, d in zip(i, p.pad, tap, p.dilation)]
+                if all(v % s == 0 and 0 <= v // s < oo for v, s, oo in zip(num, p.stride, out)):
+                    o = [v // s for v, s in zip(num, p.stride)]
+                    result.append(float(dy[(n, g * kg + kk, *o)]) * float(w[(g * kg + kk, cc, *tap)]))
+                else:
+                    result.append(0.0)
+        return result
+    k, c, *tap = index
+    g = k // kg
+    return [float(dy[(n, k, *o)]) * x_at(n, g * cg + c, [oo * s + r * d - pp for oo, r, s, d, pp in zip(o, tap, p.stride, p.dilation, p.pad)])
+            for n in range(p.n) for o in itertools.product(*map(range, out))]
+
+
+def accumulate_scalar(problem, tensors, chunk):
+    """The accumulate-k reference, one element and one product at a time."""
+    shape = problem.output_shape
+    result = np.zeros(shape)
+    for index in itertools.product(*map(range, shape)):
+        terms = products(problem, tensors, index)
+        running = 0.0
+        for start in range(0, len(terms), chunk):
+            partial = 0.0
+            for term in terms[start:start + chunk]:
+                partial += term
+            running = float(np.float32(running + partial))
+        result[index] = running
+    return torch.from_numpy(result)
+
+
+def brute_force_magnitude(problem, tensors, index):
+    """Σ|a_i·b_i| for one output element, summed directly."""
+    return math.fsum(abs(v) for v in products(problem, tensors, index))

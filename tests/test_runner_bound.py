@@ -1,0 +1,98 @@
+"""The error bound: its constants per format and mode, and B against brute force."""
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+
+import pytest
+import torch
+
+import metrics
+from runner import BoundModel, OPS, ProblemError, make_problem, run
+from runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
+from runner.inputs import generate_inputs
+
+
+def _sibling(name):
+    package = __name__.rpartition(".")[0]  # tests/ may or may not be a package
+    return importlib.import_module(f"{package}.{name}" if package else name)
+
+
+naive = _sibling("runner_naive")
+
+PARAMS = {
+    "conv1d": {"n": 2, "c": 4, "k": 2, "w": 7, "kernel": 3, "stride": 2, "pad": 1, "groups": 2},
+    "conv2d": {"n": 1, "c": 2, "k": 4, "hw": [5, 4], "kernel": [2, 3], "stride": [2, 1], "pad": [1, 2], "dilation": [1, 2]},
+    "conv3d": {"n": 1, "c": 2, "k": 2, "dhw": [3, 4, 3], "kernel": 2, "pad": [1, 0, 1]},
+    "gemm": {"m": 3, "n": 4, "k": 17, "batch": 2},
+}
+
+
+def test_unit_roundoffs_come_from_the_formats():
+    # Spec values: 2^-(significand bits).
+    assert unit_roundoff("f32") == 2.0 ** -24
+    assert unit_roundoff("f16") == 2.0 ** -11
+    assert unit_roundoff("bf16") == 2.0 ** -8
+    assert unit_roundoff("tf32") == 2.0 ** -11
+    for name in ("f32", "f16", "bf16"):  # half of metrics' gap above 1 in the same format
+        assert unit_roundoff(name) == metrics.get_format(name).eps / 2
+
+
+def test_input_rounding_only_for_tf32():
+    assert input_rounding("tf32") == 2 * 2.0 ** -11
+    for dtype in ("f32", "f16", "bf16"):
+        assert input_rounding(dtype) == 0.0
+
+
+def test_growth_is_sqrt_or_linear():
+    for k in (1, 2, 9, 576, 4096):
+        assert growth(k, strict=False) == math.sqrt(k)
+        assert growth(k, strict=True) == k
+
+
+@pytest.mark.parametrize("dtype,model", [
+    ("f16", BoundModel()), ("bf16", BoundModel(lam=2.0, acc="bf16", strict=True, c_out=0.5)),
+    ("tf32", BoundModel(acc="f16")), ("f32", BoundModel(c_out=0.0)),
+])
+def test_relative_factor(dtype, model):
+    p = make_problem("gemm", "fwd", dtype, "nn", PARAMS["gemm"], (-1.0, 1.0), 0)
+    k = PARAMS["gemm"]["k"]
+    g = k if model.strict else math.sqrt(k)
+    u_acc = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[model.acc]
+    u_in = 2 * 2.0 ** -11 if dtype == "tf32" else 0.0
+    assert relative_factor(p, model) == pytest.approx(model.lam * g * u_acc + u_in, rel=1e-15)
+
+
+@pytest.mark.parametrize("op,direction", [(op, d) for op, spec in OPS.items() for d in spec.directions])
+@pytest.mark.parametrize("dtype", ["f16", "tf32"])
+def test_bound_against_brute_force(op, direction, dtype):
+    problem = make_problem(op, direction, dtype, OPS[op].layouts[-1], PARAMS[op], (-2.0, 1.0), seed=13)
+    model = BoundModel(lam=3.0, strict=(dtype == "f16"), c_out=2.0)
+    tensors = {name: t.double() for name, t in generate_inputs(problem).items()}
+    ref = naive.evaluate(problem, tensors)
+    bound = compute_bound(problem, tensors, ref, model)
+    k = problem.reduction_size
+    factor = model.lam * (k if model.strict else math.sqrt(k)) * 2.0 ** -24 + (2 * 2.0 ** -11 if dtype == "tf32" else 0.0)
+    ulps = metrics.ulp(ref, problem.out_dtype)
+    for index in itertools.product(*map(range, problem.output_shape)):
+        magnitude = naive.brute_force_magnitude(problem, tensors, index)
+        expected = factor * magnitude + model.c_out * ulps[index].item()
+        assert bound[index].item() == pytest.approx(expected, rel=1e-13, abs=0)
+
+
+def test_run_computes_the_bound_from_its_reference():
+    problem = make_problem("conv2d", "bwd_weight", "bf16", "nhwc", PARAMS["conv2d"], (-1.0, 1.0), 3)
+    result = run(problem, bound=BoundModel())
+    assert result.bound is not None and result.bound.shape == result.ref.shape and "bound" in result.timings
+    tensors = {name: t.double() for name, t in generate_inputs(problem).items()}
+    assert torch.equal(result.bound, compute_bound(problem, tensors, result.ref, BoundModel()))
+    assert run(problem).bound is None
+
+
+@pytest.mark.parametrize("kwargs,key", [({"lam": 0}, "bound.lambda"), ({"lam": True}, "bound.lambda"), ({"acc": "f64"}, "bound.acc"),
+                                        ({"strict": 1}, "bound.strict"), ({"c_out": -1.0}, "bound.c_out")])
+def test_bound_model_is_validated(kwargs, key):
+    with pytest.raises(ProblemError) as info:
+        BoundModel(**kwargs)
+    assert info.value.key == key

@@ -1,0 +1,101 @@
+"""Inputs: deterministic per seed, independent of layout and device, correctly rounded."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+import metrics
+from runner import OPS, make_problem, run
+from runner.inputs import arrange_for_kernel, generate_inputs, round_to_storage
+
+
+def _sibling(name):
+    package = __name__.rpartition(".")[0]  # tests/ may or may not be a package
+    return importlib.import_module(f"{package}.{name}" if package else name)
+
+
+kernels = _sibling("kernels_for_tests")
+
+CONV2D = {"n": 2, "c": 4, "k": 6, "hw": [5, 6], "kernel": 3, "pad": 1}
+GEMM = {"m": 5, "n": 6, "k": 7, "batch": 2}
+
+
+def problem(seed=1, layout="nchw", dtype="f16", op="conv2d", direction="fwd", input_range=(-1.0, 1.0)):
+    return make_problem(op, direction, dtype, layout, CONV2D if op == "conv2d" else GEMM, input_range, seed)
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "tf32", "f16", "bf16"])
+def test_same_seed_same_bits_different_seed_different_values(dtype):
+    first, again, other = generate_inputs(problem(7, dtype=dtype)), generate_inputs(problem(7, dtype=dtype)), generate_inputs(problem(8, dtype=dtype))
+    assert list(first) == ["x", "w"]
+    for name in first:
+        assert torch.equal(bits(first[name]), bits(again[name]))
+        assert not torch.equal(first[name], other[name])
+
+
+def test_inputs_lie_in_the_range_and_have_the_input_dtype():
+    for dtype, torch_dtype in (("f32", torch.float32), ("tf32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
+        for tensor in generate_inputs(problem(3, dtype=dtype, input_range=(1.0, 5.0))).values():
+            assert tensor.dtype == torch_dtype and tensor.is_contiguous() and tensor.device.type == "cpu"
+            assert tensor.min() >= 1.0 and tensor.max() <= 5.0
+
+
+@pytest.mark.parametrize("op,layouts", [("conv2d", OPS["conv2d"].layouts), ("gemm", OPS["gemm"].layouts)])
+def test_layout_does_not_change_the_values(op, layouts):
+    reference = generate_inputs(problem(5, layout=layouts[0], op=op))
+    for layout in layouts:
+        p = problem(5, layout=layout, op=op)
+        arranged = arrange_for_kernel(p, generate_inputs(p), torch.device("cpu"))
+        for name, tensor in arranged.items():
+            assert tensor.shape == reference[name].shape
+            assert torch.equal(tensor, reference[name])
+
+
+def test_layouts_store_the_tensors_as_named():
+    def arranged(op, layout, params, direction="fwd"):
+        p = make_problem(op, direction, "f32", layout, params, (-1.0, 1.0), 0)
+        return arrange_for_kernel(p, generate_inputs(p), torch.device("cpu"))
+
+    nhwc = arranged("conv2d", "nhwc", CONV2D, "bwd_data")
+    assert all(t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() for t in nhwc.values())
+    ndhwc = arranged("conv3d", "nhwc", {"n": 2, "c": 3, "k": 4, "dhw": 3, "kernel": 2}, "bwd_weight")
+    assert all(t.is_contiguous(memory_format=torch.channels_last_3d) for t in ndhwc.values())
+    nwc = arranged("conv1d", "nhwc", {"n": 2, "c": 3, "k": 4, "w": 5, "kernel": 2})
+    for t in nwc.values():  # a transposed view of contiguous (N, L, C) storage
+        assert t.transpose(1, 2).is_contiguous() and not t.is_contiguous()
+    assert all(t.is_contiguous() for t in arranged("conv2d", "nchw", CONV2D).values())
+    tn = arranged("gemm", "tn", GEMM)
+    assert tn["a"].mT.is_contiguous() and not tn["a"].is_contiguous() and tn["b"].is_contiguous()
+    nt = arranged("gemm", "nt", {"m": 3, "n": 4, "k": 5})
+    assert nt["a"].is_contiguous() and nt["b"].T.is_contiguous() and not nt["b"].is_contiguous()
+
+
+def test_the_kernel_receives_the_layout():
+    kernels.received.clear()
+    run(problem(2, layout="nhwc"), impl=f"{kernels.__name__}:record_conv_fwd")
+    (seen,) = kernels.received
+    expected = generate_inputs(problem(2, layout="nchw"))
+    for name in ("x", "w"):
+        assert seen[name].is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(seen[name], expected[name])
+
+
+def test_rounding_is_correct_where_a_plain_cast_rounds_twice():
+    # Values just above the midpoint between two f16 (bf16) neighbours: the f32
+    # cast lands exactly on the midpoint and the second rounding goes to even.
+    generator = torch.Generator().manual_seed(0)
+    for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        low = (torch.rand(20000, generator=generator, dtype=torch.float64) * 4 - 2).to(dtype)
+        high = torch.nextafter(low, torch.full_like(low, float("inf")))
+        middle = (low.double() + high.double()) / 2
+        for values in (middle, middle * (1 + 2 ** -40), middle * (1 - 2 ** -40), middle * 2 ** -20):
+            got = round_to_storage(values, dtype).double()
+            assert torch.equal(got, metrics.round_to(values, name))
+    wide = torch.randn(100000, generator=generator, dtype=torch.float64) * 1e3
+    assert torch.equal(round_to_storage(wide, torch.float32).double(), metrics.round_to(wide, "f32"))

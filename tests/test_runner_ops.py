@@ -1,0 +1,73 @@
+"""Every op x direction x layout x dtype on tiny shapes: torch's kernel within
+the rounding-error bound of the float64 reference, and the reference equal to
+an independent naive implementation."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+import metrics
+from runner import DTYPES, OPS, BoundModel, Skip, make_problem, run
+from runner.inputs import generate_inputs
+
+
+def _sibling(name):
+    package = __name__.rpartition(".")[0]  # tests/ may or may not be a package
+    return importlib.import_module(f"{package}.{name}" if package else name)
+
+
+naive = _sibling("runner_naive")
+
+# Small, but with every geometry feature: stride, padding, dilation, groups.
+PARAMS = {
+    "conv1d": {"n": 2, "c": 4, "k": 6, "w": 11, "kernel": 3, "stride": 2, "pad": 1, "dilation": 2, "groups": 2},
+    "conv2d": {"n": 2, "c": 4, "k": 6, "hw": [7, 6], "kernel": [3, 2], "stride": [2, 1], "pad": [1, 0],
+               "dilation": [1, 2], "groups": 2},
+    "conv3d": {"n": 1, "c": 4, "k": 4, "dhw": [5, 4, 6], "kernel": [2, 3, 3], "stride": [1, 2, 1], "pad": 1, "groups": 2},
+    "gemm": {"m": 5, "n": 7, "k": 33, "batch": 2},
+}
+CASES = [(op, direction, layout, dtype)
+         for op, spec in OPS.items() for direction in spec.directions for layout in spec.layouts for dtype in DTYPES]
+
+
+def bound_model(device_type: str, op: str, direction: str, dtype: str) -> BoundModel:
+    # torch's CPU f16 convolution backward passes lose far more than an f32
+    # accumulator would (observed with torch 2.13: up to ~600 f16 ulps for a
+    # 576-term bwd_data); hold them to an f16 accumulator's bound instead.
+    if device_type == "cpu" and dtype == "f16" and op.startswith("conv") and direction != "fwd":
+        return BoundModel(acc="f16")
+    return BoundModel()
+
+
+@pytest.mark.parametrize("op,direction,layout,dtype", CASES, ids=["-".join(c) for c in CASES])
+def test_torch_kernel_is_within_the_error_bound(op, direction, layout, dtype):
+    problem = make_problem(op, direction, dtype, layout, PARAMS[op], (-1.0, 1.0), seed=11)
+    try:
+        result = run(problem, bound=bound_model("cpu" if not torch.cuda.is_available() else "cuda", op, direction, dtype))
+    except Skip as skip:
+        assert dtype == "tf32" and "tf32" in skip.reason
+        pytest.skip(skip.reason)
+    assert result.out.shape == problem.output_shape and result.ref.dtype == torch.float64
+    comparison = metrics.compare(result.ref, result.out, dtype=result.out_dtype, bound=result.bound)
+    verdict = comparison.check({"bound_ratio": 1.0})
+    assert verdict.passed, str(verdict)
+
+
+@pytest.mark.parametrize("op,direction", [(op, d) for op, spec in OPS.items() for d in spec.directions])
+def test_reference_matches_naive_implementation(op, direction):
+    problem = make_problem(op, direction, "f32", OPS[op].layouts[1], PARAMS[op], (-2.0, 3.0), seed=5)
+    result = run(problem)
+    inputs64 = {name: t.double() for name, t in generate_inputs(problem).items()}
+    expected = naive.evaluate(problem, inputs64)
+    magnitude = naive.evaluate(problem, {name: t.abs() for name, t in inputs64.items()})
+    # Both sum the same float64 products in different orders: they agree to
+    # a few float64 ulps of the sum of magnitudes.
+    assert ((result.ref - expected).abs() <= 1e-12 * magnitude).all()
+
+
+def test_batched_gemm_of_one_is_three_dimensional():
+    problem = make_problem("gemm", "fwd", "f32", "tt", {"m": 3, "n": 2, "k": 4, "batch": 1}, (-1.0, 1.0), 0)
+    result = run(problem)
+    assert result.out.shape == (1, 3, 2) and result.ref.shape == (1, 3, 2)

@@ -37,12 +37,16 @@ class CatalogueError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+def close_match(value: object, choices: Iterable[str]) -> str:
+    """'; did you mean 'x'?' for a near miss, else ''."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def did_you_mean(value: object, choices: Iterable[str]) -> str:
-    """' (did you mean 'x'?)' for a near miss, else ''; then the valid choices."""
+    """The near-miss hint, then the valid choices."""
     choices = sorted({str(c) for c in choices})
-    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{hint} valid: {', '.join(choices)}"
+    return f"{close_match(value, choices)} valid: {', '.join(choices)}"
 
 
 def unknown(kind: str, value: object, choices: Iterable[str]) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
 from generator.cases import expand
-from generator.errors import did_you_mean
+from generator.errors import close_match
 from generator.execute import describe, execute
 from generator.loader import load_catalogue
 
@@ -20,8 +20,7 @@ def register(sub) -> None:
 def find_case(catalogue_path: str, case_id: str):
     cases = {c.id: c for c in expand(load_catalogue(catalogue_path))}
     if case_id not in cases:
-        raise UsageError(f"{catalogue_path}: no case {case_id!r}{did_you_mean(case_id, cases) if len(cases) < 2000 else ''}"
-                         + ("" if len(cases) < 2000 else "; see `e2egen list`"))
+        raise UsageError(f"{catalogue_path}: no case {case_id!r}{close_match(case_id, cases)} (`e2egen list` shows them all)")
     return cases[case_id]
 
 

@@ -1,0 +1,8 @@
+"""User errors of the nightly commands (bad --shard, unknown run id, unreadable store).
+
+The CLI prints the message and exits 2 without a traceback.
+"""
+
+
+class NightlyError(Exception):
+    """A user error: the message says what was wrong and what would be valid."""

@@ -1,0 +1,50 @@
+"""Which fused kernel runs a comparison.
+
+numba (one parallel pass, CPU only) when it is installed, plain torch
+otherwise and on every other device. E2E_METRICS_BACKEND=torch|numba forces
+one (for tests and for checking a result on the other path).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from metrics import fused_numba
+from metrics.names import unknown_name_error
+
+BACKENDS = ("auto", "numba", "torch")
+ENV_VAR = "E2E_METRICS_BACKEND"
+
+# Elements per chunk. numba's chunks are units of work whose temporaries live
+# in registers; small, so that finding a maximum's element afterwards scans
+# little. torch's chunks bound the size of the temporaries: on the CPU at
+# most torch's grain size (32768), so that each op runs serially in one of
+# our threads (threads.py); on a device large, to keep kernel launches few.
+NUMBA_CHUNK = 1 << 14
+TORCH_CPU_CHUNK = 1 << 15
+TORCH_DEVICE_CHUNK = 1 << 22
+
+
+def choose(requested: str | None, device: torch.device) -> str:
+    """'numba' or 'torch' for a request (None: the environment variable, else 'auto')."""
+    name = requested if requested is not None else os.environ.get(ENV_VAR, "auto") or "auto"
+    if name not in BACKENDS:
+        source = "backend" if requested is not None else ENV_VAR
+        raise unknown_name_error(f"metrics {source}", name, BACKENDS)
+    if name == "numba":
+        if not fused_numba.AVAILABLE:
+            raise ValueError("the numba metrics backend was asked for but numba is not installed "
+                             "(pip install numba, or use the torch backend)")
+        if device.type != "cpu":
+            raise ValueError(f"the numba metrics backend runs on the CPU only; the tensors are on {device}")
+        return "numba"
+    if name == "torch":
+        return "torch"
+    return "numba" if fused_numba.AVAILABLE and device.type == "cpu" else "torch"
+
+
+def default_chunk(backend: str, device: torch.device) -> int:
+    if backend == "numba":
+        return NUMBA_CHUNK
+    return TORCH_CPU_CHUNK if device.type == "cpu" else TORCH_DEVICE_CHUNK

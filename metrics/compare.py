@@ -1,0 +1,194 @@
+"""compare(ref, out, dtype): every metric of DESIGN.md in one fused pass.
+
+Rules for each element (ref exact in float64, out in T, round_T nearest-even):
+
+* ref NaN: matches a NaN out; any other out is a nan_mismatch.
+* |ref| > max_T, ±inf included (CTS overflow rule): finite ref counts as
+  `overflow`. Accepted: inf of ref's sign, or max_T of ref's sign while
+  |ref| < 2**(emax+1). f8e4m3fn has no inf; OCP FP8 conversions either
+  saturate or give NaN, so there NaN or ±max of ref's sign is accepted.
+  Anything else is an inf_mismatch (nan_mismatch if out is NaN).
+* |ref| <= max_T: out NaN is a nan_mismatch, out ±inf an inf_mismatch;
+  a finite out is "compared": it enters every maximum, sum and histogram.
+  With ftz=True, out = ±0 where 0 < |ref| < min_normal_T is accepted (the
+  CTS rule: the exact result or its lower neighbour is subnormal) and counts
+  as exact; `ftz_allowed` says how many used it.
+
+So no NaN, inf or overflowed element ever reaches the maxima, RMS or
+histogram; they are counted, and check() fails on any count it is not told
+to allow.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from metrics import backend as backends
+from metrics import fused_numba, fused_torch
+from metrics.comparison import FloatComparison, IntegerComparison, WorstElement
+from metrics.formats import Format, IntegerFormat, get_format
+from metrics.integers import integer_totals
+from metrics.names import HISTOGRAM_BUCKETS
+from metrics.partials import combine
+
+# numpy has no bf16/fp8; ml_dtypes arrays carry torch's names for them.
+_NUMPY_EXTENSION_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_SAME_SIZE_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _as_tensor(x, what: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    array = np.asarray(x)
+    name = array.dtype.name
+    if name in _NUMPY_EXTENSION_DTYPES and hasattr(torch, name):
+        raw = np.ascontiguousarray(array).view(f"i{array.dtype.itemsize}")
+        return torch.from_numpy(raw).view(getattr(torch, name))
+    try:
+        return torch.from_numpy(np.ascontiguousarray(array))
+    except TypeError as error:
+        raise ValueError(f"{what} has an unsupported dtype {array.dtype}: {error}") from None
+
+
+def _flat(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return x.to(device).reshape(-1).contiguous()
+
+
+def _validate(ref: torch.Tensor, out: torch.Tensor, fmt: Format | IntegerFormat) -> None:
+    if ref.shape != out.shape:
+        raise ValueError(f"shape mismatch: ref {tuple(ref.shape)} vs out {tuple(out.shape)}")
+    if ref.numel() == 0:
+        raise ValueError(f"empty inputs (shape {tuple(ref.shape)}): nothing to compare")
+    if ref.dtype != torch.float64:
+        raise ValueError(f"ref must be float64 (the exact reference), got {ref.dtype}")
+    if fmt.torch_dtype is None:
+        raise ValueError(f"this torch build has no storage dtype for {fmt.name}")
+    if out.dtype != fmt.torch_dtype:
+        raise ValueError(f"dtype mismatch: out is {out.dtype} but dtype={fmt.name!r} means {fmt.torch_dtype}; "
+                         f"pass the kernel's result in its own format")
+
+
+def _device(ref: torch.Tensor, out: torch.Tensor) -> torch.device:
+    """Where to compare: on an accelerator if either input is there (moving the other)."""
+    for t in (out, ref):
+        if t.device.type != "cpu":
+            return t.device
+    return torch.device("cpu")
+
+
+def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, bound,
+           shape) -> dict[str, WorstElement]:
+    """The elements behind each metric, gathered with one host copy per tensor."""
+    named = {name: i for name, i in indices.items() if i >= 0}
+    if not named:
+        return {}
+    where = torch.tensor(list(named.values()), dtype=torch.int64, device=ref.device)
+    refs = ref[where].cpu().tolist()
+    outs = out[where].to(torch.float64).cpu().tolist()
+    bounds = bound[where].cpu().tolist() if bound is not None else [None] * len(named)
+    return {
+        name: WorstElement(index=i, position=tuple(int(p) for p in np.unravel_index(i, shape)),
+                           ref=r, out=o, bound=b, value=values.get(name))
+        for (name, i), r, o, b in zip(named.items(), refs, outs, bounds)
+    }
+
+
+def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=None, *,
+            backend: str | None = None, chunk: int | None = None):
+    """Every metric of out (the kernel's result, in format `dtype`) against ref (float64).
+
+    ref, out (and bound): torch tensors on any device or numpy arrays, same
+    shape. Returns a FloatComparison, or an IntegerComparison for i8/i32.
+    backend: 'numba', 'torch' or 'auto' (default: $E2E_METRICS_BACKEND, else
+    auto). chunk: elements per chunk (tuning and tests only).
+    """
+    fmt = get_format(dtype)
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"chunk must be a positive number of elements, got {chunk!r}")
+    if isinstance(rel_floor, bool) or not isinstance(rel_floor, (int, float)) or not (0 <= rel_floor < math.inf):
+        raise ValueError(f"rel_floor must be a finite number >= 0, got {rel_floor!r}")
+    ref_t, out_t = _as_tensor(ref, "ref"), _as_tensor(out, "out")
+    _validate(ref_t, out_t, fmt)
+    shape = tuple(ref_t.shape)
+    device = _device(ref_t, out_t)
+    ref_flat, out_flat = _flat(ref_t, device), _flat(out_t, device)
+    if isinstance(fmt, IntegerFormat):
+        if bound is not None:
+            raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
+        return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
+    bound_flat = None if bound is None else _flat_bound(bound, shape, device)
+    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk)
+
+
+def _flat_bound(bound, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    bound_t = _as_tensor(bound, "bound")
+    if tuple(bound_t.shape) != shape:
+        raise ValueError(f"shape mismatch: bound {tuple(bound_t.shape)} vs ref {shape}")
+    if not bound_t.is_floating_point():
+        raise ValueError(f"bound must be a float tensor, got {bound_t.dtype}")
+    flat = _flat(bound_t.to(torch.float64), device)
+    if bool((~(flat >= 0)).any()):
+        raise ValueError("bound must be >= 0 everywhere (it has a negative or NaN element)")
+    return flat
+
+
+def _safe_ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator with 0/0 = 0 (all-zero data is a perfect match, not NaN)."""
+    if numerator == 0:
+        return 0.0
+    return numerator / denominator if denominator != 0 else math.inf
+
+
+def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: float, backend: str | None,
+                    chunk: int | None) -> FloatComparison:
+    chosen = backends.choose(backend, ref.device)
+    chunk = chunk or backends.default_chunk(chosen, ref.device)
+    out_bits = out.view(_SAME_SIZE_INT[out.element_size()])
+    if chosen == "numba":
+        floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if bound is None else bound.numpy(),
+                                            fmt, ftz, rel_floor, chunk)
+    else:
+        floats, ints = fused_torch.partials(ref, out, out_bits, bound, fmt, ftz, rel_floor, chunk)
+    totals = combine(floats, ints)
+
+    maxima = {name: max(value, 0.0) for name, (value, _) in totals.maxima.items()}  # no element: 0
+    root_sum_sq = math.sqrt(totals.sum_sq_diff)
+    scale = math.sqrt(max(totals.compared, 1)) * max(totals.max_abs_ref, totals.max_abs_out)
+    rms = _safe_ratio(root_sum_sq, scale)
+    rel_l2 = _safe_ratio(root_sum_sq, math.sqrt(totals.sum_sq_ref))
+
+    # rms and rel_l2 point at the element with the largest difference
+    indices = {name: index for name, (_, index) in totals.maxima.items()}
+    indices["rms"] = indices["rel_l2"] = indices["max_abs_diff"]
+    indices.update({name: first for name, (_, first) in totals.counts.items()})
+    element_values = dict(maxima, rms=maxima["max_abs_diff"], rel_l2=maxima["max_abs_diff"])
+    if bound is None:
+        del indices["bound_ratio"]
+    worst = _worst(indices, element_values, ref, out, bound, shape)
+
+    return FloatComparison(
+        dtype=fmt.name, shape=shape, n=ref.numel(), compared=totals.compared, ftz=ftz,
+        rel_floor=rel_floor, format_max=fmt.max,
+        max_abs_diff=maxima["max_abs_diff"], max_rel_diff=maxima["max_rel_diff"],
+        max_rel_diff_old=maxima["max_rel_diff_old"], max_eps_diff=maxima["max_eps_diff"],
+        max_ulp_diff=maxima["max_ulp_diff"], rms=rms, rel_l2=rel_l2,
+        bound_ratio=maxima["bound_ratio"] if bound is not None else None,
+        nan_mismatch=totals.counts["nan_mismatch"][0], inf_mismatch=totals.counts["inf_mismatch"][0],
+        overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
+        histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
+        worst=worst, backend=chosen,
+    )
+
+
+def _compare_integers(ref, out, fmt: IntegerFormat, shape, chunk: int | None) -> IntegerComparison:
+    totals = integer_totals(ref, out, fmt, chunk or backends.default_chunk("torch", ref.device))
+    values = {"max_abs_diff": totals["max_abs_diff"][0]}
+    worst = _worst({name: index for name, (_, index) in totals.items()}, values, ref, out, None, shape)
+    return IntegerComparison(
+        dtype=fmt.name, shape=shape, n=ref.numel(), format_min=fmt.min, format_max=fmt.max,
+        mismatches=totals["mismatches"][0], max_abs_diff=totals["max_abs_diff"][0],
+        nan_mismatch=totals["nan_mismatch"][0], inf_mismatch=totals["inf_mismatch"][0],
+        overflow=totals["overflow"][0], worst=worst,
+    )

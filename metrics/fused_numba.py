@@ -1,0 +1,361 @@
+"""The fused comparison in numba: one vectorised pass over ref and out, on every core.
+
+Speed comes from letting LLVM vectorise the inner loop (_reduce_chunk),
+which needs a body without branches or index bookkeeping:
+
+* an element is "compared" when two integer compares on the bit patterns say
+  ref is within ±max and out is finite; every metric is computed for every
+  lane and masked with selects;
+* maxima of non-negative floats are kept as maxima of their bit patterns
+  (same order, and integer max vectorises where float max does not);
+* powers of two (the value of out, 1/ulp) are assembled from bits, and the
+  ulp distance is a difference of ordered bit patterns;
+* the histogram is kept as cumulative counts (rel >= edge), packed three to
+  an int64 so that the accumulators fit in registers.
+
+The fast pass does not know *where* each maximum is, nor why an element was
+not compared. Afterwards:
+
+* chunks that had a non-compared element get a scalar pass (_count_specials)
+  that sorts them into nan_mismatch, inf_mismatch and overflow, with the
+  first of each; in ordinary data that is no chunk at all;
+* for the chunk holding each global maximum, _locate re-runs the same
+  element function and finds the first element that produced the value.
+
+Out is read as its raw bits (int8/16/32 view), so bf16 and fp8 need no
+conversion pass. The rules are in compare.py's docstring; fused_torch.py
+applies the same ones and tests check that the two agree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from metrics import partials as P
+from metrics import threads
+from metrics.formats import Format
+from metrics.names import HISTOGRAM_EDGES
+
+try:
+    import numba
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+except ImportError:  # numba is optional; compare() falls back to the torch path
+    numba = None
+
+AVAILABLE = numba is not None
+
+# The maxima _locate can find, by position in its targets.
+ABS, REL, REL_OLD, EPS, BOUND, ULP = range(6)
+_MAXIMUM_COLUMNS = {
+    ABS: (P.F_ABS, P.I_IDX_ABS), REL: (P.F_REL, P.I_IDX_REL), REL_OLD: (P.F_REL_OLD, P.I_IDX_REL_OLD),
+    EPS: (P.F_EPS, P.I_IDX_EPS), BOUND: (P.F_BOUND, P.I_IDX_BOUND),
+}
+
+_E1, _E2, _E3, _E4, _E5, _E6, _E7 = HISTOGRAM_EDGES
+_F64_MAGNITUDE = (1 << 63) - 1
+_F64_MANTISSA = (1 << 52) - 1
+_F64_INF_BITS = 0x7FF << 52
+
+
+def _float_bits_of(value: float) -> int:
+    return int(np.float64(value).view(np.int64))
+
+
+if AVAILABLE:
+    @intrinsic
+    def _bits(typingctx, x):
+        """The int64 bit pattern of a float64 (a no-op for the CPU)."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(types.float64), codegen
+
+    @intrinsic
+    def _float(typingctx, x):
+        """The float64 whose bit pattern is an int64."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(types.int64), codegen
+
+    def _classify(x, raw_out, max_pattern, bits, has_inf, max_bits, limit_bits):
+        """(nan_mismatch, inf_mismatch, overflow) of one element (rules: compare.py)."""
+        rb = _bits(x)
+        rmag = rb & _F64_MAGNITUDE
+        rsign = rb >> 63  # 0 or -1
+        ref_nan = rmag > _F64_INF_BITS
+        beyond = (rmag > max_bits) and not ref_nan
+        ob = np.int64(raw_out) & ((1 << bits) - 1)
+        osign = ob >> (bits - 1)  # 0 or 1
+        op = ob & ((1 << (bits - 1)) - 1)
+        out_nonfinite = op > max_pattern
+        out_nan = (op > max_pattern + 1) if has_inf else out_nonfinite
+        out_inf = out_nonfinite and not out_nan
+        same_sign = (rsign + osign) == 0  # -1 + 1 or 0 + 0
+        out_is_max = op == max_pattern
+        if has_inf:
+            acceptable = same_sign and (out_inf or (out_is_max and rmag < limit_bits))
+        else:
+            acceptable = out_nan or (same_sign and out_is_max)
+        wrong_overflow = beyond and not acceptable
+        in_range = not ref_nan and not beyond
+        nan_mismatch = (ref_nan and not out_nan) or (in_range and out_nan) or (wrong_overflow and out_nan)
+        inf_mismatch = (in_range and out_inf) or (wrong_overflow and not out_nan)
+        overflow = beyond and rmag != _F64_INF_BITS
+        return nan_mismatch, inf_mismatch, overflow
+
+    _classify = numba.njit(inline="always", error_model="numpy")(_classify)
+
+    def _measure(x, raw_out, bound_value, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+                 max_bits, min_normal_bits):
+        """What one element contributes to the maxima, sums and histogram (zeros unless compared)."""
+        rb = _bits(x)
+        rmag = rb & _F64_MAGNITUDE
+        rsign = rb >> 63  # 0 or -1
+        biased = rmag >> 52
+        mantissa = rmag & _F64_MANTISSA
+        ob = np.int64(raw_out) & ((1 << bits) - 1)
+        osign = ob >> (bits - 1)  # 0 or 1
+        op = ob & ((1 << (bits - 1)) - 1)
+        # ref finite within ±max (NaN's bits are above max's) and out finite
+        compared = (rmag <= max_bits) & (op <= max_pattern)
+        ftz_allowed = ftz & compared & (op == 0) & (rmag != 0) & (rmag < min_normal_bits)
+        measured = compared & (not ftz_allowed)
+        nonzero_ref = compared & (rmag != 0)
+
+        # out's value: integer significand times 2**(exponent - bias - m)
+        exponent_field = op >> m
+        significand = (op & ((1 << m) - 1)) | (min(exponent_field, 1) << m)
+        scale = _float((max(exponent_field, 1) - bias - m + 1023) << 52)
+        o = np.float64(significand) * scale
+        o = -o if osign else o
+        xs = x if compared else 0.0
+        os = o if compared else 0.0
+        d = abs(xs - os) if measured else 0.0
+        ax = abs(xs)
+        rel = d / ax if nonzero_ref else 0.0
+
+        exponent = max(biased, 1) - 1023
+        # 1/ulp_T(x): at a power of two the gap below (rounding.ulp_exponent)
+        ulp_exp = min(max(exponent - ((mantissa == 0) & (biased > 0)), emin), emax)
+        eps = d * _float((m - ulp_exp + 1023) << 52)
+        # round_T(x) as a pattern: |x| in units of T's quantum at x (an exact
+        # scaling), rounded to the nearest even integer by the hardware; in the
+        # normal range that count includes the implicit bit, and a carry moves
+        # into the exponent field (rounding.rounded_pattern does it with shifts)
+        quantum_exp = max(exponent, emin)
+        quanta = np.int64(np.rint(ax * _float((m - quantum_exp + 1023) << 52)))
+        rounded = ((quantum_exp - emin) << m) + quanta
+        # ordered patterns: negate by sign (two's complement without a branch)
+        ulp_distance = abs(((rounded ^ rsign) - rsign) - ((op ^ -osign) + osign)) if measured else 0
+        ratio = 0.0
+        if bound_value >= 0.0:  # callers pass -1 when there is no bound
+            ratio = d / bound_value if d != 0.0 else 0.0
+        rel_old_ok = compared & (rmag > rel_floor_bits)
+        return compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, abs(os)
+
+    _measure = numba.njit(inline="always", error_model="numpy")(_measure)
+
+    def _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+                      max_pattern, max_bits, min_normal_bits):
+        """The vectorised pass: maxima (as float bits), sums and packed counts of ref[lo:hi]."""
+        best_abs = best_rel = best_eps = best_bound = best_ulp = max_ref = max_out = 0
+        best_rel_old = -1
+        sum_sq_diff = sum_sq_ref = 0.0
+        # Eleven counters in four int64 registers, 21 bits each (chunks are
+        # shorter than 2**21): fewer live accumulators, no spills.
+        counts_a = counts_b = counts_c = counts_d = 0
+        # Slices indexed from 0: numba's indexing then needs no negative-index
+        # fix-up, which would otherwise turn every load into a gather.
+        ref_c = ref[lo:hi]
+        out_c = out_bits[lo:hi]
+        bound_c = None if bound is None else bound[lo:hi]
+        for i in range(hi - lo):
+            b = -1.0 if bound_c is None else bound_c[i]
+            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao) = _measure(
+                ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+                max_bits, min_normal_bits)
+            # Lanes not compared hold zeros, which cannot raise a maximum; a
+            # chunk without compared elements is told apart by its counts.
+            best_abs = max(best_abs, _bits(d))
+            best_rel = max(best_rel, _bits(rel))
+            best_rel_old = max(best_rel_old, _bits(rel) if rel_old_ok else -1)
+            best_eps = max(best_eps, _bits(eps))
+            best_bound = max(best_bound, _bits(ratio))
+            best_ulp = max(best_ulp, ulp_distance)
+            max_ref = max(max_ref, _bits(ax))
+            max_out = max(max_out, _bits(ao))
+            sum_sq_diff += d * d
+            sum_sq_ref += ax * ax
+            # One masked add per count; rel is 0 where ref is 0 or not compared.
+            counts_a += 0 if compared else 1
+            counts_a += (1 << 21) if ftz_allowed else 0
+            counts_a += (1 << 42) if nonzero_ref else 0
+            counts_b += 1 if rel > 0.0 else 0
+            counts_b += (1 << 21) if rel >= _E1 else 0
+            counts_b += (1 << 42) if rel >= _E2 else 0
+            counts_c += 1 if rel >= _E3 else 0
+            counts_c += (1 << 21) if rel >= _E4 else 0
+            counts_c += (1 << 42) if rel >= _E5 else 0
+            counts_d += 1 if rel >= _E6 else 0
+            counts_d += (1 << 21) if rel >= _E7 else 0
+        return (best_abs, best_rel, best_rel_old, best_eps, best_bound, best_ulp, max_ref, max_out,
+                sum_sq_diff, sum_sq_ref, counts_a, counts_b, counts_c, counts_d)
+
+    # reassoc lets the two float sums vectorise; every other float op here is
+    # a single correctly rounded operation, so it changes nothing else.
+    _reduce_chunk = numba.njit(error_model="numpy", fastmath={"reassoc"}, cache=True, nogil=True)(_reduce_chunk)
+
+    @numba.njit(cache=True, error_model="numpy", nogil=True)
+    def _count_specials(ref, out_bits, lo, hi, max_pattern, bits, has_inf, max_bits, limit_bits):
+        """Counts and first indices of nan_mismatch, inf_mismatch, overflow in ref[lo:hi] (a scalar pass,
+        run only over chunks whose fast pass saw a non-compared element)."""
+        n_nan = n_inf = n_over = 0
+        first_nan = first_inf = first_over = -1
+        for i in range(lo, hi):
+            nan_mismatch, inf_mismatch, overflow = _classify(ref[i], out_bits[i], max_pattern, bits, has_inf,
+                                                                max_bits, limit_bits)
+            if nan_mismatch:
+                n_nan += 1
+                if first_nan < 0:
+                    first_nan = i
+            if inf_mismatch:
+                n_inf += 1
+                if first_inf < 0:
+                    first_inf = i
+            if overflow:
+                n_over += 1
+                if first_over < 0:
+                    first_over = i
+        return n_nan, first_nan, n_inf, first_inf, n_over, first_over
+
+    def _field(packed, k):
+        return (packed >> (21 * k)) & ((1 << 21) - 1)
+
+    _field = numba.njit(inline="always")(_field)
+
+    @numba.njit(cache=True, error_model="numpy", nogil=True)
+    def _kernel(ref, out_bits, bound, chunk, first_chunk, end_chunk, ftz, rel_floor_bits, m, bias, emin, emax,
+                bits, max_pattern, has_inf, max_bits, limit_bits, min_normal_bits, maxima_bits, floats, ints):
+        """Rows first_chunk .. end_chunk - 1 of the per-chunk tables (one thread's share)."""
+        n = ref.shape[0]
+        for c in range(first_chunk, end_chunk):
+            lo = c * chunk
+            hi = min(lo + chunk, n)
+            r = _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+                              max_pattern, max_bits, min_normal_bits)
+            floats[c, P.F_MAX_ABS_REF] = _float(r[6])
+            floats[c, P.F_MAX_ABS_OUT] = _float(r[7])
+            floats[c, P.F_SUM_SQ_DIFF] = r[8]
+            floats[c, P.F_SUM_SQ_REF] = r[9]
+            not_compared = _field(r[10], 0)
+            ints[c, P.I_FTZ] = _field(r[10], 1)
+            nonzero = _field(r[10], 2)
+            compared = (hi - lo) - not_compared
+            ints[c, P.I_COMPARED] = compared
+            # float bits; -1: no element to take the maximum over
+            maxima_bits[c, ABS] = r[0] if compared else -1
+            maxima_bits[c, REL] = r[1] if nonzero else -1
+            maxima_bits[c, REL_OLD] = r[2]
+            maxima_bits[c, EPS] = r[3] if compared else -1
+            maxima_bits[c, BOUND] = r[4] if compared else -1
+            ints[c, P.I_ULP] = r[5] if compared else -1
+            at_least = (_field(r[11], 0), _field(r[11], 1), _field(r[11], 2), _field(r[12], 0),
+                        _field(r[12], 1), _field(r[12], 2), _field(r[13], 0), _field(r[13], 1))
+            ints[c, P.I_HIST + 0] = nonzero - at_least[0]  # the buckets are differences of "rel >= edge"
+            for k in range(7):
+                ints[c, P.I_HIST + 1 + k] = at_least[k] - at_least[k + 1]
+            ints[c, P.I_HIST + 8] = at_least[7]
+            ints[c, P.I_HIST + P.HIST_REF_ZERO] = compared - nonzero
+            specials = (0, -1, 0, -1, 0, -1)
+            if not_compared > 0:
+                specials = _count_specials(ref, out_bits, lo, hi, max_pattern, bits, has_inf, max_bits, limit_bits)
+            ints[c, P.I_NAN] = specials[0]
+            ints[c, P.I_FIRST_NAN] = specials[1]
+            ints[c, P.I_INF] = specials[2]
+            ints[c, P.I_FIRST_INF] = specials[3]
+            ints[c, P.I_OVER] = specials[4]
+            ints[c, P.I_FIRST_OVER] = specials[5]
+
+    @numba.njit(cache=True, error_model="numpy")
+    def _locate(ref, out_bits, bound, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+                max_pattern, max_bits, min_normal_bits):
+        """First index in [lo, hi) reaching each maximum in targets (by ABS..ULP; -1: not wanted)."""
+        found = np.full(targets.shape[0], -1, np.int64)
+        missing = 0
+        for k in range(targets.shape[0]):
+            missing += targets[k] >= 0
+        for i in range(lo, hi):
+            if missing == 0:
+                break
+            b = -1.0 if bound is None else bound[i]
+            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao) = _measure(
+                ref[i], out_bits[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+                max_bits, min_normal_bits)
+            hits = (compared and _bits(d) == targets[ABS],
+                    nonzero_ref and _bits(rel) == targets[REL],
+                    rel_old_ok and _bits(rel) == targets[REL_OLD],
+                    compared and _bits(eps) == targets[EPS],
+                    compared and _bits(ratio) == targets[BOUND],
+                    compared and ulp_distance == targets[ULP])
+            for k in range(6):
+                if hits[k] and found[k] < 0:
+                    found[k] = i
+                    missing -= 1
+        return found
+
+
+def _format_args(fmt: Format, ftz: bool, rel_floor: float) -> dict:
+    return dict(ftz=bool(ftz), rel_floor_bits=_float_bits_of(rel_floor), m=fmt.mantissa_bits, bias=fmt.bias,
+                emin=fmt.emin, emax=fmt.emax, bits=fmt.bits, max_pattern=fmt.max_pattern, has_inf=fmt.has_inf,
+                max_bits=_float_bits_of(fmt.max), limit_bits=_float_bits_of(fmt.overflow_limit),
+                min_normal_bits=_float_bits_of(fmt.min_normal))
+
+
+# 21-bit packed counters (see _reduce_chunk) cap a chunk's length.
+MAX_CHUNK = (1 << 21) - 1
+
+
+def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fmt: Format,
+             ftz: bool, rel_floor: float, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits."""
+    if not AVAILABLE:
+        raise RuntimeError("numba is not installed; use the torch backend")
+    chunk = min(chunk, MAX_CHUNK)
+    n_chunks = -(-ref.shape[0] // chunk)
+    floats = np.full((n_chunks, P.N_FLOAT), -1.0)
+    ints = np.full((n_chunks, P.N_INT), -1, np.int64)
+    maxima_bits = np.empty((n_chunks, 5), np.int64)
+    args = _format_args(fmt, ftz, rel_floor)
+    # one contiguous share of the chunks per thread (see threads.py)
+    edges = np.linspace(0, n_chunks, threads.thread_count(n_chunks) + 1).astype(np.int64)
+    threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]), *args.values(),
+                                  maxima_bits, floats, ints), range(len(edges) - 1))
+    # Bits of the non-negative maxima back to floats; -1 stays "no element".
+    for k, (float_col, _) in _MAXIMUM_COLUMNS.items():
+        column = maxima_bits[:, k]
+        floats[:, float_col] = np.where(column >= 0, column.view(np.float64), -1.0)
+    if bound is None:
+        floats[:, P.F_BOUND] = -1.0
+    _fill_indices(ref, out_bits, bound, chunk, args, floats, ints)
+    return floats, ints
+
+
+def _fill_indices(ref, out_bits, bound, chunk, args, floats, ints) -> None:
+    """Set the index column of the chunk holding each global maximum (its first occurrence)."""
+    wanted: dict[int, np.ndarray] = {}  # chunk -> targets for _locate
+    maxima = {what: (floats[:, f].copy(), i) for what, (f, i) in _MAXIMUM_COLUMNS.items()}
+    maxima[ULP] = (ints[:, P.I_ULP], P.I_IDX_ULP)
+    for what, (column, _) in maxima.items():
+        c = int(np.argmax(column))
+        if column[c] >= 0:
+            target = _float_bits_of(column[c]) if what != ULP else int(column[c])
+            wanted.setdefault(c, np.full(len(maxima), -1, np.int64))[what] = target
+    locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}
+    for c, targets in wanted.items():
+        lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
+        found = _locate(ref, out_bits, bound, lo, hi, targets, *locate_args.values())
+        for what, (_, index_col) in maxima.items():
+            if targets[what] >= 0:
+                if found[what] < 0:  # the two loops computed different values: a bug here
+                    raise RuntimeError(f"metrics: could not locate the maximum {what} in chunk {c}")
+                ints[c, index_col] = found[what]

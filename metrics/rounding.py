@@ -1,0 +1,159 @@
+"""ulp, round-to-nearest-even and flush-to-zero for any float format, from its bits.
+
+Everything works on the IEEE layout of float64 with integer operations, so it
+is exact for every input and runs the same on any torch device. The fused
+torch path reuses the pattern helpers; the numba kernel repeats the same
+arithmetic element by element.
+
+A "pattern" below is the magnitude bit pattern of a value in the target
+format T (exponent field << mantissa_bits | mantissa field, no sign). Patterns
+of non-negative values are ordered like the values, so the number of
+representable values between two numbers is a difference of patterns.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from metrics.formats import Format, float_format
+
+F64_MANTISSA_BITS = 52
+F64_BIAS = 1023
+F64_MAGNITUDE_MASK = (1 << 63) - 1
+F64_MANTISSA_MASK = (1 << F64_MANTISSA_BITS) - 1
+# Right shifts past the top of a 53-bit significand round to zero anyway;
+# capping them keeps torch's shifts well-defined on every device.
+MAX_SHIFT = 60
+
+
+def split_float64(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(is_negative, biased exponent, mantissa field) of a float64 tensor, from its bits."""
+    bits = x.view(torch.int64)
+    magnitude = bits & F64_MAGNITUDE_MASK
+    return bits < 0, magnitude >> F64_MANTISSA_BITS, magnitude & F64_MANTISSA_MASK
+
+
+def pow2(exponent: torch.Tensor) -> torch.Tensor:
+    """2.0**exponent as float64, built from bits (exact; exponent in [-1022, 1023])."""
+    return ((exponent + F64_BIAS) << F64_MANTISSA_BITS).view(torch.float64)
+
+
+def unbiased_exponent(biased: torch.Tensor) -> torch.Tensor:
+    """floor(log2|x|) for normal float64, -1022 for float64 subnormals and zero.
+
+    Every format here has emin > -1022, so anything this small is below T's
+    normal range and only needs to land there.
+    """
+    return biased.clamp(min=1) - F64_BIAS
+
+
+def rounded_pattern(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """Pattern of round_T(|x|), round-to-nearest-even, for finite x.
+
+    |x| = v * 2**(E-52) with v the 53-bit significand. In T's normal range the
+    quantum is 2**(E-m); below it, the subnormal quantum 2**(emin-m). Rounding
+    v right by the difference gives n quanta; in the normal range n includes
+    the implicit bit, so pattern = (E-emin) << m + n, and a carry out of the
+    mantissa moves into the exponent field by itself. Results above
+    fmt.max_pattern mean the value overflows T.
+    """
+    m, emin = fmt.mantissa_bits, fmt.emin
+    exponent = unbiased_exponent(biased)
+    significand = mantissa | ((biased > 0).to(torch.int64) << F64_MANTISSA_BITS)
+    below_normal = (emin - exponent).clamp(min=0)
+    shift = ((F64_MANTISSA_BITS - m) + below_normal).clamp(max=MAX_SHIFT)
+    half_minus_one = (torch.ones_like(shift) << (shift - 1)) - 1
+    odd = (significand >> shift) & 1
+    quanta = (significand + half_minus_one + odd) >> shift
+    return ((exponent - emin).clamp(min=0) << m) + quanta
+
+
+def pattern_value(pattern: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The non-negative float64 value of magnitude patterns (finite patterns only)."""
+    m = fmt.mantissa_bits
+    exponent_field = pattern >> m
+    significand = (pattern & ((1 << m) - 1)) | ((exponent_field > 0).to(torch.int64) << m)
+    scale_exponent = exponent_field.clamp(min=1, max=fmt.max_pattern >> m) - fmt.bias - m
+    return significand.to(torch.float64) * pow2(scale_exponent)
+
+
+def inverse_ulp(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """1 / ulp_T(x) (exact power of two). See ulp() for the definition."""
+    return pow2(fmt.mantissa_bits - ulp_exponent(biased, mantissa, fmt))
+
+
+def ulp_exponent(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The exponent E with ulp_T(x) = 2**(E - m).
+
+    Inside a binade the gap is 2**(floor(log2|x|) - m); at a power of two the
+    smaller gap is the one below, one binade down. Clamping to [emin, emax]
+    gives the subnormal gap near zero and the gap below max beyond max.
+    """
+    is_power_of_two = (mantissa == 0) & (biased > 0)
+    exponent = unbiased_exponent(biased) - is_power_of_two.to(torch.int64)
+    return exponent.clamp(min=fmt.emin, max=fmt.emax)
+
+
+def _as_float64_tensor(x) -> tuple[torch.Tensor, bool]:
+    """A float64 torch tensor (exact upcast) and whether the input was numpy."""
+    was_numpy = isinstance(x, np.ndarray)
+    tensor = torch.from_numpy(np.ascontiguousarray(x)) if was_numpy else torch.as_tensor(x)
+    if not (tensor.is_floating_point()):
+        raise ValueError(f"expected a floating-point tensor, got {tensor.dtype}")
+    return tensor.to(torch.float64).contiguous(), was_numpy
+
+
+def _like_input(result: torch.Tensor, was_numpy: bool):
+    return result.numpy() if was_numpy else result
+
+
+def ulp(x, dtype) -> torch.Tensor:
+    """ulp_T(x) as in the WebGPU CTS: min(b - a) over representable a <= x <= b, a != b.
+
+    So the gap containing x; at a representable x the smaller neighbouring
+    gap, which at a power of two is the gap below; at 0 the smallest
+    subnormal; beyond T's max (and at ±inf) the ulp of max; NaN for NaN.
+    """
+    fmt = float_format(dtype)
+    values, was_numpy = _as_float64_tensor(x)
+    _, biased, mantissa = split_float64(values)
+    result = pow2(ulp_exponent(biased, mantissa, fmt) - fmt.mantissa_bits)
+    result = torch.where(torch.isnan(values), values, result)
+    return _like_input(result, was_numpy)
+
+
+def round_to(x, dtype) -> torch.Tensor:
+    """x rounded to T with round-to-nearest-even, returned as float64.
+
+    Subnormals are kept. Overflow follows IEEE: |x| >= max + ulp(max)/2 gives
+    ±inf. f8e4m3fn has no inf: overflow and ±inf give NaN (OCP FP8's
+    non-saturating conversion). Note torch >= 2.13 casts to float8_e4m3fn
+    saturate to ±448 instead; compare() accepts either in the overflow region.
+    """
+    fmt = float_format(dtype)
+    values, was_numpy = _as_float64_tensor(x)
+    negative, biased, mantissa = split_float64(values)
+    pattern = rounded_pattern(biased, mantissa, fmt)
+    overflows = (pattern > fmt.max_pattern) | torch.isinf(values)
+    magnitude = pattern_value(pattern.clamp(max=fmt.max_pattern), fmt)
+    beyond = float("inf") if fmt.has_inf else float("nan")
+    magnitude = torch.where(overflows, torch.full_like(magnitude, beyond), magnitude)
+    result = torch.where(negative, -magnitude, magnitude)
+    result = torch.where(torch.isnan(values), values, result)
+    return _like_input(result, was_numpy)
+
+
+def flush_subnormals(x, dtype) -> torch.Tensor:
+    """x with every value that is subnormal in T (0 < |x| < min_normal) set to zero of its sign."""
+    fmt = float_format(dtype)
+    values, was_numpy = _as_float64_tensor(x)
+    subnormal = (values != 0) & (values.abs() < fmt.min_normal)
+    result = torch.where(subnormal, torch.copysign(torch.zeros_like(values), values), values)
+    return _like_input(result, was_numpy)
+
+
+def ordered(negative: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
+    """Sign-magnitude patterns mapped to integers ordered like the values (-0 and +0 both 0)."""
+    return torch.where(negative, -pattern, pattern)
+
+

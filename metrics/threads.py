@@ -1,0 +1,35 @@
+"""A small thread pool for the CPU paths.
+
+Both CPU paths split the work into chunks and run them on plain Python
+threads (numba's kernels release the GIL, torch ops release it while they
+compute). Not numba's parallel=True, and not torch's intra-op parallelism on
+small pieces: their OpenMP pools wake and synchronise both cores for every
+parallel region, which on a busy machine stalls each region for a scheduler
+time slice (measured: a fixed ~8 ms per numba call, and the chunked torch path
+15x slower on a loaded 2-core box). Threads here synchronise once per call.
+The number of threads follows torch.get_num_threads().
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence, TypeVar
+
+import torch
+
+T = TypeVar("T")
+_pool: ThreadPoolExecutor | None = None
+
+
+def thread_count(tasks: int) -> int:
+    return max(1, min(torch.get_num_threads(), tasks))
+
+
+def run(work: Callable[[int], T], tasks: Sequence[int]) -> list[T]:
+    """[work(t) for t in tasks], spread over the threads, results in order."""
+    global _pool
+    threads = thread_count(len(tasks))
+    if threads == 1:
+        return [work(t) for t in tasks]
+    if _pool is None or _pool._max_workers < threads:
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="metrics")
+    return list(_pool.map(work, tasks))

@@ -74,7 +74,7 @@ def test_resnet50_rms_threshold_becomes_suite_tolerance(capsys, tmp_path):
     assert dict(catalogue.suites[0].tolerances.common) == {"rms": 0.001}
     assert {c.tolerances["rms"] for c in cases} == {0.001}
     assert all(c.tolerances["bound_ratio"] == 1.0 for c in cases)  # the per-dtype defaults stay
-    assert set(catalogue.tolerances.per_dtype) == {"f32", "f16"}
+    assert set(catalogue.tolerances.specific) == {"f32", "f16"}
 
 
 def test_resnet50_report_names_reverse_grid_and_the_renamed_duplicate(capsys, tmp_path):

@@ -1,0 +1,63 @@
+"""e2egen explain CASE_ID | e2egen study STUDY.toml: say why a case's error is what it is; run the seed's study grid."""
+from __future__ import annotations
+
+from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "explain", help="rerun one case under reference variants and other ranges, and name the likely cause of its error",
+        description="Rerun one case: metrics under each reference variant (plain, ftz, accumulate = k, round_output, "
+                    "device) and accumulator model, the kernel at r4 [1, 5] and at a narrower range, an exact-arithmetic "
+                    "probe; print the tables, the worst elements, the likely cause and the remedy. Exit 0 when the "
+                    "case passes, 1 when it fails, 2 for a user error.")
+    p.add_argument("case_id", help="a case id as printed by `e2egen list`")
+    p.add_argument("--seed", type=int, default=None, help="the case's seed (default: derived from the catalogue's seed)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present, else CPU")
+    p.add_argument("--no-search", action="store_true", help="skip the accumulator-model search (faster on big cases)")
+    catalogue_argument(p, positional=False)
+    p.set_defaults(handler=explain)
+
+    p = sub.add_parser(
+        "study", help="run a study grid (cases x ranges x reference variants x validation methods) and write the seed's tables",
+        description="Run STUDY.toml's grid and write study.md, study.html and results.json to --out.")
+    p.add_argument("study", metavar="STUDY.toml", help="the study description (see studies/seed003.toml)")
+    p.add_argument("--out", default=None, help="output directory (default: build/studies/<study file stem>)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present, else CPU")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(handler=study)
+
+
+def explain(args) -> int:
+    import runner
+    from e2egen.commands.run_command import find_case
+    from e2egen.diagnose.explain import explain_case
+    from e2egen.diagnose.report import render
+
+    case = find_case(args.catalogue, args.case_id)
+    if args.seed is not None:
+        if args.seed < 0:
+            raise UsageError(f"--seed: expected an integer >= 0, got {args.seed}")
+        case = case.with_seed(args.seed)
+    try:
+        explanation = explain_case(case, device=args.device, search=not args.no_search)
+    except (runner.ProblemError, runner.ImplError) as err:
+        raise UsageError(f"{case.id}: {err}") from None
+    print(render(explanation, args.catalogue))
+    return EXIT_OK if explanation.passed else EXIT_FAILED
+
+
+def study(args) -> int:
+    from pathlib import Path
+
+    from e2egen.diagnose.study import run_study, write_study
+    from e2egen.diagnose.study_config import load_study
+
+    config = load_study(args.study)
+    out = Path(args.out) if args.out else Path("build/studies") / Path(args.study).stem
+    result = run_study(config, device=args.device, progress=None if args.quiet else print)
+    files = write_study(result, out)
+    print(f"study {config.title!r}: {len(result.records)} runs ({result.skipped_count} skipped) in {result.seconds:.0f} s")
+    for path in files:
+        print(f"  {path}")
+    return EXIT_OK

@@ -1,0 +1,465 @@
+"""`e2egen explain CASE_ID`: rerun one case and say why its error is what it is.
+
+The kernel runs once per input range (the case's, r4 [1, 5] away from zero, a
+narrower one) and once on the exact-arithmetic probe (probe.py); every
+reference variant (variants.py) reuses the case-range run's inputs and
+output. Each comparison is judged twice:
+
+* with the case's own tolerances (`case.tolerances` through `check()`, its
+  bound model for bound_ratio): "passes under V";
+* with fixed objective numbers, the same for every case: max_eps_diff and
+  bound_ratio under OBJECTIVE_BOUND (f32 accumulator, lambda 5, sqrt(K),
+  1 output ulp: "as accurate as f32 accumulation allows").
+
+causes.py turns this evidence into findings; its docstring lists the rules.
+Nothing here prints: render() in report.py does.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import metrics
+import runner
+from generator.cases import Case
+from runner.bound import magnitude, relative_factor
+from runner.inputs import generate_inputs, reference_inputs
+from runner.kernels import TORCH_IMPL
+from runner.reference import compute_reference
+
+from e2egen.diagnose import variants as V
+from e2egen.diagnose.coords import position_text
+from e2egen.diagnose.probe import ProbeResult, run_probe
+
+OBJECTIVE_BOUND = runner.BoundModel()  # f32 accumulator, lambda 5, sqrt(K) growth, 1 ulp of output rounding
+AWAY_RANGE = (1.0, 5.0)  # the seed's r4: no input near zero, no cancellation, no subnormal
+NARROW_FACTOR = 0.5  # the narrower range scales the case's by this (or less, to avoid overflow)
+WORST_LISTED = 10
+_CPU = torch.device("cpu")
+
+
+@dataclass
+class Row:
+    """One reference (variant or accumulator model) against the kernel's output."""
+
+    key: str
+    label: str
+    comparison: Any = None  # FloatComparison, bound_ratio under OBJECTIVE_BOUND
+    verdict: Any = None  # Verdict under the case's tolerances
+    note: str = ""  # why it was not computed, or "sampled ..."
+    low_acc_ratio: float | None = None  # bound_ratio under an accumulator of the output's format (plain only)
+    miss: float | None = None  # fraction of elements where out != round_T(reference)
+
+    @property
+    def computed(self) -> bool:
+        return self.comparison is not None
+
+    @property
+    def eps(self) -> float:
+        return self.comparison.max_eps_diff
+
+    @property
+    def ratio(self) -> float:
+        return self.comparison.bound_ratio
+
+
+@dataclass
+class RangeRow:
+    role: str  # case | away | narrow
+    label: str
+    lo: float
+    hi: float
+    comparison: Any = None
+    verdict: Any = None
+    note: str = ""
+
+
+@dataclass
+class ModelSearch:
+    tried: int
+    sample: int  # output elements the search ran on
+    elements: int  # output elements in all
+    plain_eps: float  # on the sample
+    plain_ratio: float
+    plain_miss: float
+    ranked: list[tuple[Any, float, float, float]]  # (AccumulatorModel, eps, ratio, miss) on the sample, best first
+    full: Row | None = None  # the best model over every element, when affordable
+    seconds: float = 0.0
+
+    @property
+    def best(self):
+        return self.ranked[0] if self.ranked else None
+
+
+@dataclass
+class WorstRow:
+    position: str
+    ref: float
+    out: float
+    abs_diff: float
+    eps: float
+    ulp_distance: float | None
+    subnormal: bool
+    terms: float  # Σ|a·b| of the element
+    condition: float  # Σ|a·b| / |ref| (inf at ref = 0)
+
+
+@dataclass
+class Explanation:
+    case: Case
+    device: str = "cpu"
+    impl: str = TORCH_IMPL
+    problem: Any = None
+    skipped: str = ""
+    kernel_failure: str = ""
+    rows: list[Row] = field(default_factory=list)
+    case_row: Row | None = None  # the case's own reference, when it is not plain
+    search: ModelSearch | None = None
+    ranges: list[RangeRow] = field(default_factory=list)
+    probe: ProbeResult | None = None
+    worst: list[WorstRow] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    findings: list[Any] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def row(self, key: str) -> Row | None:
+        return next((r for r in self.rows if r.key == key), None)
+
+    @property
+    def plain(self) -> Row:
+        return self.row("plain")
+
+    @property
+    def verdict(self):
+        """The case's verdict as `e2egen run` gives it (its own reference options)."""
+        row = self.case_row or self.plain
+        return row.verdict if row is not None else None
+
+    @property
+    def passed(self) -> bool:
+        if self.skipped:
+            return True
+        if self.kernel_failure:
+            return False
+        return bool(self.verdict and self.verdict.passed)
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.passed else 1
+
+
+# -- helpers --------------------------------------------------------------------------------
+def case_bound_model(case: Case) -> runner.BoundModel | None:
+    if case.bound is None:
+        return None
+    b = case.bound
+    return runner.BoundModel(lam=b["lambda"], acc=b["acc"], strict=b["strict"], c_out=b["c_out"])
+
+
+class Judge:
+    """Compares references with one kernel output: objective bound_ratio, and the case's verdict."""
+
+    def __init__(self, case: Case, problem: runner.Problem, out: torch.Tensor, terms: torch.Tensor):
+        self.case, self.problem = case, problem
+        self.out = out.detach().to(_CPU)
+        self.terms = terms  # Σ|a·b| per element (float64, CPU)
+        self.dtype = problem.out_dtype
+        self.case_model = case_bound_model(case) if "bound_ratio" in case.tolerances else None
+
+    def bound(self, ref: torch.Tensor, model: runner.BoundModel) -> torch.Tensor:
+        b = self.terms * relative_factor(self.problem, model)
+        if model.c_out:
+            b = b + model.c_out * metrics.ulp(ref, self.dtype)
+        return b
+
+    def row(self, key: str, label: str, ref: torch.Tensor, ftz: bool = False) -> Row:
+        ref = ref.to(_CPU)
+        comparison = metrics.compare(ref, self.out, dtype=self.dtype, ftz=ftz, bound=self.bound(ref, OBJECTIVE_BOUND))
+        judged = comparison
+        if self.case_model is not None and self.case_model != OBJECTIVE_BOUND:
+            judged = metrics.compare(ref, self.out, dtype=self.dtype, ftz=ftz, bound=self.bound(ref, self.case_model))
+        return Row(key, label, comparison, judged.check(self.case.tolerances), miss=mismatch_rate(ref, self.out, self.dtype))
+
+    def ratio_under(self, ref: torch.Tensor, model: runner.BoundModel) -> float:
+        return metrics.compare(ref, self.out, dtype=self.dtype, bound=self.bound(ref, model)).bound_ratio
+
+
+def mismatch_rate(ref: torch.Tensor, out: torch.Tensor, dtype: str) -> float:
+    """Fraction of elements where out is not round_T(ref) (NaN matches NaN): 0 for a reference that
+    reproduces the kernel bit for bit."""
+    if ref.numel() == 0:
+        return 0.0
+    rounded = metrics.round_to(ref, dtype)
+    out64 = out.to(torch.float64)
+    same = (rounded == out64) | (torch.isnan(rounded) & torch.isnan(out64))
+    return 1.0 - float(same.sum()) / ref.numel()
+
+
+def _inputs64(problem: runner.Problem) -> dict[str, torch.Tensor]:
+    """The case's inputs exactly as runner.run drew them (same seed, same rounding), in float64 on the CPU."""
+    return reference_inputs(generate_inputs(problem), _CPU)
+
+
+def _with_range(problem: runner.Problem, lo: float, hi: float) -> runner.Problem:
+    return runner.Problem(problem.op, problem.direction, problem.dtype, problem.layout, problem.params, (lo, hi), problem.seed)
+
+
+def _nice_floor(x: float) -> float:
+    """x rounded down to one significant digit (0.37 -> 0.3)."""
+    if x <= 0:
+        return x
+    scale = 10 ** math.floor(math.log10(x))
+    return math.floor(x / scale) * scale
+
+
+def narrow_factor(max_abs_ref: float, out_dtype: str) -> float:
+    """Scale for both inputs (the result scales by its square) that keeps every result below half the
+    format's max; at most NARROW_FACTOR."""
+    limit = metrics.get_format(out_dtype).max / 2
+    if not math.isfinite(max_abs_ref) or max_abs_ref <= 0:
+        return NARROW_FACTOR
+    return min(NARROW_FACTOR, _nice_floor(math.sqrt(limit / max_abs_ref)))
+
+
+def _range_label(lo: float, hi: float) -> str:
+    return f"[{lo:g}, {hi:g}]"
+
+
+def ulp_distance(ref: torch.Tensor, out: torch.Tensor, dtype: str) -> torch.Tensor:
+    """Representable values of the format between round(ref) and out (-0 = +0); NaN where either is not finite."""
+    from metrics.formats import float_format
+    from metrics.rounding import ordered, rounded_pattern, split_float64
+
+    fmt = float_format(dtype)
+    out64 = out.to(torch.float64)
+    finite = torch.isfinite(ref) & torch.isfinite(out64)
+    safe_ref = torch.where(finite, ref, torch.zeros_like(ref))
+    safe_out = torch.where(finite, out64, torch.zeros_like(out64))
+    neg_r, biased_r, mant_r = split_float64(safe_ref)
+    neg_o, biased_o, mant_o = split_float64(safe_out)
+    a = ordered(neg_r, rounded_pattern(biased_r, mant_r, fmt))
+    b = ordered(neg_o, rounded_pattern(biased_o, mant_o, fmt))
+    distance = (a - b).abs().to(torch.float64)
+    return torch.where(finite, distance, torch.full_like(distance, math.nan))
+
+
+def worst_elements(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, terms: torch.Tensor,
+                   count: int = WORST_LISTED) -> list[WorstRow]:
+    """The `count` elements with the largest |ref - out| / ulp(ref) (non-finite outputs first)."""
+    dtype = problem.out_dtype
+    fmt = metrics.get_format(dtype)
+    flat_ref, flat_out = ref.reshape(-1), out.reshape(-1).to(torch.float64)
+    diff = (flat_ref - flat_out).abs()
+    eps = diff / metrics.ulp(flat_ref, dtype)
+    key = torch.nan_to_num(eps, nan=math.inf, posinf=math.inf)
+    top = torch.topk(key, min(count, key.numel())).indices
+    distance = ulp_distance(flat_ref[top], flat_out[top], dtype)
+    rows = []
+    for j, index in enumerate(top.tolist()):
+        r, o, t = float(flat_ref[index]), float(flat_out[index]), float(terms.reshape(-1)[index])
+        e = float(eps[index])
+        if e == 0 and rows:
+            break
+        rows.append(WorstRow(
+            position=position_text(problem, index), ref=r, out=o, abs_diff=float(diff[index]), eps=e,
+            ulp_distance=None if math.isnan(float(distance[j])) else float(distance[j]),
+            subnormal=0 < abs(r) < fmt.min_normal, terms=t, condition=t / abs(r) if r != 0 else math.inf))
+    return rows
+
+
+def subnormal_stats(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, inputs64) -> dict[str, int]:
+    fmt = metrics.get_format(problem.out_dtype)
+    in_fmt = metrics.get_format(problem.input_format)
+    rounded = metrics.round_to(ref, problem.out_dtype)
+    sub = (rounded != 0) & (rounded.abs() < fmt.min_normal)
+    out64 = out.to(torch.float64)
+    return {
+        "subnormal_results": int(sub.sum()),
+        "flushed_results": int((sub & (out64 == 0)).sum()),
+        "subnormal_inputs": int(sum(int(((t != 0) & (t.abs() < in_fmt.min_normal)).sum()) for t in inputs64.values())),
+        "elements": ref.numel(),
+    }
+
+
+def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, terms: torch.Tensor, comparison) -> dict[str, Any]:
+    """Cancellation evidence: Σ|a·b| / |ref| at each metric's worst element, and max_eps_diff over the
+    well-conditioned elements (those whose f32-accumulation error bound is below half an output ulp)."""
+    dtype = problem.out_dtype
+    fmt = metrics.get_format(dtype)
+    flat_terms = terms.reshape(-1)
+    condition = {}
+    for name, worst in comparison.worst.items():
+        t = float(flat_terms[worst.index])
+        condition[name] = t / abs(worst.ref) if worst.ref else math.inf
+    flat_ref, flat_out = ref.reshape(-1), out.reshape(-1).to(torch.float64)
+    ulps = metrics.ulp(flat_ref, dtype)
+    ok = torch.isfinite(flat_ref) & torch.isfinite(flat_out) & (flat_ref.abs() <= fmt.max)
+    well = ok & (flat_terms * relative_factor(problem, OBJECTIVE_BOUND) <= 0.5 * ulps)
+    eps = ((flat_ref - flat_out).abs() / ulps)[well]
+    return {"worst_condition": condition, "well_conditioned": int(well.sum()),
+            "eps_well_conditioned": float(eps.max()) if eps.numel() else 0.0}
+
+
+# -- the steps ------------------------------------------------------------------------------
+def explain_case(case: Case, device: str | None = None, *, search: bool = True, probe: bool = True,
+                 ranges: bool = True) -> Explanation:
+    """Gather every piece of evidence for `case` and diagnose it (see causes.py)."""
+    from e2egen.diagnose.causes import diagnose
+
+    explanation = Explanation(case=case, impl=case.impl or TORCH_IMPL)
+    try:
+        dev = runner.select_device(device)
+    except runner.Skip as skip:
+        explanation.skipped = skip.reason
+        return explanation
+    explanation.device = dev.type
+    problem = case.problem()
+    explanation.problem = problem
+    started = time.perf_counter()
+    try:
+        result = runner.run(problem, impl=case.impl, device=dev)
+    except runner.Skip as skip:
+        explanation.skipped = skip.reason
+        return explanation
+    except runner.KernelFailure as failure:
+        explanation.kernel_failure = failure.reason
+        explanation.findings = diagnose(explanation)
+        return explanation
+    explanation.device = result.device
+    explanation.timings["kernel run"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    inputs64 = _inputs64(problem)
+    terms = magnitude(problem, inputs64)
+    judge = Judge(case, problem, result.out, terms)
+    _reference_rows(explanation, judge, problem, inputs64, result.ref, dev)
+    explanation.timings["reference variants"] = time.perf_counter() - started
+
+    plain_ref = result.ref.to(_CPU)
+    explanation.stats = subnormal_stats(problem, plain_ref, judge.out, inputs64)
+    explanation.stats["max_abs_ref"] = float(plain_ref[torch.isfinite(plain_ref)].abs().max()) if plain_ref.numel() else 0.0
+    explanation.worst = worst_elements(problem, plain_ref, judge.out, terms)
+    explanation.stats.update(conditioning(problem, plain_ref, judge.out, terms, explanation.plain.comparison))
+
+    plain = explanation.plain
+    anomalous = not plain.verdict.passed or plain.ratio > 1 or (explanation.verdict is not None and not explanation.verdict.passed)
+    # f16/bf16 accumulator models can only explain errors beyond the f32-accumulation bound; f32 ones
+    # (chunking / order of an f32 kernel) can hide below it.
+    if search and anomalous and (plain.ratio > 1 or V.accumulator_format(problem.out_dtype) == "f32"):
+        started = time.perf_counter()
+        explanation.search = search_models(judge, problem, inputs64, plain_ref)
+        explanation.timings["accumulator models"] = time.perf_counter() - started
+    if ranges:
+        started = time.perf_counter()
+        explanation.ranges = _range_rows(case, problem, dev, plain, explanation.stats["max_abs_ref"])
+        explanation.timings["other ranges"] = time.perf_counter() - started
+    if probe:
+        started = time.perf_counter()
+        kernel = runner.resolve_impl(problem.op, problem.direction, case.impl)
+        explanation.probe = run_probe(problem, kernel, dev, case.impl or TORCH_IMPL)
+        explanation.timings["probe"] = time.perf_counter() - started
+    explanation.findings = diagnose(explanation)
+    return explanation
+
+
+def _reference_rows(explanation: Explanation, judge: Judge, problem, inputs64, plain_ref, dev) -> None:
+    low_acc = V.accumulator_format(problem.out_dtype)
+    for variant in V.reference_variants(problem):
+        if variant.key == "plain":
+            row = judge.row("plain", variant.label, plain_ref)
+            if low_acc != "f32":
+                row.low_acc_ratio = judge.ratio_under(plain_ref.to(_CPU), runner.BoundModel(acc=low_acc))
+        elif variant.key == "device":
+            if dev.type == "cpu":
+                row = Row(variant.key, variant.label, note="the kernel runs on the CPU: the device reference is the CPU reference")
+            else:
+                try:
+                    runner.device.require_float64(dev)
+                    on_device = {n: t.to(dev) for n, t in inputs64.items()}
+                    ref = compute_reference(problem, on_device, variant.options).value
+                    row = judge.row(variant.key, variant.label, ref, ftz=variant.compare_ftz)
+                except runner.Skip as skip:
+                    row = Row(variant.key, variant.label, note=skip.reason)
+        else:
+            ref = compute_reference(problem, inputs64, variant.options).value
+            row = judge.row(variant.key, variant.label, ref, ftz=variant.compare_ftz)
+        explanation.rows.append(row)
+    own = runner.ReferenceOptions(**explanation.case.reference)
+    if own != runner.ReferenceOptions():
+        if own.device == "device" and dev.type != "cpu":
+            ref = compute_reference(problem, {n: t.to(dev) for n, t in inputs64.items()}, own).value
+        else:
+            ref = compute_reference(problem, inputs64, own).value
+        settings = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in explanation.case.reference.items() if v != getattr(runner.ReferenceOptions(), k))
+        explanation.case_row = judge.row("case", f"case reference ({settings})", ref, ftz=own.ftz)
+
+
+def search_models(judge: Judge, problem, inputs64, plain_ref) -> ModelSearch:
+    """Rank the accumulator models on a sample of elements; compute the best in full when affordable."""
+    started = time.perf_counter()
+    form = V.lowered_form(problem, inputs64)
+    taps = V.conv_taps(problem)
+    indices = V.choose_sample(plain_ref, judge.out, problem.out_dtype, problem.seed, problem.reduction_size)
+    sample = V.sample_products(form, indices)
+    out_s = judge.out.reshape(-1)[indices]
+    terms_s = sample.products.abs().sum(-1)
+    factor = relative_factor(problem, OBJECTIVE_BOUND)
+
+    def scores(values: torch.Tensor) -> tuple[float, float, float]:
+        eps = V.sample_eps(values, out_s, problem.out_dtype)
+        miss = mismatch_rate(values, out_s, problem.out_dtype)
+        fmt = metrics.get_format(problem.out_dtype)
+        out64 = out_s.to(torch.float64)
+        ok = torch.isfinite(values) & torch.isfinite(out64) & (values.abs() <= fmt.max)
+        if not bool(ok.any()):
+            return eps, 0.0, miss
+        bound = terms_s[ok] * factor + metrics.ulp(values[ok], problem.out_dtype)
+        return eps, float(((values[ok] - out64[ok]).abs() / bound).max()), miss
+
+    plain_eps, plain_ratio, plain_miss = scores(plain_ref.reshape(-1)[indices])
+    ranked = []
+    models = V.candidate_models(problem)
+    for model in models:
+        ranked.append((model, *scores(V.model_on_sample(sample, model, taps))))
+    # Most elements reproduced bit for bit first (robust: a count, not one extreme element), then the bound.
+    ranked.sort(key=lambda item: (item[3], item[2], item[1], item[0].partials != "running", item[0].order != "natural"))
+    search = ModelSearch(tried=len(models), sample=int(indices.numel()), elements=plain_ref.numel(),
+                         plain_eps=plain_eps, plain_ratio=plain_ratio, plain_miss=plain_miss, ranked=ranked)
+    if ranked:
+        best = ranked[0][0]
+        if V.full_model_affordable(problem, best):
+            ref = V.model_reference(form, best, taps)
+            search.full = judge.row("model", f"model: {best.describe()}", ref)
+    search.seconds = time.perf_counter() - started
+    return search
+
+
+def _range_rows(case: Case, problem, dev, plain: Row, max_abs_ref: float) -> list[RangeRow]:
+    lo, hi = problem.input_range
+    rows = [RangeRow("case", f"{case.range} {_range_label(lo, hi)} (the case's)", lo, hi, plain.comparison, plain.verdict)]
+    away = RangeRow("away", f"r4 {_range_label(*AWAY_RANGE)} (away from zero)", *AWAY_RANGE)
+    if AWAY_RANGE == (lo, hi):
+        away.note = "the case's range already is r4"
+    s = narrow_factor(max_abs_ref, problem.out_dtype)
+    narrow = RangeRow("narrow", f"{_range_label(lo * s, hi * s)} (narrower: x{s:g})", lo * s, hi * s)
+    for row in (away, narrow):
+        if row.note:
+            rows.append(row)
+            continue
+        ranged = _with_range(problem, row.lo, row.hi)
+        try:
+            result = runner.run(ranged, impl=case.impl, device=dev)
+        except runner.Skip as skip:
+            row.note = f"skipped: {skip.reason}"
+        except runner.KernelFailure as failure:
+            row.note = f"kernel failed: {failure.reason}"
+        else:
+            inputs64 = _inputs64(ranged)
+            judged = Judge(case, ranged, result.out, magnitude(ranged, inputs64)).row(row.role, row.label, result.ref)
+            row.comparison, row.verdict = judged.comparison, judged.verdict
+        rows.append(row)
+    return rows

@@ -1,0 +1,88 @@
+"""Small table and number formatting helpers shared by explain (text) and study (Markdown, HTML)."""
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Sequence
+
+from metrics.names import HISTOGRAM_BUCKETS
+
+
+def num(value: float | int | None, digits: int = 4) -> str:
+    """Compact numbers for tables: 0, 12.5, 3.2e-05, inf; '-' for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}"
+
+
+def seed_number(value: float | int | None) -> str:
+    """As the seed's tables: 314.24, 1,627.64, 2.12E-06."""
+    if value is None:
+        return "–"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    if 1e-2 <= abs(value) < 1e6:
+        return f"{value:,.2f}"
+    return f"{value:.2E}"
+
+
+def rate(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.2f}%"
+
+
+def bucket_cell(count: int, total: int) -> str:
+    """The seed's histogram cell: 801676(99.858000%)."""
+    return f"{count}({100 * count / total:.6f}%)" if total else str(count)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ", left: int = 1) -> list[str]:
+    """Fixed-width columns; the first `left` columns align left, the rest right."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        parts = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return [line(cells[0])] + [line(r) for r in cells[1:]]
+
+
+def _md_cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    return lines + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[object]], left: int = 1) -> str:
+    def cell(tag: str, i: int, text: object) -> str:
+        cls = ' class="l"' if i < left else ""
+        return f"<{tag}{cls}>{escape(str(text))}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def histogram_rows(columns: Sequence[dict[str, int]]) -> list[list[str]]:
+    """Bucket rows of the seed's histogram table, one column per histogram."""
+    totals = [sum(c.values()) for c in columns]
+    return [[bucket, *[bucket_cell(c.get(bucket, 0), t) for c, t in zip(columns, totals)]] for bucket in HISTOGRAM_BUCKETS]

@@ -4,9 +4,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from generator import schema
+
+if TYPE_CHECKING:
+    import runner
 from generator.catalogue import Catalogue, Config, Layered, Suite
 from generator.errors import CatalogueError, Problem
 

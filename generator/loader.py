@@ -19,10 +19,11 @@ else:  # pragma: no cover
 import metrics
 import runner
 from generator import schema
-from generator.catalogue import AXES, Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
-from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
+from generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
+from generator.errors import CatalogueError, Location, Problem, unknown
 from generator.selection import read_selection
-from generator.toml_lines import key_lines, line_of
+from generator.toml_lines import key_lines
+from generator.toml_reader import TomlReader, describe, key_text
 
 
 def load_catalogue(path: str | Path) -> Catalogue:
@@ -56,83 +57,15 @@ def _toml_error_location(path: str, text: str, err: Exception) -> Location:
     return Location(path, max(1, len(text.splitlines())))
 
 
-def _key_text(path: tuple) -> str:
-    """('suite', 0, 'config', 2, 'kernel') -> 'suite[0].config[2].kernel'."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-class _Reader:
+class _Reader(TomlReader):
     """Validates one parsed catalogue, collecting problems instead of stopping at the first."""
-
-    def __init__(self, path: str, lines: dict[tuple, int]):
-        self.path = path
-        self.lines = lines
-        self.problems: list[Problem] = []
-
-    # -- reporting -------------------------------------------------------
-    def problem(self, key_path: tuple, message: str) -> None:
-        self.problems.append(Problem(Location(self.path, line_of(self.lines, key_path)), _key_text(key_path), message))
-
-    def location(self, key_path: tuple) -> Location:
-        return Location(self.path, line_of(self.lines, key_path))
-
-    def unknown_keys(self, table: Mapping, allowed: Iterable[str], key_path: tuple, kind: str = "key") -> None:
-        allowed = tuple(allowed)
-        for key in table:
-            if key not in allowed:
-                self.problem(key_path + (key,), unknown(kind, key, allowed))
-
-    # -- typed getters ---------------------------------------------------
-    def table(self, value: Any, key_path: tuple) -> dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.problem(key_path, f"expected a table, got {_describe(value)}")
-            return {}
-        return value
-
-    def string(self, value: Any, key_path: tuple, pattern: str | None = None) -> str | None:
-        if not isinstance(value, str):
-            self.problem(key_path, f"expected a string, got {_describe(value)}")
-            return None
-        if pattern and not re.fullmatch(pattern, value):
-            self.problem(key_path, f"{value!r} is not a valid name (letters, digits, '_', '.', '+', '-'; starting with a letter or digit)")
-            return None
-        return value
-
-    def boolean(self, value: Any, key_path: tuple) -> bool | None:
-        if not isinstance(value, bool):
-            self.problem(key_path, f"expected true or false, got {_describe(value)}")
-            return None
-        return value
-
-    def integer(self, value: Any, key_path: tuple, minimum: int = 0) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(key_path, f"expected an integer, got {_describe(value)}")
-            return None
-        if value < minimum:
-            self.problem(key_path, f"expected an integer >= {minimum}, got {value}")
-            return None
-        return value
-
-    def number(self, value: Any, key_path: tuple, minimum: float = 0.0, strict: bool = False) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.problem(key_path, f"expected a finite number, got {_describe(value)}")
-            return None
-        if value < minimum or (strict and value == minimum):
-            self.problem(key_path, f"expected a number {'>' if strict else '>='} {minimum}, got {value}")
-            return None
-        return value
 
     def choices(self, value: Any, key_path: tuple, valid: Iterable[str], kind: str) -> tuple[str, ...]:
         """A list of names, each among `valid` (a single string is a list of one)."""
         valid = tuple(valid)
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not values:
-            self.problem(key_path, f"expected a non-empty list of {kind}s, got {_describe(value)}; valid: {', '.join(valid)}")
+            self.problem(key_path, f"expected a non-empty list of {kind}s, got {describe(value)}; valid: {', '.join(valid)}")
             return ()
         good = []
         for i, item in enumerate(values):
@@ -176,7 +109,7 @@ class _Reader:
                 self.problem(key_path, f"{name!r} is not a valid range name")
                 continue
             if not (isinstance(value, list) and len(value) == 2):
-                self.problem(key_path, f"expected [lo, hi], got {_describe(value)}")
+                self.problem(key_path, f"expected [lo, hi], got {describe(value)}")
                 continue
             lo, hi = (self.number(v, key_path, minimum=-math.inf) for v in value)
             if lo is None or hi is None:
@@ -206,7 +139,7 @@ class _Reader:
         seen: dict[str, Location] = {}
         for name, location in zip(names, locations):
             if name in seen:
-                self.problems.append(Problem(location, _key_text(key_path), f"duplicate {kind} name {name!r} (first at {seen[name]})"))
+                self.problems.append(Problem(location, key_text(key_path), f"duplicate {kind} name {name!r} (first at {seen[name]})"))
             seen.setdefault(name, location)
 
     # -- layered settings: tolerances, reference, bound ------------------
@@ -367,7 +300,7 @@ class _Reader:
         if value is None:
             return ()
         if not isinstance(value, list):
-            self.problem(key_path, f"expected a list of tables like {{ dtypes = [\"f16\"], directions = [\"bwd_data\"] }}, got {_describe(value)}")
+            self.problem(key_path, f"expected a list of tables like {{ dtypes = [\"f16\"], directions = [\"bwd_data\"] }}, got {describe(value)}")
             return ()
         excludes = []
         for i, item in enumerate(value):
@@ -389,14 +322,9 @@ class _Reader:
         if value is None:
             return ()
         if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
-            self.problem(key_path, f"expected a list of marker names, got {_describe(value)}")
+            self.problem(key_path, f"expected a list of marker names, got {describe(value)}")
             return ()
         for i, marker in enumerate(value):
             if not re.fullmatch(schema.MARKER_PATTERN, marker):
                 self.problem(key_path + (i,), f"{marker!r} is not a valid pytest marker name (a Python identifier)")
         return tuple(value)
-
-
-def _describe(value: Any) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
-    return f"{kind} ({value!r})" if not isinstance(value, (dict, list)) else kind

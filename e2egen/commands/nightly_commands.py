@@ -39,7 +39,7 @@ def register(sub) -> None:
                    help="sweep a subset: the `e2egen list --filter` terms (id globs, AXIS=V1,V2), all must match")
     p.add_argument("--no-gen", dest="generate", action="store_false", help="use the generated suite as it is")
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
-    p.add_argument("--reports-dir", default=None, metavar="DIR", help=f"report directory (default: reports/ beside the store)")
+    p.add_argument("--reports-dir", default=None, metavar="DIR", help="report directory (default: reports/ beside the store)")
     p.add_argument("--drift", type=_positive_float, default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR since the previous run (default: 4)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

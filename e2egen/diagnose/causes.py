@@ -147,7 +147,6 @@ def diagnose(ex) -> list[Finding]:
     findings: list[Finding] = []
     plain = ex.plain
     comparison = plain.comparison
-    case = ex.case
     probe = ex.probe
     if probe is not None and probe.ran and probe.wrong:
         findings.append(Finding(KERNEL_BUG, "kernel bug: wrong results where the arithmetic is exact",

@@ -51,7 +51,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
-from generator.toml_lines import key_lines, line_of
+from generator.toml_lines import key_lines
+from generator.toml_reader import TomlReader, describe
 from metrics.names import METRIC_NAMES, TOLERANCE_KEYS
 
 from e2egen.diagnose import kernels as builtin_kernels
@@ -155,76 +156,12 @@ def parse_study(text: str, path: str = "<study>") -> StudyConfig:
     return config
 
 
-def _key_text(path: tuple) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _describe(value: Any) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
-    return f"{kind.get(type(value), type(value).__name__)} {value!r}" if not isinstance(value, (list, dict)) else kind[type(value)]
-
-
-class _Reader:
-    def __init__(self, path: str, lines: dict[tuple, int]):
-        self.path, self.lines = path, lines
-        self.problems: list[Problem] = []
-
-    def problem(self, key_path: tuple, message: str) -> None:
-        self.problems.append(Problem(Location(self.path, line_of(self.lines, key_path)), _key_text(key_path), message))
-
-    def location(self, key_path: tuple) -> str:
-        return str(Location(self.path, line_of(self.lines, key_path)))
-
-    def unknown_keys(self, table: Mapping, allowed: tuple[str, ...], key_path: tuple, kind: str = "key") -> None:
-        for key in table:
-            if key not in allowed:
-                self.problem(key_path + (key,), unknown(kind, key, allowed))
-
-    def table(self, value: Any, key_path: tuple) -> dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.problem(key_path, f"expected a table, got {_describe(value)}")
-            return {}
-        return value
-
-    def tables(self, value: Any, key_path: tuple) -> list[dict]:
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            self.problem(key_path, f"expected [[{key_path[-1]}]] tables, got {_describe(value)}")
-            return []
-        return value
-
-    def string(self, value: Any, key_path: tuple, pattern: str | None = None) -> str | None:
-        if not isinstance(value, str):
-            self.problem(key_path, f"expected a string, got {_describe(value)}")
-            return None
-        if pattern and not re.fullmatch(pattern, value):
-            self.problem(key_path, f"{value!r} is not a valid name (letters, digits, spaces, '_', '.', '+', '-')")
-            return None
-        return value
-
-    def boolean(self, value: Any, key_path: tuple) -> bool | None:
-        if not isinstance(value, bool):
-            self.problem(key_path, f"expected true or false, got {_describe(value)}")
-            return None
-        return value
-
-    def integer(self, value: Any, key_path: tuple, minimum: int = 0) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.problem(key_path, f"expected an integer >= {minimum}, got {_describe(value)}")
-            return None
-        return value
+class _Reader(TomlReader):
+    """Validates one parsed STUDY.toml (the catalogue loader's typed getters, plus the study's tables)."""
 
     def number(self, value: Any, key_path: tuple) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            self.problem(key_path, f"expected a finite number >= 0, got {_describe(value)}")
-            return None
-        return float(value)
+        number = super().number(value, key_path)
+        return None if number is None else float(number)
 
     # -- the study ---------------------------------------------------------------------
     def study(self, data: dict) -> StudyConfig:
@@ -269,12 +206,12 @@ class _Reader:
             if number is not None:
                 rule[key] = number
         if not rule and not self.problems:
-            self.problem(("rule",), f"the rule names no metric; e.g. rule = {{ max_eps_diff = 1.0 }}")
+            self.problem(("rule",), "the rule names no metric; e.g. rule = { max_eps_diff = 1.0 }")
         return rule
 
     def metric_list(self, value: Any) -> tuple[str, ...]:
         if not isinstance(value, list) or not value:
-            self.problem(("metrics",), f"expected a non-empty list of metric names, got {_describe(value)}; valid: {', '.join(METRIC_NAMES)}")
+            self.problem(("metrics",), f"expected a non-empty list of metric names, got {describe(value)}; valid: {', '.join(METRIC_NAMES)}")
             return DEFAULT_METRICS
         names = []
         for i, name in enumerate(value):
@@ -299,7 +236,7 @@ class _Reader:
                 continue
             if (not isinstance(bounds, list) or len(bounds) != 2
                     or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)):
-                self.problem(key_path, f"expected [lo, hi] (two finite numbers), got {_describe(bounds)}")
+                self.problem(key_path, f"expected [lo, hi] (two finite numbers), got {describe(bounds)}")
                 continue
             lo, hi = float(bounds[0]), float(bounds[1])
             if not lo < hi:
@@ -358,7 +295,7 @@ class _Reader:
         if "name" not in item:
             self.problem(key_path, f"missing name of the {kind}")
             return None
-        return self.string(item["name"], key_path + ("name",), NAME)
+        return self.string(item["name"], key_path + ("name",), NAME, "letters, digits, spaces, '_', '.', '+', '-'")
 
     def unique(self, names: list[str], kind: str) -> None:
         for i, name in enumerate(names):
@@ -373,7 +310,7 @@ class _Reader:
         if isinstance(select, str):
             select = [select]
         if not isinstance(select, list) or not all(isinstance(s, str) for s in select):
-            self.problem(("cases", "select"), f"expected a list of id globs, got {_describe(select)}")
+            self.problem(("cases", "select"), f"expected a list of id globs, got {describe(select)}")
             return [], {}, None
         expression = self.string(table.get("filter", ""), ("cases", "filter")) or ""
         override = self.table(table.get("params"), ("cases", "params"))
@@ -432,7 +369,7 @@ class _Reader:
                 continue
             case = StudyCase(f"study/{fields['op']}/{name}/{fields['direction']}/{fields['dtype']}/{fields['layout']}",
                              fields["op"], fields["direction"], fields["dtype"], fields["layout"], params, impl, name,
-                             self.location(key_path))
+                             str(self.location(key_path)))
             if self.check_problem(case, key_path):
                 cases.append(case)
         return cases

@@ -6,6 +6,7 @@ from html import escape
 from typing import Sequence
 
 from metrics.names import HISTOGRAM_BUCKETS
+from nightly.report.model import fmt, fmt_bucket, fmt_rate
 
 
 def num(value: float | int | None, digits: int = 4) -> str:
@@ -25,30 +26,10 @@ def num(value: float | int | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def seed_number(value: float | int | None) -> str:
-    """As the seed's tables: 314.24, 1,627.64, 2.12E-06."""
-    if value is None:
-        return "–"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "0"
-    if 1e-2 <= abs(value) < 1e6:
-        return f"{value:,.2f}"
-    return f"{value:.2E}"
-
-
-def rate(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.2f}%"
-
-
-def bucket_cell(count: int, total: int) -> str:
-    """The seed's histogram cell: 801676(99.858000%)."""
-    return f"{count}({100 * count / total:.6f}%)" if total else str(count)
+# The seed's number formats are the nightly report's: one definition for both.
+seed_number = fmt
+rate = fmt_rate
+bucket_cell = fmt_bucket
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ", left: int = 1) -> list[str]:

@@ -85,4 +85,4 @@ def render_markdown(data: ReportData) -> str:
 
 
 def _more(total: int) -> list[str]:
-    return [f"", f"… and {total - MAX_LISTED} more (see the HTML report)"] if total > MAX_LISTED else []
+    return ["", f"… and {total - MAX_LISTED} more (see the HTML report)"] if total > MAX_LISTED else []

@@ -1,0 +1,101 @@
+"""Typed reading of parsed TOML that collects problems instead of stopping at the first.
+
+The catalogue loader and the study-file loader both build on TomlReader, so
+every user file gets the same messages: file:line, key path, bad value,
+valid choices.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Mapping
+
+from generator.errors import Location, Problem, unknown
+from generator.toml_lines import line_of
+
+NAME_HELP = "letters, digits, '_', '.', '+', '-'; starting with a letter or digit"
+
+
+def key_text(path: tuple) -> str:
+    """('suite', 0, 'config', 2, 'kernel') -> 'suite[0].config[2].kernel'."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def describe(value: Any) -> str:
+    """A value as a message names it: 'a string ('x')', 'a list'."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+    return f"{kind} ({value!r})" if not isinstance(value, (dict, list)) else kind
+
+
+class TomlReader:
+    """Validates one parsed TOML document; `problems` holds what is wrong with it."""
+
+    def __init__(self, path: str, lines: dict[tuple, int]):
+        self.path = path
+        self.lines = lines
+        self.problems: list[Problem] = []
+
+    def problem(self, key_path: tuple, message: str) -> None:
+        self.problems.append(Problem(self.location(key_path), key_text(key_path), message))
+
+    def location(self, key_path: tuple) -> Location:
+        return Location(self.path, line_of(self.lines, key_path))
+
+    def unknown_keys(self, table: Mapping, allowed: Iterable[str], key_path: tuple, kind: str = "key") -> None:
+        allowed = tuple(allowed)
+        for key in table:
+            if key not in allowed:
+                self.problem(key_path + (key,), unknown(kind, key, allowed))
+
+    def table(self, value: Any, key_path: tuple) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(key_path, f"expected a table, got {describe(value)}")
+            return {}
+        return value
+
+    def tables(self, value: Any, key_path: tuple) -> list[dict]:
+        """An array of tables, [[name]]."""
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.problem(key_path, f"expected [[{key_path[-1]}]] tables, got {describe(value)}")
+            return []
+        return value
+
+    def string(self, value: Any, key_path: tuple, pattern: str | None = None, pattern_help: str = NAME_HELP) -> str | None:
+        if not isinstance(value, str):
+            self.problem(key_path, f"expected a string, got {describe(value)}")
+            return None
+        if pattern and not re.fullmatch(pattern, value):
+            self.problem(key_path, f"{value!r} is not a valid name ({pattern_help})")
+            return None
+        return value
+
+    def boolean(self, value: Any, key_path: tuple) -> bool | None:
+        if not isinstance(value, bool):
+            self.problem(key_path, f"expected true or false, got {describe(value)}")
+            return None
+        return value
+
+    def integer(self, value: Any, key_path: tuple, minimum: int = 0) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(key_path, f"expected an integer, got {describe(value)}")
+            return None
+        if value < minimum:
+            self.problem(key_path, f"expected an integer >= {minimum}, got {value}")
+            return None
+        return value
+
+    def number(self, value: Any, key_path: tuple, minimum: float = 0.0, strict: bool = False) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.problem(key_path, f"expected a finite number, got {describe(value)}")
+            return None
+        if value < minimum or (strict and value == minimum):
+            self.problem(key_path, f"expected a number {'>' if strict else '>='} {minimum}, got {value}")
+            return None
+        return value

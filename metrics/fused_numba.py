@@ -328,8 +328,9 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     args = _format_args(fmt, ftz, rel_floor)
     # one contiguous share of the chunks per thread (see threads.py)
     edges = np.linspace(0, n_chunks, threads.thread_count(n_chunks) + 1).astype(np.int64)
-    threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]), *args.values(),
-                                  maxima_bits, floats, ints), range(len(edges) - 1))
+    threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]),
+                                  maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
+                range(len(edges) - 1))
     # Bits of the non-negative maxima back to floats; -1 stays "no element".
     for k, (float_col, _) in _MAXIMUM_COLUMNS.items():
         column = maxima_bits[:, k]
@@ -353,7 +354,7 @@ def _fill_indices(ref, out_bits, bound, chunk, args, floats, ints) -> None:
     locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}
     for c, targets in wanted.items():
         lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
-        found = _locate(ref, out_bits, bound, lo, hi, targets, *locate_args.values())
+        found = _locate(ref, out_bits, bound, lo, hi, targets, **locate_args)
         for what, (_, index_col) in maxima.items():
             if targets[what] >= 0:
                 if found[what] < 0:  # the two loops computed different values: a bug here

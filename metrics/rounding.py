@@ -94,16 +94,22 @@ def ulp_exponent(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> t
     return exponent.clamp(min=fmt.emin, max=fmt.emax)
 
 
-def _as_float64_tensor(x) -> tuple[torch.Tensor, bool]:
-    """A float64 torch tensor (exact upcast) and whether the input was numpy."""
+# Elements per piece in the helpers below: their temporaries (a dozen int64
+# arrays) stay O(piece) rather than O(N).
+_PIECE = 1 << 20
+
+
+def _elementwise(x, compute) -> torch.Tensor:
+    """compute(float64 piece) over x in pieces; numpy in, numpy out."""
     was_numpy = isinstance(x, np.ndarray)
     tensor = torch.from_numpy(np.ascontiguousarray(x)) if was_numpy else torch.as_tensor(x)
-    if not (tensor.is_floating_point()):
+    if not tensor.is_floating_point():
         raise ValueError(f"expected a floating-point tensor, got {tensor.dtype}")
-    return tensor.to(torch.float64).contiguous(), was_numpy
-
-
-def _like_input(result: torch.Tensor, was_numpy: bool):
+    values = tensor.detach().to(torch.float64).contiguous()
+    result = torch.empty_like(values)
+    flat_in, flat_out = values.view(-1), result.view(-1)
+    for start in range(0, flat_in.numel(), _PIECE):
+        flat_out[start:start + _PIECE] = compute(flat_in[start:start + _PIECE])
     return result.numpy() if was_numpy else result
 
 
@@ -113,43 +119,52 @@ def ulp(x, dtype) -> torch.Tensor:
     So the gap containing x; at a representable x the smaller neighbouring
     gap, which at a power of two is the gap below; at 0 the smallest
     subnormal; beyond T's max (and at ±inf) the ulp of max; NaN for NaN.
+    Takes and returns float64 (torch or numpy).
     """
     fmt = float_format(dtype)
-    values, was_numpy = _as_float64_tensor(x)
-    _, biased, mantissa = split_float64(values)
-    result = pow2(ulp_exponent(biased, mantissa, fmt) - fmt.mantissa_bits)
-    result = torch.where(torch.isnan(values), values, result)
-    return _like_input(result, was_numpy)
+
+    def compute(values: torch.Tensor) -> torch.Tensor:
+        _, biased, mantissa = split_float64(values)
+        result = pow2(ulp_exponent(biased, mantissa, fmt) - fmt.mantissa_bits)
+        return torch.where(torch.isnan(values), values, result)
+
+    return _elementwise(x, compute)
 
 
 def round_to(x, dtype) -> torch.Tensor:
     """x rounded to T with round-to-nearest-even, returned as float64.
 
-    Subnormals are kept. Overflow follows IEEE: |x| >= max + ulp(max)/2 gives
-    ±inf. f8e4m3fn has no inf: overflow and ±inf give NaN (OCP FP8's
-    non-saturating conversion). Note torch >= 2.13 casts to float8_e4m3fn
-    saturate to ±448 instead; compare() accepts either in the overflow region.
+    Rounds once from float64 (torch's float64 -> f16/bf16/fp8 casts go through
+    float32 and can round twice). Subnormals are kept. Overflow follows IEEE:
+    |x| >= max + ulp(max)/2 gives ±inf. f8e4m3fn has no inf: overflow and ±inf
+    give NaN (OCP FP8's non-saturating conversion), so an overflow never turns
+    into a plausible number; torch 2.13's cast to float8_e4m3fn saturates to
+    ±448 instead, and compare() accepts either in the overflow region.
     """
     fmt = float_format(dtype)
-    values, was_numpy = _as_float64_tensor(x)
-    negative, biased, mantissa = split_float64(values)
-    pattern = rounded_pattern(biased, mantissa, fmt)
-    overflows = (pattern > fmt.max_pattern) | torch.isinf(values)
-    magnitude = pattern_value(pattern.clamp(max=fmt.max_pattern), fmt)
     beyond = float("inf") if fmt.has_inf else float("nan")
-    magnitude = torch.where(overflows, torch.full_like(magnitude, beyond), magnitude)
-    result = torch.where(negative, -magnitude, magnitude)
-    result = torch.where(torch.isnan(values), values, result)
-    return _like_input(result, was_numpy)
+
+    def compute(values: torch.Tensor) -> torch.Tensor:
+        negative, biased, mantissa = split_float64(values)
+        pattern = rounded_pattern(biased, mantissa, fmt)
+        overflows = (pattern > fmt.max_pattern) | torch.isinf(values)
+        magnitude = pattern_value(pattern.clamp(max=fmt.max_pattern), fmt)
+        magnitude = torch.where(overflows, torch.full_like(magnitude, beyond), magnitude)
+        result = torch.where(negative, -magnitude, magnitude)
+        return torch.where(torch.isnan(values), values, result)
+
+    return _elementwise(x, compute)
 
 
 def flush_subnormals(x, dtype) -> torch.Tensor:
     """x with every value that is subnormal in T (0 < |x| < min_normal) set to zero of its sign."""
     fmt = float_format(dtype)
-    values, was_numpy = _as_float64_tensor(x)
-    subnormal = (values != 0) & (values.abs() < fmt.min_normal)
-    result = torch.where(subnormal, torch.copysign(torch.zeros_like(values), values), values)
-    return _like_input(result, was_numpy)
+
+    def compute(values: torch.Tensor) -> torch.Tensor:
+        subnormal = (values != 0) & (values.abs() < fmt.min_normal)
+        return torch.where(subnormal, torch.copysign(torch.zeros_like(values), values), values)
+
+    return _elementwise(x, compute)
 
 
 def ordered(negative: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:

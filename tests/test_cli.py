@@ -47,6 +47,7 @@ def test_run_unknown_case_suggests_the_near_one(write_catalogue):
 
 
 def test_every_command_has_help():
-    for command in ("validate", "gen", "list", "run", "import-rocmlir", "nightly", "report", "merge"):
+    for command in ("validate", "gen", "list", "run", "import-rocmlir", "nightly", "report", "merge", "runs",
+                    "explain", "study", "calibrate", "select"):
         result = run_cli(command, "--help")
         assert result.returncode == 0 and "usage: e2egen" in result.stdout, command

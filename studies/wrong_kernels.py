@@ -1,0 +1,239 @@
+"""Kernels for the error-bound study (docs/error-bound.md), through the plug-in contract.
+
+Every name here is one kernel for every op and direction: the runner calls it
+as the contract says (runner/kernels.py), and it tells the direction from the
+keywords it gets (input_shape: conv bwd_data, weight_shape: conv bwd_weight,
+stride: conv fwd, none: gemm), e.g. impl="studies.wrong_kernels:split_k".
+
+Each kernel first writes the op as one batched matrix product lhs[G, M, R] @
+rhs[G, R, N] in f32 (runner.lowering's im2col form; exact for f16/bf16/f32
+inputs), so R is the reduction of every output element, then sums it its own
+way and rounds once to the output dtype.
+
+CORRECT (other summation orders; all within an f32-accumulation model):
+    im2col_f32     one f32 batched matmul (the BLAS's own blocking)
+    split_k        R cut into 8 slices, one f32 partial each, partials added in f32
+    sequential_f32 recursive summation: one f32 running sum, one product at a time
+                   (the order with the worst error growth, K·u in the worst case)
+    pairwise_f32   f32 products summed as a balanced binary tree
+
+WRONG (one bug each):
+    acc_lowp       accumulates in a half format: products are added 4 at a time
+                   (in f32) to a running sum rounded to f16 (bf16 for bf16 and
+                   f32 inputs) after each step
+    drop_last      the reduction loop stops one step early: the last input channel
+                   (conv fwd), the last output channel (bwd_data), the last output
+                   row (bwd_weight), the last k (gemm) is left out
+    scale_3ulp     the result is off by 3 ulps: multiplied by (1 + 3·eps_T)
+    shift_window   conv only: the window is shifted by one element along the last
+                   spatial dim (padding applied one element off)
+    one_element    one output element (the middle one) holds its neighbour's value
+                   (the next element, in logical order, whose value differs)
+    swap_channels  the last two channels of the first input (gemm: the last two
+                   columns of A) are swapped, as a channel-stride bug would
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from runner import make_problem
+from runner.lowering import GemmForm, lower
+
+SPLITS = 8
+LOWP_CHUNK = 4
+_PAIRWISE_ELEMENTS = 1 << 23  # products held at once by pairwise_f32
+
+
+# -- the contract -> one gemm form ------------------------------------------------------
+def _direction(kw) -> str:
+    if "input_shape" in kw:
+        return "bwd_data"
+    if "weight_shape" in kw:
+        return "bwd_weight"
+    return "fwd" if "stride" in kw else "gemm"
+
+
+def _problem(direction: str, first: torch.Tensor, second: torch.Tensor, kw):
+    """A runner Problem with the call's geometry (dtype, range, seed are placeholders)."""
+    if direction == "gemm":
+        batch = first.shape[0] if first.dim() == 3 else 0
+        m, k = first.shape[-2:]
+        params = {"m": m, "n": second.shape[-1], "k": k, "batch": batch}
+        return make_problem("gemm", "fwd", "f32", "nn", params, (-1.0, 1.0), 0), {"a": first, "b": second}
+    if direction == "fwd":
+        x_shape, w_shape, names = first.shape, second.shape, ("x", "w")
+    elif direction == "bwd_data":
+        x_shape, w_shape, names = tuple(kw["input_shape"]), second.shape, ("dy", "w")
+    else:
+        x_shape, w_shape, names = first.shape, tuple(kw["weight_shape"]), ("x", "dy")
+    dims = len(x_shape) - 2
+    key = {1: "w", 2: "hw", 3: "dhw"}[dims]
+    params = {"n": x_shape[0], "c": x_shape[1], "k": w_shape[0], key: list(x_shape[2:]), "kernel": list(w_shape[2:]),
+              "stride": list(kw["stride"]), "pad": list(kw["padding"]), "dilation": list(kw["dilation"]),
+              "groups": kw["groups"]}
+    problem = make_problem(f"conv{dims}d", direction, "f32", "nchw", params, (-1.0, 1.0), 0)
+    return problem, dict(zip(names, (first, second)))
+
+
+def _gemm_form(direction, first, second, kw) -> tuple[object, GemmForm]:
+    problem, tensors = _problem(direction, first, second, kw)
+    form = lower(problem, {name: t.float() for name, t in tensors.items()})
+    return problem, GemmForm(form.lhs.contiguous(), form.rhs.contiguous(), form.fold)
+
+
+def _kernel(summation: Callable[[torch.Tensor, torch.Tensor, torch.dtype], torch.Tensor],
+            prepare: Callable | None = None, finish: Callable | None = None):
+    """A contract kernel: lower, sum with `summation` (f32 lhs, rhs -> [G, M, N]), round to the output dtype."""
+    def kernel(first: torch.Tensor, second: torch.Tensor, **kw) -> torch.Tensor:
+        direction = _direction(kw)
+        out_dtype = first.dtype
+        if prepare is not None:
+            first, second = prepare(direction, first, second)
+        problem, form = _gemm_form(direction, first, second, kw)
+        out = form.fold(summation(form.lhs, form.rhs, out_dtype)).to(out_dtype)
+        if finish is not None:
+            out = finish(direction, out)
+        return out
+    return kernel
+
+
+# -- summation orders (f32 in, [G, M, N] out) -------------------------------------------------
+def _bmm_f32(lhs, rhs, out_dtype):
+    return torch.bmm(lhs, rhs)
+
+
+def _split_k(lhs, rhs, out_dtype):
+    reduction = lhs.shape[2]
+    step = max(1, math.ceil(reduction / SPLITS))
+    total = None
+    for start in range(0, reduction, step):
+        partial = torch.bmm(lhs[:, :, start:start + step], rhs[:, start:start + step, :])
+        total = partial if total is None else total + partial
+    return total
+
+
+def _sequential(lhs, rhs, out_dtype):
+    acc = lhs.new_zeros(lhs.shape[0], lhs.shape[1], rhs.shape[2])
+    for r in range(lhs.shape[2]):
+        acc.addcmul_(lhs[:, :, r:r + 1], rhs[:, r:r + 1, :])
+    return acc
+
+
+def _tree_sum(products: torch.Tensor, dim: int) -> torch.Tensor:
+    while products.shape[dim] > 1:
+        size = products.shape[dim]
+        half = size // 2
+        head = products.narrow(dim, 0, half) + products.narrow(dim, half, half)
+        if size % 2:
+            head = torch.cat([head, products.narrow(dim, 2 * half, 1)], dim)
+        products = head
+    return products.squeeze(dim)
+
+
+def _pairwise(lhs, rhs, out_dtype):
+    groups, rows, reduction = lhs.shape
+    cols = rhs.shape[2]
+    block = max(1, _PAIRWISE_ELEMENTS // max(1, groups * reduction * cols))
+    parts = [_tree_sum(lhs[:, start:start + block, :, None] * rhs[:, None, :, :], 2)
+             for start in range(0, rows, block)]
+    return torch.cat(parts, 1)
+
+
+def _lowp_accumulator(out_dtype: torch.dtype) -> torch.dtype:
+    return torch.float16 if out_dtype == torch.float16 else torch.bfloat16
+
+
+def _acc_lowp(lhs, rhs, out_dtype):
+    low = _lowp_accumulator(out_dtype)
+    acc = lhs.new_zeros(lhs.shape[0], lhs.shape[1], rhs.shape[2])
+    for start in range(0, lhs.shape[2], LOWP_CHUNK):
+        acc = (acc + torch.bmm(lhs[:, :, start:start + LOWP_CHUNK], rhs[:, start:start + LOWP_CHUNK, :])).to(low).float()
+    return acc
+
+
+def _drop_last(lhs, rhs, out_dtype, *, count: int):
+    return torch.bmm(lhs[:, :, :lhs.shape[2] - count], rhs[:, :rhs.shape[1] - count, :])
+
+
+def _scaled(lhs, rhs, out_dtype):
+    eps = torch.finfo(out_dtype).eps
+    return torch.bmm(lhs, rhs).double() * (1 + 3 * eps)
+
+
+# -- the kernels ---------------------------------------------------------------------------
+im2col_f32 = _kernel(_bmm_f32)
+split_k = _kernel(_split_k)
+sequential_f32 = _kernel(_sequential)
+pairwise_f32 = _kernel(_pairwise)
+
+acc_lowp = _kernel(_acc_lowp)
+scale_3ulp = _kernel(_scaled)
+
+
+def drop_last(first: torch.Tensor, second: torch.Tensor, **kw) -> torch.Tensor:
+    direction = _direction(kw)
+    problem, form = _gemm_form(direction, first, second, kw)
+    p = problem.params
+    if direction in ("fwd", "bwd_data"):
+        count = math.prod(p.kernel)  # one channel's taps: the last channel of the reduction (c, r, s) / (k, r', s')
+    elif direction == "bwd_weight":
+        count = math.prod(p.out_size[1:])  # one output row: the end of (n, p, q)
+    else:
+        count = 1
+    return form.fold(_drop_last(form.lhs, form.rhs, first.dtype, count=count)).to(first.dtype)
+
+
+def _shift_input(direction, first, second):
+    if direction == "gemm":
+        raise ValueError("shift_window is a convolution bug; gemm has no window")
+    if direction in ("fwd", "bwd_weight"):  # x shifted right by one: the window starts one element early
+        shifted = torch.zeros_like(first)
+        shifted[..., 1:] = first[..., :-1]
+        return shifted, second
+    return first, second
+
+
+def _shift_output(direction, out):
+    if direction == "bwd_data":  # the adjoint of the shifted window: dx shifted left by one
+        shifted = torch.zeros_like(out)
+        shifted[..., :-1] = out[..., 1:]
+        return shifted
+    return out
+
+
+shift_window = _kernel(_bmm_f32, prepare=_shift_input, finish=_shift_output)
+
+
+def _copy_neighbour(direction, out):
+    """The middle element gets the value of the next element (in logical order) that differs from it."""
+    flat = out.contiguous().reshape(-1).clone()
+    middle = flat.numel() // 2
+    order = torch.cat([flat[middle + 1:], flat[:middle]])
+    differs = (order != flat[middle]).nonzero()
+    if differs.numel():
+        flat[middle] = order[differs[0, 0]]
+    return flat.reshape(out.shape)
+
+
+one_element = _kernel(_bmm_f32, finish=_copy_neighbour)
+
+
+def _swap_last_two(direction, first, second):
+    dim = -1 if direction == "gemm" else 1
+    if first.shape[dim] < 2:
+        raise ValueError(f"swap_channels needs 2 channels, got shape {tuple(first.shape)}")
+    swapped = first.clone()
+    index = first.shape[dim]
+    swapped.narrow(dim, index - 2, 1).copy_(first.narrow(dim, index - 1, 1))
+    swapped.narrow(dim, index - 1, 1).copy_(first.narrow(dim, index - 2, 1))
+    return swapped, second
+
+
+swap_channels = _kernel(_bmm_f32, prepare=_swap_last_two)
+
+CORRECT = ("im2col_f32", "split_k", "sequential_f32", "pairwise_f32")
+WRONG = ("acc_lowp", "drop_last", "scale_3ulp", "shift_window", "one_element", "swap_channels")
+CONV_ONLY = ("shift_window",)

@@ -1,0 +1,139 @@
+"""The error bound B against sums written out by hand, for every dtype, accumulator and growth mode.
+
+B = (lam·g(K)·u_acc + u_in)·Σ|a_i·b_i| + c_out·ulp_T(ref). Σ|a_i·b_i| is summed
+here element by element with math.fsum straight from the definition of each op
+(index arithmetic, no im2col, no torch conv), on geometries where the
+runner's lowering has to work hardest: stride with dilation, groups, padding
+wider than the kernel's reach, and 1x1 stride-2 bwd_data, whose skipped
+positions get no product at all (there B = c_out·ulp_T(0), and ref is 0).
+tests/test_runner_bound.py already checks B against runner_naive's products
+for f16 and tf32; this file adds the other formats and accumulators.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import metrics
+from runner import BoundModel, make_problem, run
+from runner.bound import compute_bound
+from runner.inputs import generate_inputs
+from runner.reference import apply_op
+
+GEOMETRIES = {
+    "conv1d-dilated-grouped": ("conv1d", {"n": 2, "c": 4, "k": 6, "w": 9, "kernel": 3, "stride": 2, "pad": 2, "dilation": 2, "groups": 2}),
+    "conv2d-1x1-s2": ("conv2d", {"n": 1, "c": 3, "k": 2, "hw": [6, 5], "kernel": 1, "stride": 2}),
+    "conv2d-wide-pad": ("conv2d", {"n": 1, "c": 2, "k": 3, "hw": [4, 3], "kernel": [2, 3], "pad": [3, 2]}),
+    "conv3d-grouped": ("conv3d", {"n": 1, "c": 2, "k": 4, "dhw": [3, 4, 5], "kernel": [2, 1, 3], "stride": [1, 2, 1],
+                                  "pad": [0, 1, 1], "groups": 2}),
+    "gemm": ("gemm", {"m": 3, "n": 5, "k": 11}),
+    "gemm-batched": ("gemm", {"m": 2, "n": 3, "k": 7, "batch": 2}),
+}
+CASES = [(name, direction) for name, (op, _) in GEOMETRIES.items()
+         for direction in (("fwd",) if op == "gemm" else ("fwd", "bwd_data", "bwd_weight"))]
+U = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+MODELS = [BoundModel(), BoundModel(lam=2.5, acc="f16"), BoundModel(lam=1.0, acc="bf16", strict=True, c_out=0.5),
+          BoundModel(strict=True, c_out=0.0)]
+
+
+def terms(problem, t, index):
+    """The products a_i·b_i summed into output `index`, from the op's definition."""
+    p = problem.params
+    if problem.op == "gemm":
+        *batch, i, j = index
+        return [t["a"][(*batch, i, kk)].item() * t["b"][(*batch, kk, j)].item() for kk in range(p.k)]
+    cg, kg = p.c // p.groups, p.k // p.groups
+    taps = list(itertools.product(*map(range, p.kernel)))
+
+    def source(o, tap):  # input position read by output position o through kernel tap `tap`
+        return [oo * s + r * d - pp for oo, r, s, d, pp in zip(o, tap, p.stride, p.dilation, p.pad)]
+
+    def inside(pos):
+        return all(0 <= q < size for q, size in zip(pos, p.size))
+
+    if problem.direction == "fwd":
+        n, k, *o = index
+        g = k // kg
+        return [t["x"][(n, g * cg + c, *source(o, tap))].item() * t["w"][(k, c, *tap)].item()
+                for c in range(cg) for tap in taps if inside(source(o, tap))]
+    if problem.direction == "bwd_data":
+        n, c, *i = index
+        g = c // cg
+        found = []
+        for kk, tap in itertools.product(range(kg), taps):
+            for o in itertools.product(*map(range, p.out_size)):
+                if source(o, tap) == list(i):
+                    k = g * kg + kk
+                    found.append(t["dy"][(n, k, *o)].item() * t["w"][(k, c - g * cg, *tap)].item())
+        return found
+    k, c, *tap = index
+    g = k // kg
+    return [t["dy"][(n, k, *o)].item() * t["x"][(n, g * cg + c, *source(o, tap))].item()
+            for n in range(p.n) for o in itertools.product(*map(range, p.out_size)) if inside(source(o, tap))]
+
+
+@pytest.mark.parametrize("name,direction", CASES)
+def test_bound_equals_the_hand_summed_formula(name, direction):
+    op, params = GEOMETRIES[name]
+    for dtype in ("f32", "tf32", "f16", "bf16"):
+        layout = "nhwc" if op != "gemm" else "tn"
+        problem = make_problem(op, direction, dtype, layout, params, (-3.0, 2.0), seed=len(name) + len(direction))
+        tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+        shape = problem.output_shape
+        sums = torch.zeros(shape, dtype=torch.float64)
+        magnitudes = torch.zeros(shape, dtype=torch.float64)
+        most_terms = 0
+        for index in itertools.product(*map(range, shape)):
+            found = terms(problem, tensors, index)
+            most_terms = max(most_terms, len(found))
+            sums[index] = math.fsum(found)
+            magnitudes[index] = math.fsum(abs(v) for v in found)
+        k = problem.reduction_size
+        assert most_terms <= k  # K counts every tap, also those that fall on padding or a stride gap
+        ref = apply_op(problem, tensors)  # the runner's reference (run() skips tf32 on a CPU)
+        torch.testing.assert_close(ref, sums, rtol=1e-12, atol=1e-12)
+        out_format = "f32" if dtype == "tf32" else dtype
+        ulps = metrics.ulp(ref, out_format)
+        for model in MODELS:
+            growth = k if model.strict else math.sqrt(k)
+            u_in = 2 * 2.0 ** -11 if dtype == "tf32" else 0.0
+            expected = (model.lam * growth * U[model.acc] + u_in) * magnitudes + model.c_out * ulps
+            bound = compute_bound(problem, tensors, ref, model)
+            torch.testing.assert_close(bound, expected, rtol=1e-13, atol=0)
+        if name == "conv2d-1x1-s2" and direction == "bwd_data":  # positions no tap reaches
+            empty = magnitudes == 0
+            assert empty.any() and (ref[empty] == 0).all()
+            assert (compute_bound(problem, tensors, ref, BoundModel())[empty] == metrics.get_format(out_format).min_subnormal).all()
+
+
+@pytest.mark.parametrize("op,params,direction", [
+    ("conv2d", GEOMETRIES["conv2d-wide-pad"][1], "bwd_data"),
+    ("gemm", GEOMETRIES["gemm"][1], "fwd"),
+])
+def test_strict_and_probabilistic_bounds_differ_by_sqrt_k(op, params, direction):
+    problem = make_problem(op, direction, "bf16", "nchw" if op != "gemm" else "nn", params, (1.0, 5.0), seed=4)
+    tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+    ref = run(problem, device="cpu").ref
+    k = problem.reduction_size
+    loose = compute_bound(problem, tensors, ref, BoundModel(strict=True, c_out=0.0))
+    tight = compute_bound(problem, tensors, ref, BoundModel(c_out=0.0))
+    torch.testing.assert_close(loose, tight * math.sqrt(k), rtol=1e-14, atol=0)
+    # the accumulator only scales the model's first term
+    f16 = compute_bound(problem, tensors, ref, BoundModel(acc="f16", c_out=0.0))
+    torch.testing.assert_close(f16, tight * 2.0 ** 13, rtol=1e-14, atol=0)
+
+
+def test_an_overflowing_run_is_counted_apart_and_kept_out_of_bound_ratio():
+    """The study's "overflow" runs: f16 r5 with a long reduction overflows; the bound judges the rest."""
+    problem = make_problem("gemm", "fwd", "f16", "nn", {"m": 8, "n": 8, "k": 1164}, (5.0, 10.0), seed=2)
+    result = run(problem, device="cpu", bound=BoundModel())
+    c = metrics.compare(result.ref, result.out, "f16", bound=result.bound)
+    beyond = result.ref.abs() > metrics.get_format("f16").max
+    assert beyond.any() and not beyond.all()
+    assert c.overflow == int(beyond.sum())
+    assert c.compared == result.ref.numel() - c.overflow and c.bound_ratio <= 1
+    verdict = c.check({"bound_ratio": 1.0})
+    assert not verdict.passed and "overflow" in verdict.summary

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
 
 
@@ -76,6 +78,7 @@ def test_failing_case_prints_report_and_repro(write_catalogue, tmp_path):
     assert "rms" in result.stdout and "4 failed" in result.stdout
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # the generated conftest registers them; not loaded here
 def test_module_cases_equal_manifest_cases(write_catalogue, tmp_path):
     """The compact rows of a generated module rebuild exactly the cases of the manifest."""
     import importlib.util

@@ -6,19 +6,27 @@
 
 Depends on numpy and torch only (numba, when installed, makes the CPU path a
 single fused pass). See DESIGN.md, "Metrics (exact definitions)".
+
+The public names are loaded on first use (PEP 562): torch and numba are
+imported when a comparison runs, so code that only needs the names (the
+catalogue checker, `e2egen gen`) stays fast.
 """
-from metrics.compare import compare
-from metrics.comparison import FloatComparison, IntegerComparison, WorstElement
-from metrics.formats import DTYPE_NAMES, Format, IntegerFormat, dtype_name, get_format
-from metrics.names import (
-    ALLOWANCE_NAMES,
-    HISTOGRAM_BUCKETS,
-    INTEGER_METRIC_NAMES,
-    METRIC_NAMES,
-    TOLERANCE_KEYS,
-)
-from metrics.rounding import flush_subnormals, round_to, ulp
-from metrics.verdict import Failure, Verdict
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the submodule that defines it
+_SOURCES = {
+    "compare": "compare",
+    "FloatComparison": "comparison", "IntegerComparison": "comparison", "WorstElement": "comparison",
+    "DTYPE_NAMES": "formats", "Format": "formats", "IntegerFormat": "formats", "dtype_name": "formats",
+    "get_format": "formats",
+    "ALLOWANCE_NAMES": "names", "HISTOGRAM_BUCKETS": "names", "INTEGER_METRIC_NAMES": "names",
+    "METRIC_NAMES": "names", "TOLERANCE_KEYS": "names",
+    "flush_subnormals": "rounding", "round_to": "rounding", "ulp": "rounding",
+    "Failure": "verdict", "Verdict": "verdict",
+}
 
 __all__ = [
     "compare", "FloatComparison", "IntegerComparison", "WorstElement", "Verdict", "Failure",
@@ -26,3 +34,22 @@ __all__ = [
     "DTYPE_NAMES", "METRIC_NAMES", "ALLOWANCE_NAMES", "INTEGER_METRIC_NAMES", "TOLERANCE_KEYS",
     "HISTOGRAM_BUCKETS",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SOURCES:
+        value = getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
+    else:  # a submodule (metrics.fused_numba, ...), as when this package imported them all
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    # Importing metrics.compare binds the submodule to this package's `compare`: the function replaces it.
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -7,15 +7,21 @@ A float format is sign + exponent_bits + mantissa_bits with IEEE-754 layout
 * "fn" (f8e4m3fn, OCP FP8): no inf; the all-ones exponent holds normal numbers
   except the all-ones mantissa, which is NaN. That buys one more binade
   (max 448 instead of 240).
+
+Formats know their torch dtype by name and import torch only when it is asked
+for, so code that needs just the limits (validating a catalogue) stays fast.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from metrics.names import unknown_name_error
+
+if TYPE_CHECKING:
+    import torch
 
 DTYPE_NAMES = ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "i8", "i32")
 
@@ -28,7 +34,7 @@ class Format:
     exponent_bits: int
     mantissa_bits: int
     has_inf: bool
-    torch_dtype: torch.dtype | None  # storage dtype; None where this torch build lacks it
+    torch_name: str  # the storage dtype's name in torch ("float16")
     bits: int = field(init=False)
     bias: int = field(init=False)
     emin: int = field(init=False)  # unbiased exponent of the smallest normal
@@ -66,6 +72,11 @@ class Format:
             object.__setattr__(self, key, value)
 
     @property
+    def torch_dtype(self) -> torch.dtype | None:
+        """The storage dtype; None where this torch build lacks it."""
+        return _torch_dtype(self.torch_name)
+
+    @property
     def is_integer(self) -> bool:
         return False
 
@@ -76,7 +87,7 @@ class IntegerFormat:
 
     name: str
     bits: int
-    torch_dtype: torch.dtype
+    torch_name: str  # the storage dtype's name in torch ("int8")
     min: int = field(init=False)
     max: int = field(init=False)
 
@@ -85,40 +96,59 @@ class IntegerFormat:
         object.__setattr__(self, "max", (1 << (self.bits - 1)) - 1)
 
     @property
+    def torch_dtype(self) -> torch.dtype:
+        return _torch_dtype(self.torch_name)
+
+    @property
     def is_integer(self) -> bool:
         return True
+
+
+def _torch_dtype(name: str) -> torch.dtype | None:
+    import torch  # on first use, not at import
+
+    return getattr(torch, name, None)
 
 
 # tf32 is a compute mode, not a storage format: its results are f32 values,
 # so it is compared with f32's bits under its own name.
 _FORMATS: dict[str, Format | IntegerFormat] = {
-    "f32": Format("f32", 8, 23, True, torch.float32),
-    "tf32": Format("tf32", 8, 23, True, torch.float32),
-    "f16": Format("f16", 5, 10, True, torch.float16),
-    "bf16": Format("bf16", 8, 7, True, torch.bfloat16),
-    "f8e4m3fn": Format("f8e4m3fn", 4, 3, False, getattr(torch, "float8_e4m3fn", None)),
-    "f8e5m2": Format("f8e5m2", 5, 2, True, getattr(torch, "float8_e5m2", None)),
-    "i8": IntegerFormat("i8", 8, torch.int8),
-    "i32": IntegerFormat("i32", 32, torch.int32),
+    "f32": Format("f32", 8, 23, True, "float32"),
+    "tf32": Format("tf32", 8, 23, True, "float32"),
+    "f16": Format("f16", 5, 10, True, "float16"),
+    "bf16": Format("bf16", 8, 7, True, "bfloat16"),
+    "f8e4m3fn": Format("f8e4m3fn", 4, 3, False, "float8_e4m3fn"),
+    "f8e5m2": Format("f8e5m2", 5, 2, True, "float8_e5m2"),
+    "i8": IntegerFormat("i8", 8, "int8"),
+    "i32": IntegerFormat("i32", 32, "int32"),
 }
 assert tuple(_FORMATS) == DTYPE_NAMES
 
-# torch.float32 means f32: tf32 can only be asked for by name.
-_BY_TORCH_DTYPE = {}
-for _name, _fmt in _FORMATS.items():
-    if _fmt.torch_dtype is not None:
-        _BY_TORCH_DTYPE.setdefault(_fmt.torch_dtype, _name)
+
+@functools.cache
+def _by_torch_dtype() -> dict[torch.dtype, str]:
+    # torch.float32 means f32: tf32 can only be asked for by name.
+    names: dict[torch.dtype, str] = {}
+    for name, fmt in _FORMATS.items():
+        if fmt.torch_dtype is not None:
+            names.setdefault(fmt.torch_dtype, name)
+    return names
 
 
 def dtype_name(dtype: str | torch.dtype) -> str:
     """The canonical name of a dtype given by name or torch.dtype; ValueError if unknown."""
+    if isinstance(dtype, str):
+        if dtype in _FORMATS:
+            return dtype
+        raise unknown_name_error("dtype", dtype, DTYPE_NAMES)
+    import torch  # only a torch.dtype gets here (or a mistake): torch is not needed for names
+
     if isinstance(dtype, torch.dtype):
-        if dtype in _BY_TORCH_DTYPE:
-            return _BY_TORCH_DTYPE[dtype]
-        choices = [str(d) for d in _BY_TORCH_DTYPE]
+        by_torch_dtype = _by_torch_dtype()
+        if dtype in by_torch_dtype:
+            return by_torch_dtype[dtype]
+        choices = [str(d) for d in by_torch_dtype]
         raise unknown_name_error("dtype", str(dtype), choices + list(DTYPE_NAMES))
-    if isinstance(dtype, str) and dtype in _FORMATS:
-        return dtype
     raise unknown_name_error("dtype", dtype, DTYPE_NAMES)
 
 

@@ -6,19 +6,50 @@ same inputs (and, on request, a rounding-error bound and kernel timings).
                      (-1.0, 1.0), seed=7)
     r = run(p)                       # r.out (device, f16), r.ref (float64)
     metrics.compare(r.ref, r.out, dtype=r.out_dtype)
+
+The public names are loaded on first use (PEP 562). Describing and validating
+a problem (OPS, DTYPES, make_problem, ProblemError) needs no torch; torch is
+imported when a case runs, so generating a suite stays fast.
 """
-from .bound import BoundModel
-from .dtypes import DTYPES
-from .device import select_device
-from .errors import ImplError, KernelFailure, ProblemError, Skip
-from .kernels import resolve_impl
-from .ops import OPS, Op
-from .problem import Problem, make_problem
-from .reference import ReferenceOptions
-from .run import RunResult, run
-from .timing import KernelTiming, TimingOptions
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the submodule that defines it
+_SOURCES = {
+    "BoundModel": "bound",
+    "DTYPES": "dtypes",
+    "select_device": "device",
+    "ImplError": "errors", "KernelFailure": "errors", "ProblemError": "errors", "Skip": "errors",
+    "resolve_impl": "kernels",
+    "OPS": "ops", "Op": "ops",
+    "Problem": "problem", "make_problem": "problem",
+    "ReferenceOptions": "reference",
+    "RunResult": "run", "run": "run",
+    "KernelTiming": "timing", "TimingOptions": "timing",
+}
 
 __all__ = [
     "BoundModel", "DTYPES", "ImplError", "KernelFailure", "KernelTiming", "OPS", "Op", "Problem", "ProblemError",
     "ReferenceOptions", "RunResult", "Skip", "TimingOptions", "make_problem", "resolve_impl", "run", "select_device",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SOURCES:
+        value = getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
+    else:  # a submodule (runner.device, ...), as when this package imported them all
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    # Importing runner.run binds the submodule to this package's `run`: the function replaces it.
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

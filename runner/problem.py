@@ -11,9 +11,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import torch
-
-from .dtypes import DTYPES, element_size, input_format_name, output_dtype_name, storage_dtype
+from .dtypes import DTYPES, element_size, input_format_name, largest_finite, output_dtype_name
 from .errors import ProblemError
 from .ops import OPS, Op
 from .ops.base import Shape, is_int
@@ -140,7 +138,7 @@ def _check_range(value: Any, dtype: str) -> None:
     lo, hi = value
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ProblemError("input_range", list(value), f"expected finite low < high, got [{lo:g}, {hi:g}]")
-    largest = torch.finfo(storage_dtype(dtype)).max
+    largest = largest_finite(dtype)
     if max(abs(lo), abs(hi)) > largest:
         raise ProblemError("input_range", list(value),
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")

@@ -3,6 +3,9 @@ logical shapes, how layouts store them, how a kernel is called, and its cost.
 
 An op is stateless; a problem's parameters live in the op's own frozen
 params dataclass, which checks its invariants when it is built.
+
+Describing an op and checking its parameters needs no torch: torch is
+imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
@@ -10,11 +13,12 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
+
+if TYPE_CHECKING:
+    import torch
 
 Shape = tuple[int, ...]
 

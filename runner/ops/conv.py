@@ -14,18 +14,21 @@ input_shape / weight_shape are the logical shapes of dx / dw as tuples.
 Layouts: "nchw" keeps every tensor contiguous; "nhwc" stores x, w and dy
 channels-last (torch.channels_last for 2d, channels_last_3d for 3d, and for
 1d a transposed (N, C, L) view of a contiguous (N, L, C) tensor).
+
+torch is imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ProblemError
 from .base import Op, Shape, frozen_mapping, int_tuple, require_int
+
+if TYPE_CHECKING:
+    import torch
 
 SPATIAL_KEYS = {1: "w", 2: "hw", 3: "dhw"}
 _DIM_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
@@ -188,6 +191,8 @@ class ConvOp(Op):
 
 def channels_last(tensor: torch.Tensor) -> torch.Tensor:
     """Store a (N, C, *spatial) tensor with C fastest; the logical shape is unchanged."""
+    import torch  # loaded already: the caller holds a tensor
+
     if tensor.dim() == 4:
         return tensor.contiguous(memory_format=torch.channels_last)
     if tensor.dim() == 5:
@@ -197,18 +202,27 @@ def channels_last(tensor: torch.Tensor) -> torch.Tensor:
 
 
 # -- torch's kernels, following the contract ---------------------------------------
-_CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
-_CONV_INPUT = {3: torch.nn.grad.conv1d_input, 4: torch.nn.grad.conv2d_input, 5: torch.nn.grad.conv3d_input}
-_CONV_WEIGHT = {3: torch.nn.grad.conv1d_weight, 4: torch.nn.grad.conv2d_weight, 5: torch.nn.grad.conv3d_weight}
+@functools.cache
+def _torch_functions() -> dict[str, dict[int, Callable[..., torch.Tensor]]]:
+    """torch's conv functions by tensor rank, per direction (looked up on the first call)."""
+    import torch
+    import torch.nn.functional as F
+
+    grad = torch.nn.grad
+    return {
+        "fwd": {3: F.conv1d, 4: F.conv2d, 5: F.conv3d},
+        "bwd_data": {3: grad.conv1d_input, 4: grad.conv2d_input, 5: grad.conv3d_input},
+        "bwd_weight": {3: grad.conv1d_weight, 4: grad.conv2d_weight, 5: grad.conv3d_weight},
+    }
 
 
 def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:
-    return _CONV[x.dim()](x, w, None, stride, padding, dilation, groups)
+    return _torch_functions()["fwd"][x.dim()](x, w, None, stride, padding, dilation, groups)
 
 
 def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, stride, padding, dilation, groups) -> torch.Tensor:
-    return _CONV_INPUT[dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
+    return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
 
 
 def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
-    return _CONV_WEIGHT[x.dim()](x, list(weight_shape), dy, stride, padding, dilation, groups)
+    return _torch_functions()["bwd_weight"][x.dim()](x, list(weight_shape), dy, stride, padding, dilation, groups)

@@ -10,15 +10,18 @@ Layouts "nn", "nt", "tn", "tt": the first letter is A's, the second B's; "t"
 means the operand is stored transposed, i.e. the kernel receives the
 transposed view of a contiguous (…, cols, rows) tensor, as a column-major
 operand would arrive. The logical shapes and values do not change.
+
+torch is imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .base import Op, Shape, frozen_mapping, require_int
+
+if TYPE_CHECKING:
+    import torch
 
 GEMM_LAYOUTS = ("nn", "nt", "tn", "tt")
 
@@ -100,4 +103,6 @@ class GemmOp(Op):
 
 
 def torch_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    import torch  # here, not at the top: describing a gemm problem needs no torch
+
     return torch.matmul(a, b)

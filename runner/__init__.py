@@ -13,8 +13,7 @@ imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from metrics.lazy import lazy_exports
 
 # public name -> the submodule that defines it
 _SOURCES = {
@@ -36,20 +35,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SOURCES:
-        value = getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
-    else:  # a submodule (runner.device, ...), as when this package imported them all
-        try:
-            value = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    # Importing runner.run binds the submodule to this package's `run`: the function replaces it.
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, __all__, globals())

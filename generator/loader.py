@@ -5,6 +5,7 @@ file and line, the key path, the bad value and the valid choices.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import sys
@@ -220,18 +221,23 @@ class _Reader(TomlReader):
             return None
         op = runner.OPS[op_name]
         axes = {}
+        # Excludes are checked against what the axis lists; where the list itself has a bad name,
+        # against every valid name instead, so one typo gives one message.
+        exclude_axes = {}
         for axis, valid, default in (
             ("dtypes", runner.DTYPES, None),
             ("directions", op.directions, op.directions),
             ("layouts", op.layouts, op.layouts),
             ("ranges", tuple(ranges), None),
         ):
+            known_problems = len(self.problems)
             if axis not in data and default is None:
                 self.problem(key_path + (axis,), f"missing; valid: {', '.join(valid)}")
                 axes[axis] = ()
             else:
                 kind = f"{axis[:-1]} for {op_name}" if axis in ("directions", "layouts") else axis[:-1]
                 axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind)
+            exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
         impl = data.get("impl")
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
             self.check_impl(op_name, axes["directions"], impl, key_path + ("impl",))
@@ -239,9 +245,10 @@ class _Reader(TomlReader):
         if not isinstance(configs_data, list) or not configs_data:
             self.problem(key_path + ("config",), "the suite has no [[suite.config]]")
             configs_data = []
-        configs = tuple(c for c in (self.config(d, key_path + ("config", i), op_name, axes, ranges) for i, d in enumerate(configs_data)) if c)
+        configs = tuple(c for c in (self.config(d, key_path + ("config", i), op_name, axes, exclude_axes, ranges)
+                                    for i, d in enumerate(configs_data)) if c)
         self.no_duplicates([c.name for c in configs], key_path + ("config",), "config", [c.location for c in configs])
-        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.SUITE_EXCLUDE_KEYS, {**axes, "configs": tuple(c.name for c in configs)})
+        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.SUITE_EXCLUDE_KEYS, {**exclude_axes, "configs": tuple(c.name for c in configs)})
         pr = self.boolean(data.get("pr", False), key_path + ("pr",))
         if name is None:
             return None
@@ -263,18 +270,21 @@ class _Reader(TomlReader):
                 self.problem(key_path, str(err))
                 return
 
-    def config(self, data: dict, key_path: tuple, op_name: str, axes: Mapping, ranges: Mapping) -> Config | None:
+    def config(self, data: dict, key_path: tuple, op_name: str, axes: Mapping, exclude_axes: Mapping, ranges: Mapping) -> Config | None:
         op = runner.OPS[op_name]
         param_names = (*op.param_names, *op.optional_params)
         self.unknown_keys(data, (*schema.CONFIG_META_KEYS, *param_names), key_path, kind=f"{op_name} config key")
         name = self.string(data.get("name"), key_path + ("name",), schema.NAME_PATTERN)
         params = {k: v for k, v in data.items() if k in param_names}
         missing = [p for p in op.param_names if p not in data]
+        misspelled = [k for k in data if k not in (*schema.CONFIG_META_KEYS, *param_names)]
         for p in missing:
+            if difflib.get_close_matches(p, misspelled, n=1, cutoff=0.6):
+                continue  # already reported as the unknown key it was misspelled as
             self.problem(key_path + (p,), f"missing shape parameter of {op_name}; required: {', '.join(op.param_names)}")
         if not missing and all(axes.values()):
             self.check_shape(op_name, params, key_path, axes, ranges)
-        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.CONFIG_EXCLUDE_KEYS, axes)
+        excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.CONFIG_EXCLUDE_KEYS, exclude_axes)
         pr = data.get("pr")
         if pr is not None:
             pr = self.boolean(pr, key_path + ("pr",))

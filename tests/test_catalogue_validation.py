@@ -150,3 +150,13 @@ def test_cli_missing_catalogue_and_bad_argument(tmp_path):
 def test_shipped_catalogue_is_valid():
     result = run_cli("validate", "configs.toml")
     assert result.returncode == 0, result.stderr
+
+
+def test_one_typo_gives_one_message():
+    """A misspelled parameter is not also reported missing; a bad axis name does not make valid exclude values unknown."""
+    text = catalogue_text(TINY_CONV.replace("kernel = 3", "kernal = 3"))
+    assert len(problems_of(text)) == 1
+    text = catalogue_text(TINY_CONV.replace('dtypes = ["f32", "f16"]', 'dtypes = ["f32", "fp16"]')
+                          + 'exclude = [{ dtypes = ["f16"], directions = ["bwd_data"] }]\n')
+    [message] = problems_of(text)
+    assert "'fp16'" in message

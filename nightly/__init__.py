@@ -10,6 +10,9 @@
     merge.py         `e2egen merge`: shards (stores, records files, run ids) into one run
     machine.py       machine, versions, git revision, date seed
     report/          `e2egen report`: aggregates, histograms, worst cases, run comparison; HTML and Markdown
+    evidence.py      observed metric values per (case, metric) over chosen runs, with what is missing
+    calibrate.py     `e2egen calibrate`: tolerance proposals, floors, placement, the tomlkit edit
+    pr_select.py     `e2egen select`: pairwise coverage, failures, headroom, within a time budget
 
 Dependencies flow one way: nightly -> generator -> runner -> metrics.
 """

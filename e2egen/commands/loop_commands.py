@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from e2egen.cli import EXIT_OK, UsageError, catalogue_argument
+from e2egen.cli import EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
 from nightly.errors import NightlyError
 from nightly.store import DEFAULT_STORE
 
@@ -19,9 +19,9 @@ def register(sub) -> None:
                     "formatting. Cases without enough evidence are reported, never guessed. "
                     "Exit status: 0 ok, 2 user error.")
     _evidence_arguments(p, default_runs=3)
-    p.add_argument("--margin", type=_at_least_one, default=2.0, metavar="X",
+    p.add_argument("--margin", type=number_above(1, inclusive=True, finite=True), default=2.0, metavar="X",
                    help="proposal = observed maximum x X, rounded up (default: 2)")
-    p.add_argument("--band", type=_at_least_one, default=10.0, metavar="X",
+    p.add_argument("--band", type=number_above(1, inclusive=True, finite=True), default=10.0, metavar="X",
                    help="a group of cases gets its own override when the tolerance it inherits is more than X times "
                         "looser than it needs (default: 10; 1 = every group exactly)")
     p.add_argument("--write", action="store_true", help="edit the catalogue in place (and print the diff)")
@@ -48,31 +48,13 @@ def register(sub) -> None:
 def _evidence_arguments(p, default_runs: int, runs_only: bool = False) -> None:
     catalogue_argument(p, positional=False)
     p.add_argument("--store", default=DEFAULT_STORE, metavar="PATH", help=f"results store (default: {DEFAULT_STORE})")
-    p.add_argument("--runs", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--runs", type=whole_number(1), default=None, metavar="N",
                    help=f"learn from the N latest runs (default: {default_runs})")
     if not runs_only:
         p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="learn from these runs instead")
     p.set_defaults(default_runs=default_runs)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
-def _at_least_one(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
-    if not value >= 1 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    return value
 
 
 def _budget(text: str) -> float:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
+from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
 from nightly.errors import NightlyError
 from nightly.store import DEFAULT_STORE
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="global seed (default: today's UTC date as YYYYMMDD)")
     p.add_argument("--resume", metavar="RUN_ID", default=None,
                    help="continue a killed run: cases it recorded are not run again")
-    p.add_argument("--workers", type=_non_negative, default=None, metavar="N",
+    p.add_argument("--workers", type=whole_number(0), default=None, metavar="N",
                    help="xdist workers: default one per GPU (each pinned to its GPU), else 1; 0 runs in-process")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="device of the kernels (default: CUDA when present)")
     p.add_argument("--reference", choices=("auto", "device", "cpu", "catalogue"), default="auto",
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--no-gen", dest="generate", action="store_false", help="use the generated suite as it is")
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--reports-dir", default=None, metavar="DIR", help="report directory (default: reports/ beside the store)")
-    p.add_argument("--drift", type=_positive_float, default=4.0, metavar="FACTOR",
+    p.add_argument("--drift", type=number_above(0), default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR since the previous run (default: 4)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",
@@ -64,9 +64,9 @@ def register(sub) -> None:
     p.add_argument("--against", default=None, metavar="RUN_ID", help="compare with this run (default: the one before)")
     _store_argument(p)
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: reports/ beside the store)")
-    p.add_argument("--drift", type=_positive_float, default=4.0, metavar="FACTOR",
+    p.add_argument("--drift", type=number_above(0), default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR (default: 4)")
-    p.add_argument("--top", type=_non_negative, default=20, metavar="N", help="worst cases listed (default: 20)")
+    p.add_argument("--top", type=whole_number(0), default=20, metavar="N", help="worst cases listed (default: 20)")
     p.set_defaults(handler=report)
 
     p = sub.add_parser("runs", help="list the runs in the results store")
@@ -78,24 +78,6 @@ def _store_argument(p, help_text: str = "results store") -> None:
     p.add_argument("--store", default=DEFAULT_STORE, metavar="PATH", help=f"{help_text} (SQLite; default: {DEFAULT_STORE})")
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
 
 
 def _beside_store(store: str, name: str, given: str | None) -> Path:

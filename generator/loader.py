@@ -8,14 +8,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 import metrics
 import runner
@@ -24,7 +18,7 @@ from generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, froz
 from generator.errors import CatalogueError, Location, Problem, unknown
 from generator.selection import read_selection
 from generator.toml_lines import key_lines
-from generator.toml_reader import TomlReader, describe, key_text
+from generator.toml_reader import TomlReader, describe, key_text, parse_toml
 
 
 def load_catalogue(path: str | Path) -> Catalogue:
@@ -39,23 +33,12 @@ def load_catalogue(path: str | Path) -> Catalogue:
 
 def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
     """Validate catalogue `text`; `path` names it in messages and anchors pr_selection."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogueError([Problem(_toml_error_location(path, text, err), "", f"invalid TOML: {err}")])
+    data = parse_toml(text, path)
     reader = _Reader(path, key_lines(text))
     catalogue = reader.catalogue(data)
     if reader.problems:
         raise CatalogueError(reader.problems)
     return catalogue
-
-
-def _toml_error_location(path: str, text: str, err: Exception) -> Location:
-    """tomllib says "(at line L, column C)" or "(at end of document)"; both become a line."""
-    match = re.search(r"line (\d+)", str(err))
-    if match:
-        return Location(path, int(match.group(1)))
-    return Location(path, max(1, len(text.splitlines())))
 
 
 class _Reader(TomlReader):

@@ -59,20 +59,15 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 import tomlkit
 
 from generator.errors import CatalogueError, Location, Problem
 from generator.toml_lines import key_lines, line_of
+from generator.toml_reader import parse_toml
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).
@@ -264,11 +259,7 @@ def read_rocmlir_file(path: str | Path) -> RocCatalogue:
 
 
 def read_rocmlir(text: str, path: str = "<rocmlir>") -> RocCatalogue:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        match = re.search(r"line (\d+)", str(err))
-        raise CatalogueError([Problem(Location(path, int(match.group(1)) if match else None), "", f"invalid TOML: {err}")])
+    data = parse_toml(text, path)
     lines = key_lines(text)
     problems: list[Problem] = []
 

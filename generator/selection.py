@@ -8,24 +8,16 @@
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from generator.errors import CatalogueError, Location, Problem
+from generator.toml_reader import parse_toml
 
 
 def read_selection(path: str | Path) -> dict[str, str]:
     """Case id -> reason, in file order."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogueError([Problem(Location(str(path)), "", f"invalid TOML: {err}")])
+    data = parse_toml(path.read_text(encoding="utf-8"), str(path))
     problems, selection = [], {}
     for i, entry in enumerate(data.get("case", [])):
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):

@@ -8,12 +8,31 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any, Iterable, Mapping
 
-from generator.errors import Location, Problem, unknown
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from generator.errors import CatalogueError, Location, Problem, unknown
 from generator.toml_lines import line_of
 
 NAME_HELP = "letters, digits, '_', '.', '+', '-'; starting with a letter or digit"
+
+
+def parse_toml(text: str, path: str) -> dict:
+    """tomllib.loads, with a syntax error turned into a CatalogueError at its line.
+
+    tomllib says "(at line L, column C)" or "(at end of document)"; both become a line.
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        match = re.search(r"line (\d+)", str(err))
+        line = int(match.group(1)) if match else max(1, len(text.splitlines()))
+        raise CatalogueError([Problem(Location(path, line), "", f"invalid TOML: {err}")]) from None
 
 
 def key_text(path: tuple) -> str:

@@ -40,19 +40,13 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
 from generator.toml_lines import key_lines
-from generator.toml_reader import TomlReader, describe
+from generator.toml_reader import TomlReader, describe, parse_toml
 from metrics.names import METRIC_NAMES, TOLERANCE_KEYS
 
 from e2egen.diagnose import kernels as builtin_kernels
@@ -144,11 +138,7 @@ def load_study(path: str | Path) -> StudyConfig:
 
 
 def parse_study(text: str, path: str = "<study>") -> StudyConfig:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        match = re.search(r"line (\d+)", str(err))
-        raise CatalogueError([Problem(Location(path, int(match.group(1)) if match else None), "", f"invalid TOML: {err}")])
+    data = parse_toml(text, path)
     reader = _Reader(path, key_lines(text))
     config = reader.study(data)
     if reader.problems:

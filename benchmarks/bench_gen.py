@@ -77,7 +77,7 @@ class _TimingCollector:
         start = time.perf_counter()
         yield
         self.wall.append(time.perf_counter() - start)
-        from generator.plugin import OUTCOME
+        from e2egen.generator.plugin import OUTCOME
 
         outcome = item.stash.get(OUTCOME, None)
         t = outcome.timings if outcome is not None else {}
@@ -110,9 +110,9 @@ class _Slice:
 
 
 def _gen_in_process(catalogue: Path, out: Path) -> tuple[float, float, float]:
-    from generator.cases import expand
-    from generator.loader import load_catalogue
-    from generator.render import render
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.generator.render import render
 
     t0 = time.perf_counter()
     loaded = load_catalogue(catalogue)

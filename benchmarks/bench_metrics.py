@@ -26,8 +26,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import metrics  # noqa: E402
-from metrics import fused_numba  # noqa: E402
+from e2egen import metrics  # noqa: E402
+from e2egen.metrics import fused_numba  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def measure(fn, repeat: int, warmup: int, device: torch.device) -> Timing:
 FIRST_CALL = """
 import time, torch
 start = time.perf_counter()
-import metrics
+from e2egen import metrics
 ref = torch.randn(4096, dtype=torch.float64)
 imported = time.perf_counter()
 metrics.compare(ref, ref.to(torch.float16), "f16", backend="numba")
@@ -101,7 +101,7 @@ def main() -> None:
         lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
     backends = ["torch"] + (["numba"] if fused_numba.AVAILABLE and device.type == "cpu" else [])
     for backend in backends:
-        rows[f"metrics.compare [{backend}]"] = run(lambda: metrics.compare(ref, out, "f16", backend=backend))
+        rows[f"e2egen.metrics.compare [{backend}]"] = run(lambda: metrics.compare(ref, out, "f16", backend=backend))
 
     floor = rows["floor: ref.sum() + out.sum()"].median
     assert_close = rows["torch.testing.assert_close"].median

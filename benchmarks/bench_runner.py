@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner import BoundModel, ReferenceOptions, TimingOptions, make_problem, run, select_device  # noqa: E402
+from e2egen.runner import BoundModel, ReferenceOptions, TimingOptions, make_problem, run, select_device  # noqa: E402
 
 SHAPES = [
     # ResNet-50 conv2_x 3x3, 64 -> 64 channels at 56x56, batch 2.

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from generator.errors import CatalogueError
+from e2egen.generator.errors import CatalogueError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

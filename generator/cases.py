@@ -6,12 +6,12 @@ import itertools
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from generator import schema
+from e2egen.generator import schema
 
 if TYPE_CHECKING:
-    import runner
-from generator.catalogue import Catalogue, Config, Layered, Suite
-from generator.errors import CatalogueError, Problem
+    from e2egen import runner
+from e2egen.generator.catalogue import Catalogue, Config, Layered, Suite
+from e2egen.generator.errors import CatalogueError, Problem
 
 
 def derive_seed(global_seed: int, case_id: str) -> int:
@@ -66,8 +66,8 @@ class Case:
     def from_dict(cls, data: Mapping[str, Any]) -> "Case":
         return cls(**{**data, "markers": tuple(data["markers"])})
 
-    def problem(self) -> "runner.Problem":
-        import runner  # torch comes with it: loaded when a case runs, not when a suite is collected
+    def problem(self) -> "e2egen.runner.Problem":
+        from e2egen import runner  # torch comes with it: loaded when a case runs, not when a suite is collected
 
         return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi), self.seed)
 
@@ -81,7 +81,7 @@ def case_id(suite: Suite, config: Config, direction: str, dtype: str, layout: st
 
 def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     """Every case of the catalogue, in catalogue order; raises CatalogueError for cases with no metrics."""
-    import runner
+    from e2egen import runner
 
     seed = catalogue.seed if global_seed is None else global_seed
     cases, problems = [], []

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from generator.errors import Location
+from e2egen.generator.errors import Location
 
 AXES = ("dtypes", "directions", "layouts", "ranges")
 # Singular form of each axis, as it appears on a case.

@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.cases import Case
+from e2egen.generator.cases import Case
 
 DEFAULT_CATALOGUE = "configs.toml"
 
@@ -48,8 +48,8 @@ def _quote(text: str) -> str:
 
 def execute(case: Case, device: str | None = None, catalogue: str | None = None) -> Outcome:
     """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides)."""
-    import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
-    import runner
+    from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+    from e2egen import runner
 
     try:
         torch_device = runner.select_device(device)
@@ -90,7 +90,7 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
 
 
 def _bound_model(case: Case):
-    import runner
+    from e2egen import runner
 
     if case.bound is None:
         return None

@@ -11,14 +11,14 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import metrics
-import runner
-from generator import schema
-from generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
-from generator.errors import CatalogueError, Location, Problem, unknown
-from generator.selection import read_selection
-from generator.toml_lines import key_lines
-from generator.toml_reader import TomlReader, describe, key_text, parse_toml
+from e2egen import metrics
+from e2egen import runner
+from e2egen.generator import schema
+from e2egen.generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
+from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
+from e2egen.generator.selection import read_selection
+from e2egen.generator.toml_lines import key_lines
+from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml
 
 
 def load_catalogue(path: str | Path) -> Catalogue:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 # Case execution (and torch) is imported when a case runs, not at collection.
-OUTCOME = pytest.StashKey["generator.execute.Outcome"]()
+OUTCOME = pytest.StashKey["e2egen.generator.execute.Outcome"]()
 
 
 def pytest_addoption(parser):
@@ -45,8 +45,8 @@ def e2e_case(request):
     """Call with a generated case dict: runs it and passes, fails or skips the test."""
 
     def run(case_data: dict):
-        from generator.cases import Case, derive_seed
-        from generator.execute import describe, execute
+        from e2egen.generator.cases import Case, derive_seed
+        from e2egen.generator.execute import describe, execute
 
         case = Case.from_dict(case_data)
         global_seed = request.config.getoption("--global-seed")

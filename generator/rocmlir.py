@@ -65,9 +65,9 @@ from typing import Iterable, Iterator, Mapping, NamedTuple
 
 import tomlkit
 
-from generator.errors import CatalogueError, Location, Problem
-from generator.toml_lines import key_lines, line_of
-from generator.toml_reader import parse_toml
+from e2egen.generator.errors import CatalogueError, Location, Problem
+from e2egen.generator.toml_lines import key_lines, line_of
+from e2egen.generator.toml_reader import parse_toml
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).

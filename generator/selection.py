@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from generator.errors import CatalogueError, Location, Problem
-from generator.toml_reader import parse_toml
+from e2egen.generator.errors import CatalogueError, Location, Problem
+from e2egen.generator.toml_reader import parse_toml
 
 
 def read_selection(path: str | Path) -> dict[str, str]:

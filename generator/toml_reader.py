@@ -16,8 +16,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from generator.errors import CatalogueError, Location, Problem, unknown
-from generator.toml_lines import line_of
+from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
+from e2egen.generator.toml_lines import line_of
 
 NAME_HELP = "letters, digits, '_', '.', '+', '-'; starting with a letter or digit"
 

@@ -1,6 +1,6 @@
 """Comparison of a kernel's output with its float64 reference, and the verdict.
 
-    from metrics import compare
+    from e2egen.metrics import compare
     c = compare(ref, out, dtype="f16")
     v = c.check({"rms": 1e-4, "max_eps_diff": 8})
 
@@ -13,7 +13,7 @@ catalogue checker, `e2egen gen`) stays fast.
 """
 from __future__ import annotations
 
-from metrics.lazy import lazy_exports
+from e2egen.metrics.lazy import lazy_exports
 
 # public name -> the submodule that defines it
 _SOURCES = {

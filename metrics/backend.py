@@ -10,8 +10,8 @@ import os
 
 import torch
 
-from metrics import fused_numba
-from metrics.names import unknown_name_error
+from e2egen.metrics import fused_numba
+from e2egen.metrics.names import unknown_name_error
 
 BACKENDS = ("auto", "numba", "torch")
 ENV_VAR = "E2E_METRICS_BACKEND"

@@ -25,13 +25,13 @@ import math
 import numpy as np
 import torch
 
-from metrics import backend as backends
-from metrics import fused_numba, fused_torch
-from metrics.comparison import FloatComparison, IntegerComparison, WorstElement
-from metrics.formats import Format, IntegerFormat, get_format
-from metrics.integers import integer_totals
-from metrics.names import HISTOGRAM_BUCKETS
-from metrics.partials import combine
+from e2egen.metrics import backend as backends
+from e2egen.metrics import fused_numba, fused_torch
+from e2egen.metrics.comparison import FloatComparison, IntegerComparison, WorstElement
+from e2egen.metrics.formats import Format, IntegerFormat, get_format
+from e2egen.metrics.integers import integer_totals
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.metrics.partials import combine
 
 # numpy has no bf16/fp8; ml_dtypes arrays carry torch's names for them.
 _NUMPY_EXTENSION_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, METRIC_NAMES
-from metrics.verdict import Verdict, check
+from e2egen.metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, METRIC_NAMES
+from e2egen.metrics.verdict import Verdict, check
 
 
 @dataclass(frozen=True)

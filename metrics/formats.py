@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from metrics.names import unknown_name_error
+from e2egen.metrics.names import unknown_name_error
 
 if TYPE_CHECKING:
     import torch

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics import partials as P
-from metrics import threads
-from metrics.formats import Format
-from metrics.names import HISTOGRAM_EDGES
+from e2egen.metrics import partials as P
+from e2egen.metrics import threads
+from e2egen.metrics.formats import Format
+from e2egen.metrics.names import HISTOGRAM_EDGES
 
 try:
     import numba

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import torch
 
-from metrics import partials as P
-from metrics import threads
-from metrics.formats import Format
-from metrics.names import HISTOGRAM_EDGES
-from metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
+from e2egen.metrics import partials as P
+from e2egen.metrics import threads
+from e2egen.metrics.formats import Format
+from e2egen.metrics.names import HISTOGRAM_EDGES
+from e2egen.metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
 
 MISSING = -1.0  # below every real value of a maximum (all are >= 0)
 

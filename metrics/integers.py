@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from metrics.formats import IntegerFormat
+from e2egen.metrics.formats import IntegerFormat
 
 
 def integer_totals(ref: torch.Tensor, out: torch.Tensor, fmt: IntegerFormat, chunk: int) -> dict[str, tuple]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics.names import HISTOGRAM_BUCKETS
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
 
 # Float columns.
 F_ABS, F_REL, F_REL_OLD, F_EPS, F_BOUND, F_SUM_SQ_DIFF, F_SUM_SQ_REF, F_MAX_ABS_REF, F_MAX_ABS_OUT = range(9)

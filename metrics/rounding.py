@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from metrics.formats import Format, float_format
+from e2egen.metrics.formats import Format, float_format
 
 F64_MANTISSA_BITS = 52
 F64_BIAS = 1023

@@ -13,7 +13,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, TOLERANCE_KEYS, unknown_name_error
+from e2egen.metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, TOLERANCE_KEYS, unknown_name_error
 
 
 @dataclass(frozen=True)

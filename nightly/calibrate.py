@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from generator.cases import Case
-from generator.catalogue import Catalogue, Layered
-from nightly.errors import NightlyError
-from nightly.evidence import Evidence
+from e2egen.generator.cases import Case
+from e2egen.generator.catalogue import Catalogue, Layered
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.evidence import Evidence
 
 DEFAULT_MARGIN = 2.0
 DEFAULT_BAND = 10.0
@@ -125,7 +125,7 @@ class Position:
 
 
 def _dtypes() -> tuple[str, ...]:
-    import runner
+    from e2egen import runner
 
     return tuple(runner.DTYPES)
 
@@ -169,8 +169,8 @@ def format_floor(metric: str, dtype: str, magnitude: float) -> tuple[float | Non
     """The smallest tolerance the output format allows a correct kernel to meet reliably, and why."""
     import torch
 
-    import metrics
-    from runner.dtypes import output_dtype_name
+    from e2egen import metrics
+    from e2egen.runner.dtypes import output_dtype_name
 
     name = output_dtype_name(dtype)
     fmt = metrics.get_format(name)
@@ -272,7 +272,7 @@ class Calibration:
 
 def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *, margin: float = DEFAULT_MARGIN,
               band: float = DEFAULT_BAND) -> Calibration:
-    import metrics
+    from e2egen import metrics
 
     if not margin >= 1:
         raise NightlyError(f"--margin: expected a number >= 1, got {margin}")
@@ -432,7 +432,7 @@ class _Planner:
 def _rows(catalogue: Catalogue, states: list[CaseState], effective, final_position, changed) -> list[Row]:
     suite_order = {s.name: i for i, s in enumerate(catalogue.suites)}
     dtype_order = {d: i for i, d in enumerate(_dtypes())}
-    import metrics
+    from e2egen import metrics
 
     metric_order = {m: i for i, m in enumerate(metrics.METRIC_NAMES)}
     groups: dict[tuple, list[CaseState]] = defaultdict(list)
@@ -582,8 +582,8 @@ def apply_changes(text: str, catalogue: Catalogue, changes: Iterable[Change]) ->
 
 def check_written(text: str, path: str, calibration: Calibration) -> None:
     """The new text must resolve every case to the planned tolerances (else nothing is written)."""
-    from generator.cases import expand
-    from generator.loader import parse_catalogue
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import parse_catalogue
 
     cases = {c.id: c for c in expand(parse_catalogue(text, path))}
     wrong = [(cid, metric, value, cases.get(cid) and cases[cid].tolerances.get(metric))

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from nightly.errors import NightlyError
-from nightly.store import RunInfo, Store
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.store import RunInfo, Store
 
 
 @dataclass

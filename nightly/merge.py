@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from nightly import machine
-from nightly.errors import NightlyError
-from nightly.records import new_run_id, read_records_file
-from nightly.shard import ShardSpec
-from nightly.store import Store, iter_store_records
+from e2egen.nightly import machine
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.records import new_run_id, read_records_file
+from e2egen.nightly.shard import ShardSpec
+from e2egen.nightly.store import Store, iter_store_records
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from generator.cases import Case
-from nightly.errors import NightlyError
-from nightly.evidence import Evidence
-from nightly.shard import PER_CASE_FLOPS
-from nightly.store import Store
+from e2egen.generator.cases import Case
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.evidence import Evidence
+from e2egen.nightly.shard import PER_CASE_FLOPS
+from e2egen.nightly.store import Store
 
 VALUE_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range")
 PAIR_AXES = ("op", "dtype", "direction", "layout")

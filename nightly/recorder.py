@@ -28,15 +28,15 @@ from typing import Any, Mapping
 
 import pytest
 
-from generator.cases import Case, derive_seed
-from generator.execute import repro_command
-from generator.catalogue import module_slug
-from generator.plugin import OUTCOME
-from nightly import machine
-from nightly.records import (RecordWriter, new_run_id, record_from_case_data, record_from_outcome)
-from nightly.case_filter import CASE_FILTER, case_data
+from e2egen.generator.cases import Case, derive_seed
+from e2egen.generator.execute import repro_command
+from e2egen.generator.catalogue import module_slug
+from e2egen.generator.plugin import OUTCOME
+from e2egen.nightly import machine
+from e2egen.nightly.records import (RecordWriter, new_run_id, record_from_case_data, record_from_outcome)
+from e2egen.nightly.case_filter import CASE_FILTER, case_data
 
-pytest_plugins = ["nightly.sweep_plugin"]
+pytest_plugins = ["e2egen.nightly.sweep_plugin"]
 
 RECORD_ATTR = "e2e_record"  # a JSON string on the TestReport: xdist carries extra report attributes as-is
 MAX_REASON = 4000
@@ -189,7 +189,7 @@ class Recorder:
 
     def _device_name(self) -> str:
         try:
-            import runner
+            from e2egen import runner
 
             return runner.device.device_name(runner.select_device(self.device_option))
         except Exception:

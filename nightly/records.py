@@ -136,7 +136,7 @@ def tolerance_ratio(value: float, tolerance: float) -> float:
 def metric_keys() -> tuple[str, ...]:
     """The numbers of a comparison that are metrics (computed per case, aggregated in reports)."""
     # Imported here: metrics imports torch, which the recorder must not load while pytest collects.
-    from metrics.names import ALLOWANCE_NAMES, METRIC_NAMES
+    from e2egen.metrics.names import ALLOWANCE_NAMES, METRIC_NAMES
 
     return tuple(dict.fromkeys((*METRIC_NAMES, *ALLOWANCE_NAMES, "mismatches", "ftz_allowed")))
 

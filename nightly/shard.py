@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from nightly.errors import NightlyError
+from e2egen.nightly.errors import NightlyError
 
 # FLOPs a case costs beyond its arithmetic (inputs, launch, reference, compare),
 # so that a sweep of tiny cases is balanced by count rather than all on one shard.

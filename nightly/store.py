@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from nightly.errors import NightlyError
-from nightly.records import CaseRecord, read_records_file
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.records import CaseRecord, read_records_file
 
 DEFAULT_STORE = "results/e2e.sqlite"
 SCHEMA_VERSION = 1

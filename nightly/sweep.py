@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
-from nightly import machine
-from nightly.errors import NightlyError
-from nightly.records import RecordTail, RecordWriter, new_run_id, record_from_case_data
-from nightly.shard import ShardSpec, partition
-from nightly.store import Store
+from e2egen.nightly import machine
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.records import RecordTail, RecordWriter, new_run_id, record_from_case_data
+from e2egen.nightly.shard import ShardSpec, partition
+from e2egen.nightly.store import Store
 
 REFERENCE_CHOICES = ("auto", "device", "cpu", "catalogue")
 PYTEST_USAGE_ERROR = 4
@@ -184,12 +184,12 @@ def make_plan(options: SweepOptions, store: Store, out: TextIO) -> Plan:
 
 
 def _generated_cases(options: SweepOptions, out: TextIO) -> dict[str, dict]:
-    from generator.render import load_manifest
+    from e2egen.generator.render import load_manifest
 
     if options.generate:
-        from generator.cases import expand
-        from generator.loader import load_catalogue
-        from generator.render import render
+        from e2egen.generator.cases import expand
+        from e2egen.generator.loader import load_catalogue
+        from e2egen.generator.render import render
 
         catalogue = load_catalogue(options.catalogue)  # CatalogueError: a user error, reported by the CLI
         result = render(catalogue, expand(catalogue), options.out, catalogue.seed)
@@ -215,8 +215,8 @@ def _durations_for_sharding(options: SweepOptions, store: Store) -> dict[str, fl
 
 def machine_device_name(option: str | None) -> str:
     """The device name records carry ("cpu" or the GPU's name), for matching recorded durations."""
-    import runner
-    from runner.device import device_name
+    from e2egen import runner
+    from e2egen.runner.device import device_name
 
     try:
         return device_name(runner.select_device(option))
@@ -398,8 +398,8 @@ def _crashed_case(plan: Plan, started: list[str], recorded: set[str], returncode
 def _record_unfinished(store: Store, plan: Plan, case_ids: Sequence[str], *, status: str, phase: str, reason: str,
                        recorded: set[str]) -> None:
     """Record cases pytest could not: in the records file too, so it stays the run's complete account."""
-    from generator.cases import Case, derive_seed
-    from generator.execute import repro_command
+    from e2egen.generator.cases import Case, derive_seed
+    from e2egen.generator.execute import repro_command
 
     writer = RecordWriter(plan.records_path)
     versions = machine.versions()

@@ -21,7 +21,7 @@ from typing import Mapping
 
 import pytest
 
-from nightly.case_filter import CASE_FILTER, CaseFilter, case_data, read_case_ids
+from e2egen.nightly.case_filter import CASE_FILTER, CaseFilter, case_data, read_case_ids
 
 WORKER_GPUS_ENV = "E2E_WORKER_GPUS"
 

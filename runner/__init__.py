@@ -13,7 +13,7 @@ imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
-from metrics.lazy import lazy_exports
+from e2egen.metrics.lazy import lazy_exports
 
 # public name -> the submodule that defines it
 _SOURCES = {

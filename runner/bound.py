@@ -35,7 +35,7 @@ from typing import Mapping
 
 import torch
 
-import metrics
+from e2egen import metrics
 
 from .errors import ProblemError
 from .problem import Problem

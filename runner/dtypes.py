@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from metrics.formats import get_format
+from e2egen.metrics.formats import get_format
 
 if TYPE_CHECKING:
     import torch

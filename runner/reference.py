@@ -19,7 +19,7 @@ from typing import Mapping
 
 import torch
 
-import metrics
+from e2egen import metrics
 
 from .errors import ProblemError
 from .lowering import accumulate_chunked, lower

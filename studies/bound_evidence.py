@@ -3,7 +3,7 @@
 Runs correct kernels (torch's own and four reordered summations) and
 deliberately wrong ones (studies/wrong_kernels.py) on shapes of the shipped
 catalogue, over seeds and the ranges r0 r1 r4 r5 in f32, f16 and bf16,
-through the runner (runner.run with impl="studies.wrong_kernels:NAME") and
+through the runner (runner.run with impl="e2egen.studies.wrong_kernels:NAME") and
 metrics.compare, and judges every run with the bound (bound_ratio <= 1) and
 with the peers' rules:
 
@@ -24,8 +24,8 @@ kernel; torch's own kernel is judged under the model the shipped catalogue
 declares for its cell (acc = "f16" for f16 bwd_data / bwd_weight: torch's CPU
 kernels round partial sums to f16 there).
 
-    .venv/bin/python -m studies.bound_evidence            # the docs' table (~10 min on 2 cores)
-    .venv/bin/python -m studies.bound_evidence --quick    # 1-2 minutes
+    .venv/bin/python -m e2egen.studies.bound_evidence            # the docs' table (~10 min on 2 cores)
+    .venv/bin/python -m e2egen.studies.bound_evidence --quick    # 1-2 minutes
 """
 from __future__ import annotations
 
@@ -45,16 +45,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `python studies/bound_evidence.py` as well as `-m`
     sys.path.insert(0, str(REPO))
 
-import metrics  # noqa: E402
-import runner  # noqa: E402
-from generator import schema  # noqa: E402
-from generator.cases import derive_seed  # noqa: E402
-from generator.loader import load_catalogue  # noqa: E402
-from runner.bound import relative_factor  # noqa: E402
-from runner.dtypes import storage_dtype  # noqa: E402
-from studies import wrong_kernels  # noqa: E402
+from e2egen import metrics  # noqa: E402
+from e2egen import runner  # noqa: E402
+from e2egen.generator import schema  # noqa: E402
+from e2egen.generator.cases import derive_seed  # noqa: E402
+from e2egen.generator.loader import load_catalogue  # noqa: E402
+from e2egen.runner.bound import relative_factor  # noqa: E402
+from e2egen.runner.dtypes import storage_dtype  # noqa: E402
+from e2egen.studies import wrong_kernels  # noqa: E402
 
-KERNELS_MODULE = "studies.wrong_kernels"
+KERNELS_MODULE = "e2egen.studies.wrong_kernels"
 CORRECT = ("torch", *wrong_kernels.CORRECT)
 WRONG = wrong_kernels.WRONG
 RANGES = ("r0", "r1", "r4", "r5")
@@ -448,7 +448,7 @@ def main(argv=None) -> int:
     shown = [a for a in (sys.argv[1:] if argv is None else argv) if a not in ("-v", "--verbose")]
     if "--out" in shown:
         del shown[shown.index("--out"):shown.index("--out") + 2]
-    command = " ".join([".venv/bin/python -m studies.bound_evidence", *shown])
+    command = " ".join([".venv/bin/python -m e2egen.studies.bound_evidence", *shown])
     text = report(records, command, seconds, shapes(load_catalogue(args.catalogue), selection), seeds,
                   args.ranges, args.dtypes)
     if args.out:

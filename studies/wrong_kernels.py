@@ -3,7 +3,7 @@
 Every name here is one kernel for every op and direction: the runner calls it
 as the contract says (runner/kernels.py), and it tells the direction from the
 keywords it gets (input_shape: conv bwd_data, weight_shape: conv bwd_weight,
-stride: conv fwd, none: gemm), e.g. impl="studies.wrong_kernels:split_k".
+stride: conv fwd, none: gemm), e.g. impl="e2egen.studies.wrong_kernels:split_k".
 
 Each kernel first writes the op as one batched matrix product lhs[G, M, R] @
 rhs[G, R, N] in f32 (runner.lowering's im2col form; exact for f16/bf16/f32
@@ -39,8 +39,8 @@ from typing import Callable
 
 import torch
 
-from runner import make_problem
-from runner.lowering import GemmForm, lower
+from e2egen.runner import make_problem
+from e2egen.runner.lowering import GemmForm, lower
 
 SPLITS = 8
 LOWP_CHUNK = 4

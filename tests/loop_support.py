@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from generator.cases import Case, expand
-from generator.loader import parse_catalogue
-from nightly.store import Store
+from e2egen.generator.cases import Case, expand
+from e2egen.generator.loader import parse_catalogue
+from e2egen.nightly.store import Store
 
 # A catalogue with comments, odd spacing and every way of writing a layered table.
 COMMENTED = """\

@@ -17,11 +17,11 @@ import math
 import pytest
 import torch
 
-import metrics
-from runner import BoundModel, make_problem, run
-from runner.bound import compute_bound
-from runner.inputs import generate_inputs
-from runner.reference import apply_op
+from e2egen import metrics
+from e2egen.runner import BoundModel, make_problem, run
+from e2egen.runner.bound import compute_bound
+from e2egen.runner.inputs import generate_inputs
+from e2egen.runner.reference import apply_op
 
 GEOMETRIES = {
     "conv1d-dilated-grouped": ("conv1d", {"n": 2, "c": 4, "k": 6, "w": 9, "kernel": 3, "stride": 2, "pad": 2, "dilation": 2, "groups": 2}),

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import metrics
-from runner import BoundModel, make_problem, run
+from e2egen import metrics
+from e2egen.runner import BoundModel, make_problem, run
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `pytest` (not `python -m pytest`) does not put the repository on sys.path
     sys.path.insert(0, str(REPO))
 
-from studies import bound_evidence, wrong_kernels  # noqa: E402
+from e2egen.studies import bound_evidence, wrong_kernels  # noqa: E402
 
 SHAPES = {
     "conv2d": {"n": 1, "c": 16, "k": 16, "hw": [8, 7], "kernel": 3, "pad": 1},
@@ -32,7 +32,7 @@ CASES = [(op, direction) for op in SHAPES for direction in (("fwd",) if op == "g
 def ratio(op, direction, dtype, kernel, lo_hi, seed=11):
     layout = {"gemm": "tn"}.get(op, "nhwc")
     problem = make_problem(op, direction, dtype, layout, SHAPES[op], lo_hi, seed)
-    result = run(problem, impl=f"studies.wrong_kernels:{kernel}", device="cpu", bound=BoundModel())
+    result = run(problem, impl=f"e2egen.studies.wrong_kernels:{kernel}", device="cpu", bound=BoundModel())
     c = metrics.compare(result.ref, result.out, dtype, bound=result.bound)
     assert c.overflow == 0
     return c.bound_ratio

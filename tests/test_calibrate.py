@@ -7,7 +7,7 @@ import pytest
 
 from e2egen.cli import main
 from loop_support import COMMENTED, cases_of, fill_store
-from nightly.calibrate import Position, format_floor, format_number, readable_up
+from e2egen.nightly.calibrate import Position, format_floor, format_number, readable_up
 
 # Observed values (run 1; run 2 sees 1.5x as much): the test's expectations follow from these.
 F32_RMS = {"g": 2e-7, "h/r0": 2e-7, "h/r4": 1.6e-6}  # h r4: 2.4e-6 in run 2, above h's 2e-6 (FAILED)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_CONV, TINY_GEMM, catalogue_text, run_cli
-from generator.errors import CatalogueError
-from generator.loader import parse_catalogue
+from e2egen.generator.errors import CatalogueError
+from e2egen.generator.loader import parse_catalogue
 
 
 def problems_of(text: str) -> list[str]:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from conftest import TINY_CONV, TINY_GEMM, catalogue_text
-from generator.cases import derive_seed, expand
-from generator.loader import parse_catalogue
+from e2egen.generator.cases import derive_seed, expand
+from e2egen.generator.loader import parse_catalogue
 
 
 def cases_of(text: str, path: str = "configs.toml"):
@@ -72,7 +72,7 @@ def test_pr_marking_from_suite_config_and_selection(write_catalogue, tmp_path):
     (tmp_path / "sel.toml").write_text('[[case]]\nid = "mm/gemm/m8/fwd/f32/nn/r4"\nwhy = "lowest headroom"\n')
     text = catalogue_text(TINY_CONV.replace('ranges = ["r0"]\n', 'ranges = ["r0"]\npr = true\n'), TINY_GEMM)
     path = write_catalogue(text.replace("seed = 7", 'seed = 7\npr_selection = "sel.toml"'))
-    from generator.loader import load_catalogue
+    from e2egen.generator.loader import load_catalogue
 
     cases = expand(load_catalogue(path))
     pr = {c.id: c.pr_reason for c in cases if c.pr}
@@ -94,7 +94,7 @@ def test_flops_and_reduction_size_recorded():
 
 
 def test_case_round_trips_through_dict():
-    from generator.cases import Case
+    from e2egen.generator.cases import Case
 
     for case in cases_of(catalogue_text(TINY_CONV, TINY_GEMM)):
         assert Case.from_dict(case.to_dict()) == case

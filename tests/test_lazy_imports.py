@@ -16,7 +16,7 @@ def test_validate_gen_and_list_do_not_import_torch(write_catalogue, tmp_path):
     path = write_catalogue(catalogue_text(TINY_CONV, TINY_GEMM))
     result = run_python(f"""
         import sys
-        import generator.loader, generator.cases, generator.render, e2egen.cli
+        import e2egen.generator.loader, e2egen.generator.cases, e2egen.generator.render, e2egen.cli
         from e2egen.commands import *
         from e2egen.cli import main
         assert main(["validate", {str(path)!r}]) == 0
@@ -32,12 +32,12 @@ def test_validate_gen_and_list_do_not_import_torch(write_catalogue, tmp_path):
 def test_lazy_public_names_are_the_definitions():
     result = run_python("""
         import sys
-        import runner, metrics
-        from metrics import compare
-        from runner import run
+        from e2egen import metrics, runner
+        from e2egen.metrics import compare
+        from e2egen.runner import run
         # metrics.compare and runner.run are submodules too: the package attribute is the function
-        assert compare is sys.modules["metrics.compare"].compare and metrics.compare is compare
-        assert run is sys.modules["runner.run"].run and runner.run is run
+        assert compare is sys.modules["e2egen.metrics.compare"].compare and metrics.compare is compare
+        assert run is sys.modules["e2egen.runner.run"].run and runner.run is run
         assert {"compare", "TOLERANCE_KEYS"} <= set(dir(metrics)) and {"run", "OPS"} <= set(dir(runner))
         assert runner.device.device_name and metrics.fused_numba  # submodules, as before
         for package in (runner, metrics):
@@ -47,6 +47,6 @@ def test_lazy_public_names_are_the_definitions():
         except AttributeError as err:
             assert "no_such_name" in str(err)
         else:
-            raise AssertionError("runner.no_such_name")
+            raise AssertionError("e2egen.runner.no_such_name")
     """)
     assert result.returncode == 0, result.stderr

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from metrics import compare, fused_numba
-from metrics.backend import ENV_VAR, choose
+from e2egen.metrics import compare, fused_numba
+from e2egen.metrics.backend import ENV_VAR, choose
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-import metrics
-from metrics import compare
+from e2egen import metrics
+from e2egen.metrics import compare
 
 
 def f16_pair(ref_values, out_values):

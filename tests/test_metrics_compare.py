@@ -10,9 +10,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import metrics
-from metrics import compare, get_format, round_to
-from metrics import fused_numba
+from e2egen import metrics
+from e2egen.metrics import compare, get_format, round_to
+from e2egen.metrics import fused_numba
 
 try:
     from tests.test_metrics_oracle import oracle_compare

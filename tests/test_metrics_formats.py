@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import metrics
-from metrics import flush_subnormals, get_format, round_to, ulp
+from e2egen import metrics
+from e2egen.metrics import flush_subnormals, get_format, round_to, ulp
 
 try:
     from tests.test_metrics_oracle import STORAGE, f32_round, f32_ulp, oracle_format, oracle_round, oracle_ulp

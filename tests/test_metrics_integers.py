@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from metrics import IntegerComparison, compare
+from e2egen.metrics import IntegerComparison, compare
 
 
 def test_equal_integers_pass_by_default():

@@ -6,8 +6,8 @@ import multiprocessing
 import subprocess
 import sys
 
-from nightly.records import RecordTail, RecordWriter, read_records_file
-from nightly.recorder import case_id_of
+from e2egen.nightly.records import RecordTail, RecordWriter, read_records_file
+from e2egen.nightly.recorder import case_id_of
 from test_nightly_support import TINY_GEMM, tiny_project
 
 

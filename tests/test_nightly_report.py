@@ -9,11 +9,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from metrics.names import HISTOGRAM_BUCKETS
-from nightly.report import build_report, write_report
-from nightly.report.aggregate import GROUPINGS, REPORT_METRICS
-from nightly.report.model import fmt
-from nightly.store import Store
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.nightly.report import build_report, write_report
+from e2egen.nightly.report.aggregate import GROUPINGS, REPORT_METRICS
+from e2egen.nightly.report.model import fmt
+from e2egen.nightly.store import Store
 from test_nightly_support import histogram, synthetic_record
 
 FTZ = {"device": "cpu", "ftz": True, "accumulate": 0, "round_output": False}
@@ -224,7 +224,7 @@ def test_markdown_summary(store, tmp_path):
 
 
 def test_report_of_an_empty_store_is_a_user_error(tmp_path):
-    from nightly.errors import NightlyError
+    from e2egen.nightly.errors import NightlyError
 
     with Store(tmp_path / "e.sqlite") as s, pytest.raises(NightlyError, match="no runs yet"):
         build_report(s)

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from nightly.merge import merge
-from nightly.shard import PER_CASE_FLOPS, ShardSpec, check_disjoint_cover, partition
-from nightly.store import Store
+from e2egen.nightly.merge import merge
+from e2egen.nightly.shard import PER_CASE_FLOPS, ShardSpec, check_disjoint_cover, partition
+from e2egen.nightly.store import Store
 from test_nightly_support import TINY_GEMM, synthetic_record, tiny_project
 
 

@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from nightly.errors import NightlyError
-from nightly.store import Store
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.store import Store
 from test_nightly_support import synthetic_record
 
 

@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
-from metrics.names import HISTOGRAM_BUCKETS
-from nightly.records import CaseRecord
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.nightly.records import CaseRecord
 
 KERNELS = '''
 """Plug-in kernels for the nightly tests."""

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from e2egen.cli import main
-from generator.cases import derive_seed
-from nightly.records import read_records_file
-from nightly.store import Store
+from e2egen.generator.cases import derive_seed
+from e2egen.nightly.records import read_records_file
+from e2egen.nightly.store import Store
 from test_nightly_support import CRASHING_GEMM, SLOW_GEMM, tiny_project
 
 TIMING_KEYS = {"inputs", "kernel", "reference", "compare"}
@@ -134,15 +134,15 @@ def test_recorder_is_inactive_without_record(tmp_path):
 
 @pytest.mark.parametrize("bad", ["0/2", "1/0", "1-2", ""])
 def test_bad_shard_specs_are_refused(bad):
-    from nightly.errors import NightlyError
-    from nightly.shard import ShardSpec
+    from e2egen.nightly.errors import NightlyError
+    from e2egen.nightly.shard import ShardSpec
 
     with pytest.raises(NightlyError, match="--shard"):
         ShardSpec.parse(bad)
 
 
 def test_each_xdist_worker_is_pinned_to_its_own_gpu(monkeypatch):
-    from nightly.sweep_plugin import pin_worker_gpu
+    from e2egen.nightly.sweep_plugin import pin_worker_gpu
 
     monkeypatch.setenv("E2E_WORKER_GPUS", "3,5")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from e2egen.cli import main
-from generator.cases import expand
-from generator.loader import parse_catalogue
-from generator.rocmlir import AXIS_NAMES, CaseKey, cover_with_excludes, convert, read_rocmlir
+from e2egen.generator.cases import expand
+from e2egen.generator.loader import parse_catalogue
+from e2egen.generator.rocmlir import AXIS_NAMES, CaseKey, cover_with_excludes, convert, read_rocmlir
 
 DATA = Path(__file__).parent / "data" / "rocmlir"
 RESNET = DATA / "PrResnet50.toml"

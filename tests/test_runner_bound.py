@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-import metrics
-from runner import BoundModel, OPS, ProblemError, make_problem, run
-from runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
-from runner.inputs import generate_inputs
+from e2egen import metrics
+from e2egen.runner import BoundModel, OPS, ProblemError, make_problem, run
+from e2egen.runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
+from e2egen.runner.inputs import generate_inputs
 
 
 def _sibling(name):

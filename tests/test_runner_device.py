@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runner import Skip, TimingOptions, make_problem, run, select_device
-from runner.device import require_dtype, tf32_mode
-from runner.timing import KernelTiming, _aim
+from e2egen.runner import Skip, TimingOptions, make_problem, run, select_device
+from e2egen.runner.device import require_dtype, tf32_mode
+from e2egen.runner.timing import KernelTiming, _aim
 
 GEMM = {"m": 8, "n": 8, "k": 8}
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -6,9 +6,9 @@ import importlib
 import pytest
 import torch
 
-import metrics
-from runner import OPS, make_problem, run
-from runner.inputs import arrange_for_kernel, generate_inputs, round_to_storage
+from e2egen import metrics
+from e2egen.runner import OPS, make_problem, run
+from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, round_to_storage
 
 
 def _sibling(name):

@@ -8,9 +8,9 @@ import importlib
 import pytest
 import torch
 
-import metrics
-from runner import DTYPES, OPS, BoundModel, Skip, make_problem, run
-from runner.inputs import generate_inputs
+from e2egen import metrics
+from e2egen.runner import DTYPES, OPS, BoundModel, Skip, make_problem, run
+from e2egen.runner.inputs import generate_inputs
 
 
 def _sibling(name):

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-import metrics
-from runner import ImplError, KernelFailure, ProblemError, Skip, make_problem, resolve_impl, run
-from runner.kernels import call_kernel, check_output
-from runner.ops.conv import torch_conv_fwd
+from e2egen import metrics
+from e2egen.runner import ImplError, KernelFailure, ProblemError, Skip, make_problem, resolve_impl, run
+from e2egen.runner.kernels import call_kernel, check_output
+from e2egen.runner.ops.conv import torch_conv_fwd
 
 
 def _sibling(name):

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-import runner
-from runner import OPS, ProblemError, make_problem
+from e2egen import runner
+from e2egen.runner import OPS, ProblemError, make_problem
 
 CONV2D = {"n": 2, "c": 8, "k": 6, "hw": [9, 7], "kernel": 3}
 

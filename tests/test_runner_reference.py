@@ -7,11 +7,11 @@ import importlib
 import pytest
 import torch
 
-import metrics
-from runner import OPS, ReferenceOptions, ProblemError, make_problem, run
-from runner.inputs import generate_inputs
-from runner.lowering import gemm_dims, lower
-from runner.reference import apply_op, compute_reference
+from e2egen import metrics
+from e2egen.runner import OPS, ReferenceOptions, ProblemError, make_problem, run
+from e2egen.runner.inputs import generate_inputs
+from e2egen.runner.lowering import gemm_dims, lower
+from e2egen.runner.reference import apply_op, compute_reference
 
 
 def _sibling(name):

@@ -6,10 +6,10 @@ import itertools
 import pytest
 
 from e2egen.cli import main
-from generator.loader import parse_catalogue
-from generator.selection import read_selection
+from e2egen.generator.loader import parse_catalogue
+from e2egen.generator.selection import read_selection
 from loop_support import cases_of, fill_store
-from nightly.pr_select import (DEFAULT_SECONDS_PER_FLOP, PAIR_AXES, format_seconds, parse_budget,
+from e2egen.nightly.pr_select import (DEFAULT_SECONDS_PER_FLOP, PAIR_AXES, format_seconds, parse_budget,
                                price_from_durations)
 
 CATALOGUE = """\

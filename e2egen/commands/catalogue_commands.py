@@ -5,9 +5,9 @@ import fnmatch
 import sys
 
 from e2egen.cli import EXIT_OK, UsageError, catalogue_argument
-from generator.cases import Case, expand
-from generator.loader import load_catalogue
-from generator.render import render
+from e2egen.generator.cases import Case, expand
+from e2egen.generator.loader import load_catalogue
+from e2egen.generator.render import render
 
 FILTER_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range", "pr")
 

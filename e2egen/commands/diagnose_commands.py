@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def explain(args) -> int:
-    import runner
+    from e2egen import runner
     from e2egen.commands.run_command import find_case
     from e2egen.diagnose.explain import explain_case
     from e2egen.diagnose.report import render

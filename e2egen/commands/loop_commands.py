@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 
 from e2egen.cli import EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
-from nightly.errors import NightlyError
-from nightly.store import DEFAULT_STORE
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.store import DEFAULT_STORE
 
 
 def register(sub) -> None:
@@ -58,7 +58,7 @@ def _evidence_arguments(p, default_runs: int, runs_only: bool = False) -> None:
 
 
 def _budget(text: str) -> float:
-    from nightly.pr_select import parse_budget
+    from e2egen.nightly.pr_select import parse_budget
 
     try:
         return parse_budget(text)
@@ -67,16 +67,16 @@ def _budget(text: str) -> float:
 
 
 def _open_store(path: str):
-    from nightly.store import Store
+    from e2egen.nightly.store import Store
 
     return Store(path, create=False)
 
 
 def calibrate(args) -> int:
-    from generator.cases import expand
-    from generator.loader import load_catalogue
-    from nightly import calibrate as cal
-    from nightly.evidence import load_evidence
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.nightly import calibrate as cal
+    from e2egen.nightly.evidence import load_evidence
 
     if args.run_ids and args.runs is not None:
         raise UsageError("give --runs N or RUN_IDs, not both")
@@ -104,10 +104,10 @@ def calibrate(args) -> int:
 
 
 def select(args) -> int:
-    from generator.cases import expand
-    from generator.loader import load_catalogue
-    from nightly import pr_select
-    from nightly.evidence import load_evidence
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.nightly import pr_select
+    from e2egen.nightly.evidence import load_evidence
 
     catalogue = load_catalogue(args.catalogue)
     cases = expand(catalogue)
@@ -132,6 +132,6 @@ def select(args) -> int:
 
 
 def _budget_text(seconds: float) -> str:
-    from nightly.pr_select import format_seconds
+    from e2egen.nightly.pr_select import format_seconds
 
     return format_seconds(seconds)

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
-from nightly.errors import NightlyError
-from nightly.store import DEFAULT_STORE
+from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.store import DEFAULT_STORE
 
 DEFAULT_REPORTS = "results/reports"
 
@@ -85,8 +85,8 @@ def _beside_store(store: str, name: str, given: str | None) -> Path:
 
 
 def nightly(args) -> int:
-    from nightly.shard import ShardSpec
-    from nightly.sweep import SweepOptions, run_sweep
+    from e2egen.nightly.shard import ShardSpec
+    from e2egen.nightly.sweep import SweepOptions, run_sweep
 
     try:
         pytest_args = tuple(a for i, a in enumerate(args.pytest_args) if not (i == 0 and a == "--"))
@@ -115,14 +115,14 @@ def nightly(args) -> int:
 def _manifest_filter(expression: str):
     """`e2egen list --filter` terms as a predicate on manifest case dicts."""
     from e2egen.commands.catalogue_commands import case_filter
-    from generator.cases import Case
+    from e2egen.generator.cases import Case
 
     matches = case_filter(expression)  # a bad axis name is a UsageError here, before anything runs
     return lambda case: matches(Case.from_dict(case))
 
 
 def _print_failures(store_path: str, run_id: str, limit: int = 10) -> None:
-    from nightly.store import Store
+    from e2egen.nightly.store import Store
 
     with Store(store_path) as store:
         failed = [r for r in store.records(run_id) if r.status == "failed"]
@@ -134,8 +134,8 @@ def _print_failures(store_path: str, run_id: str, limit: int = 10) -> None:
 
 
 def _write_report(store_path: str, run_id: str | None, against: str | None, out_dir: Path, drift: float, top: int):
-    from nightly.report import write_report
-    from nightly.store import Store
+    from e2egen.nightly.report import write_report
+    from e2egen.nightly.store import Store
 
     with Store(store_path, create=False) as store:
         files = write_report(store, out_dir, run_id, against, drift=drift, top=top)
@@ -144,7 +144,7 @@ def _write_report(store_path: str, run_id: str | None, against: str | None, out_
 
 
 def merge(args) -> int:
-    from nightly.merge import merge as merge_runs
+    from e2egen.nightly.merge import merge as merge_runs
 
     try:
         result = merge_runs(args.inputs, args.store, args.run_id)
@@ -167,7 +167,7 @@ def report(args) -> int:
 
 
 def list_runs(args) -> int:
-    from nightly.store import Store
+    from e2egen.nightly.store import Store
 
     try:
         with Store(args.store, create=False) as store:

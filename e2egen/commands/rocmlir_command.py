@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from e2egen.cli import EXIT_OK, UsageError
-from generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
+from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
 
 
 def register(sub) -> None:

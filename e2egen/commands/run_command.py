@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
-from generator.cases import expand
-from generator.errors import close_match
-from generator.execute import describe, execute
-from generator.loader import load_catalogue
+from e2egen.generator.cases import expand
+from e2egen.generator.errors import close_match
+from e2egen.generator.execute import describe, execute
+from e2egen.generator.loader import load_catalogue
 
 
 def register(sub) -> None:

@@ -56,8 +56,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import metrics
-from metrics.names import ALLOWANCE_NAMES
+from e2egen import metrics
+from e2egen.metrics.names import ALLOWANCE_NAMES
 
 GAIN = 10.0
 GAIN_WITH_PASS = 2.0

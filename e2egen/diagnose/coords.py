@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-import runner
-from runner.ops.conv import ConvParams
+from e2egen import runner
+from e2egen.runner.ops.conv import ConvParams
 
 _SPATIAL = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 _KERNEL = {1: ("s",), 2: ("r", "s"), 3: ("t", "r", "s")}

@@ -23,13 +23,13 @@ from typing import Any
 
 import torch
 
-import metrics
-import runner
-from generator.cases import Case
-from runner.bound import magnitude, relative_factor
-from runner.inputs import generate_inputs, reference_inputs
-from runner.kernels import TORCH_IMPL
-from runner.reference import compute_reference
+from e2egen import metrics
+from e2egen import runner
+from e2egen.generator.cases import Case
+from e2egen.runner.bound import magnitude, relative_factor
+from e2egen.runner.inputs import generate_inputs, reference_inputs
+from e2egen.runner.kernels import TORCH_IMPL
+from e2egen.runner.reference import compute_reference
 
 from e2egen.diagnose import variants as V
 from e2egen.diagnose.coords import position_text
@@ -231,8 +231,8 @@ def _range_label(lo: float, hi: float) -> str:
 
 def ulp_distance(ref: torch.Tensor, out: torch.Tensor, dtype: str) -> torch.Tensor:
     """Representable values of the format between round(ref) and out (-0 = +0); NaN where either is not finite."""
-    from metrics.formats import float_format
-    from metrics.rounding import ordered, rounded_pattern, split_float64
+    from e2egen.metrics.formats import float_format
+    from e2egen.metrics.rounding import ordered, rounded_pattern, split_float64
 
     fmt = float_format(dtype)
     out64 = out.to(torch.float64)

@@ -34,7 +34,7 @@ def impl_for(name: str, op: str, direction: str) -> str:
 
 
 def _problem(op: str, direction: str, dtype: torch.dtype, params: dict):
-    import runner
+    from e2egen import runner
 
     return runner.make_problem(op, direction, _DTYPE_NAMES[dtype], "nchw", params, (-1.0, 1.0), 0)
 
@@ -49,7 +49,7 @@ def _conv_params(x_shape, w_shape, stride, padding, dilation, groups) -> tuple[s
 
 
 def _im2col(op: str, direction: str, dtype: torch.dtype, params: dict, tensors: dict) -> torch.Tensor:
-    from runner.lowering import lower
+    from e2egen.runner.lowering import lower
 
     problem = _problem(op, direction, dtype, params)
     form = lower(problem, {name: t.float() for name, t in tensors.items()})
@@ -78,19 +78,19 @@ def im2col_gemm_fwd(a, b):
 
 # -- torch's f32 kernel, rounded once -----------------------------------------------------------
 def f32_conv_fwd(x, w, **geometry):
-    from runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.conv import torch_conv_fwd
 
     return torch_conv_fwd(x.float(), w.float(), **geometry).to(x.dtype)
 
 
 def f32_conv_bwd_data(dy, w, **geometry):
-    from runner.ops.conv import torch_conv_bwd_data
+    from e2egen.runner.ops.conv import torch_conv_bwd_data
 
     return torch_conv_bwd_data(dy.float(), w.float(), **geometry).to(dy.dtype)
 
 
 def f32_conv_bwd_weight(x, dy, **geometry):
-    from runner.ops.conv import torch_conv_bwd_weight
+    from e2egen.runner.ops.conv import torch_conv_bwd_weight
 
     return torch_conv_bwd_weight(x.float(), dy.float(), **geometry).to(x.dtype)
 
@@ -101,21 +101,21 @@ def f32_gemm_fwd(a, b):
 
 # -- torch without cuDNN (CUDA) ----------------------------------------------------------------
 def native_conv_fwd(x, w, **geometry):
-    from runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.conv import torch_conv_fwd
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_fwd(x, w, **geometry)
 
 
 def native_conv_bwd_data(dy, w, **geometry):
-    from runner.ops.conv import torch_conv_bwd_data
+    from e2egen.runner.ops.conv import torch_conv_bwd_data
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_bwd_data(dy, w, **geometry)
 
 
 def native_conv_bwd_weight(x, dy, **geometry):
-    from runner.ops.conv import torch_conv_bwd_weight
+    from e2egen.runner.ops.conv import torch_conv_bwd_weight
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_bwd_weight(x, dy, **geometry)

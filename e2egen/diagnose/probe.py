@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-import metrics
-import runner
-from runner.bound import magnitude
-from runner.device import tf32_mode
-from runner.dtypes import storage_dtype
-from runner.inputs import arrange_for_kernel
-from runner.kernels import TORCH_IMPL, call_kernel
-from runner.reference import apply_op
+from e2egen import metrics
+from e2egen import runner
+from e2egen.runner.bound import magnitude
+from e2egen.runner.device import tf32_mode
+from e2egen.runner.dtypes import storage_dtype
+from e2egen.runner.inputs import arrange_for_kernel
+from e2egen.runner.kernels import TORCH_IMPL, call_kernel
+from e2egen.runner.reference import apply_op
 
 from e2egen.diagnose.coords import position_text
 

@@ -1,7 +1,7 @@
 """The text `e2egen explain` prints for an Explanation."""
 from __future__ import annotations
 
-from generator.execute import repro_command
+from e2egen.generator.execute import repro_command
 
 from e2egen.diagnose.coords import coordinate_names
 from e2egen.diagnose.tables import histogram_rows, num, text_table

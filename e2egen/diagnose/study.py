@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from metrics.names import HISTOGRAM_BUCKETS, METRIC_NAMES
+from e2egen.metrics.names import HISTOGRAM_BUCKETS, METRIC_NAMES
 
 from e2egen.diagnose import tables as fmt
 from e2egen.diagnose.study_config import StudyConfig, StudyValidation, resolve_kernel
@@ -122,13 +122,13 @@ def _unavailable(validation: StudyValidation, device_type: str) -> str:
 def run_study(config: StudyConfig, device: str | None = None, progress: Callable[[str], None] | None = print) -> StudyResult:
     import torch
 
-    import metrics
-    import runner
+    from e2egen import metrics
+    from e2egen import runner
     from e2egen.cli import UsageError
-    from generator.cases import derive_seed
-    from runner.bound import magnitude, relative_factor
-    from runner.inputs import generate_inputs, reference_inputs
-    from runner.reference import compute_reference
+    from e2egen.generator.cases import derive_seed
+    from e2egen.runner.bound import magnitude, relative_factor
+    from e2egen.runner.inputs import generate_inputs, reference_inputs
+    from e2egen.runner.reference import compute_reference
 
     try:
         dev = runner.select_device(device)
@@ -233,7 +233,7 @@ def run_study(config: StudyConfig, device: str | None = None, progress: Callable
     versions = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine()}
     if dev.type == "cuda":
         versions["cuda"] = str(torch.version.cuda)
-    from runner.device import device_name
+    from e2egen.runner.device import device_name
 
     result = StudyResult(config, device_name(dev), records, notes,
                          time.perf_counter() - started, started_at, versions)
@@ -436,7 +436,7 @@ def render_html(result: StudyResult, out: Path | None = None) -> str:
 
 def _css() -> str:
     try:
-        from nightly.report.html import CSS  # the nightly report's look, when that package is there
+        from e2egen.nightly.report.html import CSS  # the nightly report's look, when that package is there
         return CSS
     except Exception:  # pragma: no cover - nightly is optional here
         return ("body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;padding:0 16px}"
@@ -450,8 +450,8 @@ def _histogram_plot(result: StudyResult) -> str:
     try:
         import base64
 
-        from nightly.report.aggregate import HistogramColumn
-        from nightly.report.plots import histogram_plot
+        from e2egen.nightly.report.aggregate import HistogramColumn
+        from e2egen.nightly.report.plots import histogram_plot
     except Exception:  # pragma: no cover - nightly is optional here
         return ""
     validation0 = result.config.validations[0].name

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
-from generator.toml_lines import key_lines
-from generator.toml_reader import TomlReader, describe, parse_toml
-from metrics.names import METRIC_NAMES, TOLERANCE_KEYS
+from e2egen.generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
+from e2egen.generator.toml_lines import key_lines
+from e2egen.generator.toml_reader import TomlReader, describe, parse_toml
+from e2egen.metrics.names import METRIC_NAMES, TOLERANCE_KEYS
 
 from e2egen.diagnose import kernels as builtin_kernels
 
@@ -72,7 +72,7 @@ class StudyVariant:
     round_output: bool = False
 
     def options(self, device: str = "cpu"):
-        import runner
+        from e2egen import runner
 
         return runner.ReferenceOptions(device=device, ftz=self.ftz, accumulate=self.accumulate, round_output=self.round_output)
 
@@ -306,8 +306,8 @@ class _Reader(TomlReader):
         override = self.table(table.get("params"), ("cases", "params"))
         from e2egen.cli import UsageError
         from e2egen.commands.catalogue_commands import case_filter
-        from generator.cases import expand
-        from generator.loader import load_catalogue
+        from e2egen.generator.cases import expand
+        from e2egen.generator.loader import load_catalogue
 
         try:
             matches = case_filter(expression)
@@ -337,7 +337,7 @@ class _Reader(TomlReader):
         return list(chosen.values()), override, catalogue.seed
 
     def inline_cases(self, value: Any) -> list[StudyCase]:
-        import runner
+        from e2egen import runner
 
         cases = []
         for i, item in enumerate(self.tables(value, ("case",))):
@@ -365,7 +365,7 @@ class _Reader(TomlReader):
         return cases
 
     def check_problem(self, case: StudyCase, key_path: tuple) -> bool:
-        import runner
+        from e2egen import runner
 
         try:
             runner.make_problem(case.op, case.direction, case.dtype, case.layout, case.params, (0.0, 1.0), 0)
@@ -386,9 +386,9 @@ class _Reader(TomlReader):
 
     def check_grid(self, cases, ranges, validations, ranges_path) -> None:
         """Every range must suit every dtype; every kernel named must import for every case."""
-        import runner
+        from e2egen import runner
         import torch
-        from runner.dtypes import storage_dtype
+        from e2egen.runner.dtypes import storage_dtype
 
         for name, (lo, hi) in ranges.items():
             for dtype in sorted({c.dtype for c in cases}):

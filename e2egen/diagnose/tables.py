@@ -5,8 +5,8 @@ import math
 from html import escape
 from typing import Sequence
 
-from metrics.names import HISTOGRAM_BUCKETS
-from nightly.report.model import fmt, fmt_bucket, fmt_rate
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.nightly.report.model import fmt, fmt_bucket, fmt_rate
 
 
 def num(value: float | int | None, digits: int = 4) -> str:

@@ -39,11 +39,11 @@ from typing import Iterable, Mapping
 
 import torch
 
-import metrics
-import runner
-from runner.inputs import round_to_storage
-from runner.lowering import GemmForm, lower
-from runner.ops.conv import ConvParams
+from e2egen import metrics
+from e2egen import runner
+from e2egen.runner.inputs import round_to_storage
+from e2egen.runner.lowering import GemmForm, lower
+from e2egen.runner.ops.conv import ConvParams
 
 _TORCH_FORMATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACC_VARIANT_CHUNKS = (4, 8, 16, 32)  # the runner's accumulate = k variants explain prints (plus the whole reduction)

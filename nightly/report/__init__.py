@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nightly.report.compare_runs import DEFAULT_DRIFT
-from nightly.report.model import ReportData, build_report
-from nightly.store import Store
+from e2egen.nightly.report.compare_runs import DEFAULT_DRIFT
+from e2egen.nightly.report.model import ReportData, build_report
+from e2egen.nightly.store import Store
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class ReportFiles:
 
 def write_report(store: Store, out_dir: str | Path, run_id: str | None = None, against: str | None = None, *,
                  drift: float = DEFAULT_DRIFT, top: int = 20) -> ReportFiles:
-    from nightly.report.html import render_html
-    from nightly.report.markdown import render_markdown
+    from e2egen.nightly.report.html import render_html
+    from e2egen.nightly.report.markdown import render_markdown
 
     data = build_report(store, run_id, against, drift=drift, top=top)
     out_dir = Path(out_dir)

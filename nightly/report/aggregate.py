@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from metrics.names import HISTOGRAM_BUCKETS
-from nightly.records import CaseRecord
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.nightly.records import CaseRecord
 
 # Rows of the tables, in the seed's order of interest.
 REPORT_METRICS = ("max_eps_diff", "max_ulp_diff", "max_abs_diff", "max_rel_diff", "max_rel_diff_old", "rms", "rel_l2",

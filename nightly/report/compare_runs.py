@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from nightly.records import CaseRecord, tolerance_ratio
+from e2egen.nightly.records import CaseRecord, tolerance_ratio
 
 DEFAULT_DRIFT = 4.0
 

@@ -5,8 +5,8 @@ import base64
 from html import escape
 from typing import Collection, Sequence
 
-from nightly.report import plots
-from nightly.report.model import (MAX_FAILURES_LISTED, ReportData, fmt, fmt_rate, headline, histogram_rows, run_line,
+from e2egen.nightly.report import plots
+from e2egen.nightly.report.model import (MAX_FAILURES_LISTED, ReportData, fmt, fmt_rate, headline, histogram_rows, run_line,
                                   table_rows)
 
 CSS = """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from nightly.report.model import (ReportData, fmt, fmt_rate, headline, histogram_rows, run_line, table_rows)
+from e2egen.nightly.report.model import (ReportData, fmt, fmt_rate, headline, histogram_rows, run_line, table_rows)
 
 MAX_LISTED = 25
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from nightly import machine
-from nightly.records import CaseRecord
-from nightly.report.aggregate import (AggregateTable, GroupStats, HistogramColumn, aggregate_all, histogram_by,
+from e2egen.nightly import machine
+from e2egen.nightly.records import CaseRecord
+from e2egen.nightly.report.aggregate import (AggregateTable, GroupStats, HistogramColumn, aggregate_all, histogram_by,
                                       histogram_of, overall, worst_cases)
-from nightly.report.compare_runs import DEFAULT_DRIFT, RunComparison, compare_runs
-from nightly.store import RunInfo, Store
+from e2egen.nightly.report.compare_runs import DEFAULT_DRIFT, RunComparison, compare_runs
+from e2egen.nightly.store import RunInfo, Store
 
 WORST_HISTOGRAMS = 3  # the seed shows the histogram of the worst test; a few more show whether it is alone
 MAX_FAILURES_LISTED = 200
@@ -117,7 +117,7 @@ def table_rows(table: AggregateTable) -> list[tuple[str, list[str]]]:
 
 
 def histogram_rows(columns: tuple[HistogramColumn, ...] | list[HistogramColumn], with_elements: bool = False) -> list[tuple[str, list[str]]]:
-    from metrics.names import HISTOGRAM_BUCKETS
+    from e2egen.metrics.names import HISTOGRAM_BUCKETS
 
     rows = [(bucket, [fmt_bucket(c.counts.get(bucket, 0), c.total) for c in columns]) for bucket in HISTOGRAM_BUCKETS]
     rows.append(("max", [fmt(c.max_rel_diff) for c in columns]))

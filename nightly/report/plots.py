@@ -10,9 +10,9 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: the report is written on headless CI machines
 import matplotlib.pyplot as plt  # noqa: E402
 
-from metrics.names import HISTOGRAM_BUCKETS  # noqa: E402
-from nightly.records import CaseRecord  # noqa: E402
-from nightly.report.aggregate import HistogramColumn, column_order  # noqa: E402
+from e2egen.metrics.names import HISTOGRAM_BUCKETS  # noqa: E402
+from e2egen.nightly.records import CaseRecord  # noqa: E402
+from e2egen.nightly.report.aggregate import HistogramColumn, column_order  # noqa: E402
 
 DPI = 110
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from e2egen.generator import schema
+from e2egen.generator import layers
+from e2egen.generator.case_id import CaseId
+from e2egen.runner.options import BoundModel, ReferenceOptions
 
 if TYPE_CHECKING:
     from e2egen import runner
@@ -22,9 +24,8 @@ def derive_seed(global_seed: int, case_id: str) -> int:
 
 @dataclass(frozen=True)
 class Case:
-    """One test: everything needed to run and judge it, JSON-able."""
+    """One test: everything needed to run and judge it; `to_dict` is its JSON form."""
 
-    id: str
     suite: str
     config: str
     op: str
@@ -37,8 +38,8 @@ class Case:
     params: Mapping[str, Any]
     seed: int
     tolerances: Mapping[str, float]
-    reference: Mapping[str, Any]
-    bound: Mapping[str, Any] | None
+    reference: ReferenceOptions
+    bound: BoundModel | None  # None: the case checks no bound_ratio
     impl: str | None
     markers: tuple[str, ...]
     pr: bool
@@ -48,23 +49,51 @@ class Case:
     reduction_size: int
     location: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.reference, ReferenceOptions):
+            raise TypeError(f"Case.reference must be ReferenceOptions, got {type(self.reference).__name__}")
+        if self.bound is not None and not isinstance(self.bound, BoundModel):
+            raise TypeError(f"Case.bound must be a BoundModel or None, got {type(self.bound).__name__}")
+
+    @property
+    def key(self) -> CaseId:
+        return CaseId(self.suite, self.op, self.config, self.direction, self.dtype, self.layout, self.range)
+
+    @property
+    def id(self) -> str:
+        return str(self.key)
+
     @property
     def axes(self) -> dict[str, str]:
-        return {"config": self.config, "dtype": self.dtype, "direction": self.direction, "layout": self.layout, "range": self.range}
+        return self.key.axes
+
+    @property
+    def catalogue_markers(self) -> tuple[str, ...]:
+        """The markers the catalogue added (after pr, op, dtype, direction, layout)."""
+        return self.markers[len(case_markers(self.key, self.pr, ())):]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (manifest, records): the id first, options as their catalogue tables."""
         # Field by field, not dataclasses.asdict: its deep copies dominated `gen` on big catalogues.
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)}}
         data["params"] = dict(self.params)
         data["tolerances"] = dict(self.tolerances)
-        data["reference"] = dict(self.reference)
-        data["bound"] = dict(self.bound) if self.bound is not None else None
+        data["reference"] = self.reference.to_catalogue()
+        data["bound"] = self.bound.to_catalogue() if self.bound is not None else None
         data["markers"] = list(self.markers)
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Case":
-        return cls(**{**data, "markers": tuple(data["markers"])})
+        """The inverse of to_dict (an "id" entry, if present, must agree with the parts)."""
+        values = {k: v for k, v in data.items() if k != "id"}
+        values["markers"] = tuple(data["markers"])
+        values["reference"] = ReferenceOptions.from_catalogue(data["reference"])
+        values["bound"] = BoundModel.from_catalogue(data["bound"]) if data["bound"] is not None else None
+        case = cls(**values)
+        if "id" in data and data["id"] != case.id:
+            raise ValueError(f"case id {data['id']!r} does not match its parts ({case.id!r})")
+        return case
 
     def problem(self) -> "e2egen.runner.Problem":
         from e2egen import runner  # torch comes with it: loaded when a case runs, not when a suite is collected
@@ -72,11 +101,11 @@ class Case:
         return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi), self.seed)
 
     def with_seed(self, seed: int) -> "Case":
-        return Case.from_dict({**self.to_dict(), "seed": seed})
+        return replace(self, seed=seed)
 
 
 def case_id(suite: Suite, config: Config, direction: str, dtype: str, layout: str, range_name: str) -> str:
-    return "/".join((suite.name, suite.op, config.name, direction, dtype, layout, range_name))
+    return str(CaseId(suite.name, suite.op, config.name, direction, dtype, layout, range_name))
 
 
 def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
@@ -95,10 +124,10 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         if not tolerances:
             problems.append(Problem(config.location, cid, f"the case checks no metric: give [tolerances.{dtype}] (or tolerances at the suite or config)"))
             continue
-        reference = {**schema.REFERENCE_DEFAULTS, **_resolve(levels, catalogue.reference, suite.reference, config.reference)}
+        reference = ReferenceOptions.from_catalogue(_resolve(levels, catalogue.reference, suite.reference, config.reference))
         bound = None
         if "bound_ratio" in tolerances:
-            bound = {**schema.BOUND_DEFAULTS, **_resolve(levels, catalogue.bound, suite.bound, config.bound)}
+            bound = BoundModel.from_catalogue(_resolve(levels, catalogue.bound, suite.bound, config.bound))
         lo, hi = catalogue.ranges[axes["range"]]
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
         problem = problems_by_shape.get(shape_key)
@@ -107,7 +136,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             problems_by_shape[shape_key] = problem
         pr, pr_reason = _pr(catalogue, suite, config, cid)
         cases.append(Case(
-            id=cid, suite=suite.name, config=config.name, op=suite.op,
+            suite=suite.name, config=config.name, op=suite.op,
             direction=axes["direction"], dtype=dtype, layout=axes["layout"], range=axes["range"], lo=lo, hi=hi,
             params=dict(config.params), seed=derive_seed(seed, cid), tolerances=tolerances,
             reference=reference, bound=bound, impl=suite.impl,
@@ -132,10 +161,7 @@ def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[st
 
 def _resolve(case_axes: tuple[str, str], *levels: Layered) -> dict[str, Any]:
     """Most specific wins: catalogue, suite, config; within each, all < direction < dtype < dtype.direction."""
-    merged: dict[str, Any] = {}
-    for level in levels:
-        merged.update(level.for_case(*case_axes))
-    return merged
+    return layers.merge(levels, *case_axes)  # case_axes is (dtype, direction)
 
 
 def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[bool, str]:
@@ -152,6 +178,12 @@ def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[b
 
 
 def _markers(suite: Suite, config: Config, axes: Mapping[str, str], pr: bool) -> tuple[str, ...]:
-    standard = (suite.op, axes["dtype"], axes["direction"], axes["layout"])
-    extra = tuple(m for m in (*suite.markers, *config.markers) if m not in standard)
+    key = CaseId(suite.name, suite.op, config.name, axes["direction"], axes["dtype"], axes["layout"], axes["range"])
+    return case_markers(key, pr, (*suite.markers, *config.markers))
+
+
+def case_markers(key: CaseId, pr: bool, catalogue_markers: Iterable[str]) -> tuple[str, ...]:
+    """pr (when selected), then op, dtype, direction, layout, then the catalogue's own markers."""
+    standard = (key.op, key.dtype, key.direction, key.layout)
+    extra = tuple(m for m in catalogue_markers if m not in standard)
     return (("pr",) if pr else ()) + standard + tuple(dict.fromkeys(extra))

@@ -38,11 +38,10 @@ class Layered:
     specific: Mapping[str, Mapping[str, Any]] = field(default_factory=frozen)
 
     def for_case(self, dtype: str, direction: str) -> dict[str, Any]:
-        """This level's settings for one case; the most specific win."""
-        merged = dict(self.common)
-        for key in (direction, dtype, f"{dtype}.{direction}"):
-            merged.update(self.specific.get(key, {}))
-        return merged
+        """This level's settings for one case; the most specific win (the order lives in generator.layers)."""
+        from e2egen.generator.layers import merge
+
+        return merge((self,), dtype, direction)
 
 
 EMPTY = Layered()

@@ -1,9 +1,10 @@
 """User errors in a catalogue: collected, then reported together with exit status 2."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from e2egen.errors import UserError, closest
 
 
 @dataclass(frozen=True)
@@ -29,18 +30,28 @@ class Problem:
         return f"{self.location}: {self.key}: {self.message}" if self.key else f"{self.location}: {self.message}"
 
 
-class CatalogueError(Exception):
+class CatalogueError(UserError):
     """The catalogue (or another user input) is invalid; carries every problem found."""
 
     def __init__(self, problems: Sequence[Problem]):
         self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        if len(self.problems) == 1:
+            (only,) = self.problems
+            super().__init__(only.message, where=str(only.location), key=only.key or None)
+        else:
+            super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]
 
 
 def close_match(value: object, choices: Iterable[str]) -> str:
     """'; did you mean 'x'?' for a near miss, else ''."""
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    near = closest(value, choices)
+    return f"; did you mean {near!r}?" if near else ""
 
 
 def did_you_mean(value: object, choices: Iterable[str]) -> str:

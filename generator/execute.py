@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from e2egen.generator.cases import Case
 
@@ -24,9 +24,10 @@ class Outcome:
     device: str
     repro: str
     report: str = ""
-    comparison: Any = None  # metrics Comparison, when the kernel ran
-    verdict: Any = None  # metrics Verdict, when compared
+    comparison: Any = None  # metrics Comparison of the primary output, when the kernel ran
+    verdict: Any = None  # metrics Verdict of the primary output, when compared
     timings: dict[str, float] = field(default_factory=dict)
+    outputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every output: (Comparison, Verdict)
 
     @property
     def passed(self) -> bool:
@@ -62,8 +63,8 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
         problem = case.problem()
         result = runner.run(
             problem, impl=case.impl, device=torch_device,
-            reference=runner.ReferenceOptions(**case.reference),
-            bound=_bound_model(case),
+            reference=case.reference,
+            bound=case.bound,
         )
     except runner.Skip as skip:
         outcome.status, outcome.reason = "skipped", skip.reason
@@ -79,23 +80,30 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
     outcome.device = result.device
     outcome.timings = dict(result.timings)
     start = time.perf_counter()
-    comparison = metrics.compare(result.ref, result.out, dtype=result.out_dtype, ftz=bool(case.reference.get("ftz")), bound=result.bound)
-    verdict = comparison.check(case.tolerances)
+    for name, output in result.outputs.items():
+        comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=case.reference.ftz, bound=output.bound)
+        outcome.outputs[name] = (comparison, comparison.check(tolerances_for(case.tolerances, comparison)))
     outcome.timings["compare"] = time.perf_counter() - start
-    outcome.comparison, outcome.verdict = comparison, verdict
-    outcome.status = "passed" if verdict.passed else "failed"
-    outcome.reason = "" if verdict.passed else verdict.summary
-    outcome.report = str(verdict)
+    outcome.comparison, outcome.verdict = outcome.outputs[result.primary.name]
+    failed = [name for name, (_, verdict) in outcome.outputs.items() if not verdict.passed]
+    outcome.status = "failed" if failed else "passed"
+    if len(outcome.outputs) == 1:
+        outcome.reason = outcome.verdict.summary if failed else ""
+        outcome.report = str(outcome.verdict)
+    else:  # each output judged alone; the case passes when every output does
+        outcome.reason = "; ".join(f"{name}: {outcome.outputs[name][1].summary}" for name in failed)
+        outcome.report = "\n".join(f"output {name}:\n{verdict}" for name, (_, verdict) in outcome.outputs.items())
     return outcome
 
 
-def _bound_model(case: Case):
-    from e2egen import runner
+def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, Any]:
+    """The case's tolerances that apply to one output: an integer output (i32 of an integer op) is judged by
+    the integer metrics and allowances only, exact by default; a float output by all of them."""
+    from e2egen import metrics
 
-    if case.bound is None:
-        return None
-    b = case.bound
-    return runner.BoundModel(lam=b["lambda"], acc=b["acc"], strict=b["strict"], c_out=b["c_out"])
+    if not comparison.is_integer:
+        return dict(tolerances)
+    return {k: v for k, v in tolerances.items() if k in metrics.INTEGER_METRIC_NAMES or k in metrics.ALLOWANCE_NAMES}
 
 
 def describe(outcome: Outcome) -> str:

@@ -19,6 +19,7 @@ from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
 from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
 from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml
+from e2egen.runner.options import OPTION_TYPES, OptionKey
 
 
 def load_catalogue(path: str | Path) -> Catalogue:
@@ -130,8 +131,11 @@ class _Reader(TomlReader):
     def layered(self, kind: str, value: Any, key_path: tuple) -> Layered:
         """A tolerances/reference/bound table: keys, and sub-tables per dtype, direction or dtype.direction."""
         table = self.table(value, key_path)
-        check = {"tolerances": self.tolerance, "reference": self.reference_option, "bound": self.bound_option}[kind]
-        valid = tuple({"tolerances": metrics.TOLERANCE_KEYS, "reference": schema.REFERENCE_DEFAULTS, "bound": schema.BOUND_DEFAULTS}[kind])
+        if kind == "tolerances":
+            check, valid = self.tolerance, tuple(metrics.TOLERANCE_KEYS)
+        else:
+            options = OPTION_TYPES[kind]
+            check, valid = (lambda key, item, path: self.option(options.key(key), item, path)), options.catalogue_keys()
         directions = tuple(dict.fromkeys(d for op in runner.OPS.values() for d in op.directions))
         common, specific = {}, {}
         for key, item in table.items():
@@ -171,25 +175,18 @@ class _Reader(TomlReader):
             return self.integer(value, key_path)
         return self.number(value, key_path)
 
-    def reference_option(self, key: str, value: Any, key_path: tuple) -> Any:
-        if key == "device":
-            if value not in schema.REFERENCE_DEVICES:
-                self.problem(key_path, unknown("reference device", value, schema.REFERENCE_DEVICES))
+    def option(self, key: OptionKey, value: Any, key_path: tuple) -> Any:
+        """A [reference] or [bound] value, checked by the kind its options dataclass declares."""
+        if key.kind == "choice":
+            if value not in key.choices:
+                self.problem(key_path, unknown(key.what or key.name, value, key.choices))
                 return None
             return value
-        if key == "accumulate":
-            return self.integer(value, key_path)
-        return self.boolean(value, key_path)
-
-    def bound_option(self, key: str, value: Any, key_path: tuple) -> Any:
-        if key == "acc":
-            if value not in schema.BOUND_ACCUMULATORS:
-                self.problem(key_path, unknown("accumulator type", value, schema.BOUND_ACCUMULATORS))
-                return None
-            return value
-        if key == "strict":
+        if key.kind == "bool":
             return self.boolean(value, key_path)
-        return self.number(value, key_path, strict=(key == "lambda"))
+        if key.kind == "count":
+            return self.integer(value, key_path)
+        return self.number(value, key_path, strict=(key.kind == "positive"))
 
     # -- suites and configs ----------------------------------------------
     def suite(self, data: dict, key_path: tuple, ranges: Mapping) -> Suite | None:

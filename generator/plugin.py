@@ -2,10 +2,9 @@
 
 Options: --device (cpu|cuda; default CUDA when present), --global-seed (fresh
 inputs: re-derives every case's seed, as the nightly does). The Outcome is
-stashed on the test item so other plugins (the nightly recorder) can read it.
+stashed on the test item so other plugins (loaded with -p, such as the
+nightly sweep's recorder) can read it.
 """
-from __future__ import annotations
-
 from __future__ import annotations
 
 import pytest
@@ -20,35 +19,22 @@ def pytest_addoption(parser):
     group.addoption("--global-seed", type=int, default=None, help="derive every case's seed from this global seed instead of the generated one")
 
 
-def generated_cases(module: dict, rows: list[tuple]) -> list:
-    """pytest.params of a generated module: each a case dict (as Case.to_dict) with the case's markers."""
-    params = []
-    for case_id, seed, settings_name, pr_reason, flops, bytes_needed, reduction_size in rows:
-        suite, op, config, direction, dtype, layout, range_name = case_id.split("/")
-        settings, config_data = module["SETTINGS"][settings_name], module["CONFIGS"][config]
-        lo, hi = module["RANGES"][range_name]
-        markers = (["pr"] if pr_reason else []) + [op, dtype, direction, layout] + config_data["markers"]
-        case = {
-            "id": case_id, "suite": suite, "config": config, "op": op, "direction": direction, "dtype": dtype,
-            "layout": layout, "range": range_name, "lo": lo, "hi": hi, "params": config_data["params"], "seed": seed,
-            "tolerances": settings["tolerances"], "reference": settings["reference"], "bound": settings["bound"],
-            "impl": module["IMPL"], "markers": markers, "pr": bool(pr_reason), "pr_reason": pr_reason,
-            "flops": flops, "bytes_needed": bytes_needed, "reduction_size": reduction_size,
-            "location": config_data["location"],
-        }
-        params.append(pytest.param(case, id=case_id, marks=[getattr(pytest.mark, m) for m in markers]))
-    return params
+def generated_cases(module: dict) -> list:
+    """pytest.params of a generated module: each case (decoded by the codec) with its id and markers."""
+    from e2egen.generator.codec import decode
+
+    return [pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.markers])
+            for case in decode(module, module["IMPL"])]
 
 
 @pytest.fixture
 def e2e_case(request):
-    """Call with a generated case dict: runs it and passes, fails or skips the test."""
+    """Call with a generated Case: runs it and passes, fails or skips the test."""
 
-    def run(case_data: dict):
-        from e2egen.generator.cases import Case, derive_seed
+    def run(case):
+        from e2egen.generator.cases import derive_seed
         from e2egen.generator.execute import describe, execute
 
-        case = Case.from_dict(case_data)
         global_seed = request.config.getoption("--global-seed")
         if global_seed is not None:
             case = case.with_seed(derive_seed(global_seed, case.id))

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 import jinja2
 
+from e2egen.generator import codec
 from e2egen.generator.cases import Case
 from e2egen.generator.catalogue import Catalogue
 from e2egen.generator.catalogue import module_slug
@@ -47,35 +48,12 @@ def render(catalogue: Catalogue, cases: Sequence[Case], out_dir: str | Path, glo
         suite_cases = [c for c in cases if c.suite == suite.name]
         files[f"test_{module_slug(suite.name)}.py"] = env.get_template("test_suite.py.j2").render(
             catalogue=_display_path(catalogue.path), suite=suite.name, op=suite.op, impl=suite.impl,
-            **_module_tables(suite_cases))
+            **codec.encode(suite_cases))
     markers = sorted({m for c in cases for m in c.markers})
     files["conftest.py"] = env.get_template("conftest.py.j2").render(catalogue=_display_path(catalogue.path), markers=markers)
     files["pytest.ini"] = env.get_template("pytest.ini.j2").render(catalogue=_display_path(catalogue.path))
     files["manifest.json"] = manifest_text(catalogue, cases, global_seed, case_dicts)
     return _write(out_dir, files)
-
-
-def _module_tables(cases: Sequence[Case]) -> dict:
-    """What a suite module lists: shared tables, then one compact row per case.
-
-    Compiling a module with a full dict per case took seconds for 10,000 cases
-    (and bytecode caching is often off), so shared data is written once.
-    """
-    configs, ranges, settings, rows = {}, {}, {}, []
-    settings_names: dict[str, str] = {}
-    for case in cases:
-        standard = len(case.markers) - len(case.markers[case.markers.index(case.layout) + 1:])
-        configs.setdefault(case.config, {"params": dict(case.params), "location": case.location,
-                                         "markers": list(case.markers[standard:])})
-        ranges.setdefault(case.range, (case.lo, case.hi))
-        key = json.dumps([case.tolerances, case.reference, case.bound], sort_keys=True)
-        if key not in settings_names:
-            settings_names[key] = f"s{len(settings_names)}"
-            settings[settings_names[key]] = {"tolerances": dict(case.tolerances), "reference": dict(case.reference),
-                                             "bound": dict(case.bound) if case.bound is not None else None}
-        rows.append((case.id, case.seed, settings_names[key], case.pr_reason if case.pr else "",
-                     case.flops, case.bytes_needed, case.reduction_size))
-    return {"configs": configs, "ranges": ranges, "settings": settings, "rows": rows}
 
 
 def manifest_text(catalogue: Catalogue, cases: Iterable[Case], global_seed: int, case_dicts: dict | None = None) -> str:

@@ -10,13 +10,8 @@ CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "mark
 SUITE_EXCLUDE_KEYS = ("configs", "dtypes", "directions", "layouts", "ranges")
 CONFIG_EXCLUDE_KEYS = ("dtypes", "directions", "layouts", "ranges")
 
-# Reference options: name -> (valid choices or a type, default).
-REFERENCE_DEFAULTS = {"device": "cpu", "ftz": False, "accumulate": 0, "round_output": False}
-REFERENCE_DEVICES = ("cpu", "device")
-
-# Error-bound model options (used when a case's tolerances name bound_ratio).
-BOUND_DEFAULTS = {"lambda": 5.0, "acc": "f32", "strict": False, "c_out": 1.0}
-BOUND_ACCUMULATORS = ("f32", "f16", "bf16")
+# The keys, kinds and defaults of the [reference] and [bound] tables live with
+# their dataclasses: e2egen.runner.options (ReferenceOptions, BoundModel).
 
 # Names: suite and config names become parts of case ids and of file names.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"

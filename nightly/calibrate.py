@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from e2egen.generator.cases import Case
-from e2egen.generator.catalogue import Catalogue, Layered
+from e2egen.generator.catalogue import Catalogue
+from e2egen.generator.layers import Source, existing_entries, resolve_with_sources, sources_for
+from e2egen.runner.dtypes import DTYPES
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.evidence import Evidence
 
@@ -50,8 +52,6 @@ DEFAULT_MARGIN = 2.0
 DEFAULT_BAND = 10.0
 LOOSE_FACTOR = 100.0  # a tolerance that lets an error this many times the observed maximum pass is "loose"
 CEILING_METRICS = {"bound_ratio": 1.0}
-_KEY_RANKS = 4  # "", direction, dtype, dtype.direction
-_SCOPE_RANK = {"catalogue": 0, "suite": 1, "config": 2}
 _REL = 1e-9  # readable values compare equal within this relative distance
 
 
@@ -86,72 +86,8 @@ def _same(a: float, b: float) -> bool:
 
 
 # -- where a tolerance lives --------------------------------------------------------
-@dataclass(frozen=True, order=True)
-class Position:
-    """A place for a tolerance: a scope (catalogue, a suite, a config) and a key ("", dir, dtype, dtype.dir)."""
-
-    scope: tuple[str, ...]  # ("catalogue",) | ("suite", s) | ("config", s, c)
-    key: str
-
-    @property
-    def rank(self) -> int:
-        parts = self.key.split(".") if self.key else []
-        if not parts:
-            key_rank = 0
-        elif len(parts) == 2:
-            key_rank = 3
-        else:
-            key_rank = 2 if parts[0] in _dtypes() else 1
-        return _SCOPE_RANK[self.scope[0]] * _KEY_RANKS + key_rank
-
-    def matches(self, case: Case) -> bool:
-        if self.scope[0] == "suite" and case.suite != self.scope[1]:
-            return False
-        if self.scope[0] == "config" and (case.suite, case.config) != self.scope[1:]:
-            return False
-        return self.key in ("", case.direction, case.dtype, f"{case.dtype}.{case.direction}")
-
-    def path(self, metric: str) -> list[str]:
-        """Keys from the scope's table to the value."""
-        return ["tolerances", *(self.key.split(".") if self.key else []), metric]
-
-    def label(self, metric: str | None = None) -> str:
-        dotted = ".".join(self.path(metric) if metric else self.path("")[:-1])
-        if self.scope[0] == "catalogue":
-            return dotted
-        if self.scope[0] == "suite":
-            return f"{self.scope[1]}: {dotted}"
-        return f"{self.scope[1]}/{self.scope[2]}: {dotted}"
-
-
-def _dtypes() -> tuple[str, ...]:
-    from e2egen import runner
-
-    return tuple(runner.DTYPES)
-
-
-def _layer_entries(scope: tuple[str, ...], layered: Layered) -> dict[tuple[Position, str], Any]:
-    out = {(Position(scope, ""), metric): value for metric, value in layered.common.items()}
-    for key, table in layered.specific.items():
-        for metric, value in table.items():
-            out[(Position(scope, key), metric)] = value
-    return out
-
-
-def existing_entries(catalogue: Catalogue) -> dict[tuple[Position, str], Any]:
-    """(position, metric) -> value for every tolerance the catalogue sets."""
-    entries = _layer_entries(("catalogue",), catalogue.tolerances)
-    for suite in catalogue.suites:
-        entries.update(_layer_entries(("suite", suite.name), suite.tolerances))
-        for config in suite.configs:
-            entries.update(_layer_entries(("config", suite.name, config.name), config.tolerances))
-    return entries
-
-
-def _applicable(case: Case) -> list[Position]:
-    keys = ("", case.direction, case.dtype, f"{case.dtype}.{case.direction}")
-    scopes = (("catalogue",), ("suite", case.suite), ("config", case.suite, case.config))
-    return [Position(scope, key) for scope in scopes for key in keys]
+# A place for a tolerance (scope and key), its rank and the precedence: generator.layers, shared with `gen`.
+Position = Source
 
 
 # New overrides go here, coarsest first; each level nests in the one before (a direction is a
@@ -278,20 +214,20 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
         raise NightlyError(f"--margin: expected a number >= 1, got {margin}")
     if not band >= 1:
         raise NightlyError(f"--band: expected a number >= 1, got {band}")
-    entries = existing_entries(catalogue)
+    entries = existing_entries(catalogue, "tolerances")
     required = max(1, len(evidence.runs)) if len(evidence.runs) >= evidence.asked else evidence.asked
     states: list[CaseState] = []
     not_calibrated: dict[str, int] = defaultdict(int)
     for case in cases:
         ev = evidence.cases.get(case.id)
+        resolved = resolve_with_sources(catalogue, case.suite, case.config, case.dtype, case.direction, "tolerances")
         for metric, current in case.tolerances.items():
             if isinstance(current, bool):
                 continue
             if metric not in metrics.METRIC_NAMES:
                 not_calibrated[metric] += 1
                 continue
-            source = max((p for p in _applicable(case) if (p, metric) in entries), key=lambda p: p.rank)
-            state = CaseState(case, metric, float(current), source)
+            state = CaseState(case, metric, float(current), resolved[metric][1])
             if ev is not None:
                 state.runs = ev.runs_with(metric)
                 state.observed = ev.observed_max(metric)
@@ -325,7 +261,8 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
             old = entries.get((position, metric))
             changes.append(Change(position, metric, None if old is None else float(old), value))
         for state in metric_states:
-            candidates = [p for p in _applicable(state.case) if p in values or (p, metric) in entries]
+            c = state.case
+            candidates = [p for p in sources_for(c.suite, c.config, c.dtype, c.direction) if p in values or (p, metric) in entries]
             position = max(candidates, key=lambda p: p.rank)
             value = values.get(position, entries.get((position, metric)))
             effective[(state.case.id, metric)] = float(value)
@@ -431,7 +368,7 @@ class _Planner:
 
 def _rows(catalogue: Catalogue, states: list[CaseState], effective, final_position, changed) -> list[Row]:
     suite_order = {s.name: i for i, s in enumerate(catalogue.suites)}
-    dtype_order = {d: i for i, d in enumerate(_dtypes())}
+    dtype_order = {d: i for i, d in enumerate(DTYPES)}
     from e2egen import metrics
 
     metric_order = {m: i for i, m in enumerate(metrics.METRIC_NAMES)}

@@ -36,7 +36,9 @@ def read_case_ids(path: str | Path) -> frozenset[str]:
 
 
 def case_data(item: pytest.Item) -> Mapping[str, Any] | None:
-    """The generated case dict a test item runs, or None for items that are not generated cases."""
+    """The JSON form (Case.to_dict) of the generated case a test item runs, or None for other items."""
+    from e2egen.generator.cases import Case
+
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("case") if callspec is not None else None
-    return case if isinstance(case, Mapping) and "id" in case else None
+    return case.to_dict() if isinstance(case, Case) else None

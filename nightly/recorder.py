@@ -1,6 +1,9 @@
 """pytest plugin: one JSON record per finished case (--record PATH.jsonl; inactive without it).
 
-The generated conftest registers it. Where it runs:
+The generated conftest does not load it (a PR run imports nothing of nightly):
+load it on pytest's command line, `pytest build/e2e -p e2egen.nightly.recorder
+--record PATH.jsonl`, as the sweep does; it loads the sweep plugin in turn.
+Where it runs:
 
 - The process that runs a test (the single process, or an xdist worker)
   builds the case's record from the Outcome the e2e_case fixture stashed on

@@ -26,7 +26,6 @@ from typing import Any, Iterator, Mapping
 FORMAT = 1
 TIMING_KEYS = ("inputs", "kernel", "reference", "bound", "compare")
 AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range")
-STATUSES = ("passed", "failed", "skipped")
 # Where a case ended: in the test body (call), in pytest's setup or teardown,
 # at collection (its module did not import), in a crashed worker or process,
 # or never started because the pytest process died first.
@@ -164,7 +163,7 @@ def record_from_outcome(outcome, *, run_id: str, global_seed: int | None, nodeid
         skip_reason=outcome.reason if status == "skipped" else "",
         **{axis: getattr(case, axis) for axis in AXES},
         params=dict(case.params), seed=case.seed, global_seed=global_seed, device=outcome.device,
-        versions=dict(versions), tolerances=dict(case.tolerances), reference=dict(case.reference),
+        versions=dict(versions), tolerances=dict(case.tolerances), reference=case.reference.to_catalogue(),
         metrics=metrics_of(comparison), failures=failures,
         histogram=dict(comparison["histogram"]) if comparison and comparison.get("histogram") else None,
         comparison=comparison, timings={k: float(v) for k, v in outcome.timings.items()},

@@ -35,12 +35,11 @@ from e2egen.nightly.records import RecordTail, RecordWriter, new_run_id, record_
 from e2egen.nightly.shard import ShardSpec, partition
 from e2egen.nightly.store import Store
 
-REFERENCE_CHOICES = ("auto", "device", "cpu", "catalogue")
 PYTEST_USAGE_ERROR = 4
 PYTEST_FINISHED = (0, 1, 5)  # all passed, some failed, nothing collected: pytest ran to its end
 MAX_ATTEMPTS = 50  # pytest restarts after a crash; each must make progress
 POLL_SECONDS = 0.5
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+RECORDER_PLUGIN = "e2egen.nightly.recorder"  # pytest -p: the generated suite itself never loads nightly plugins
 
 
 @dataclass(frozen=True)
@@ -322,7 +321,8 @@ def _show_failures(bar, failed: int, new: int) -> int:
 def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subprocess.Popen:
     command = [sys.executable, "-m", "pytest", str(options.out), "-p", "no:cacheprovider", "-q", "-rN",
                "--continue-on-collection-errors",
-               "--record", str(plan.records_path), "--record-run-id", plan.run_id,
+               # The generated conftest loads only the case runner; the recorder (and its sweep plugin) come from here.
+               "-p", RECORDER_PLUGIN, "--record", str(plan.records_path), "--record-run-id", plan.run_id,
                "--global-seed", str(plan.global_seed)]
     if options.device:
         command += ["--device", options.device]
@@ -337,9 +337,9 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
         deselect_path.write_text("".join(f"{cid}\n" for cid in sorted(recorded)), encoding="utf-8")
         command += ["--deselect-cases", str(deselect_path)]
     command += list(options.pytest_args)
+    # The plugins are imported as e2egen.* from the installed package. No source folder goes on PYTHONPATH: that
+    # would make the project's folders importable as top-level `metrics`, `runner`, ... in pytest's processes.
     env = dict(os.environ)
-    # The generated conftest imports generator.plugin and nightly.recorder: make them importable wherever pytest runs.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     if plan.gpus:
         env["E2E_WORKER_GPUS"] = ",".join(plan.gpus)
     elif plan.workers > 1 and "OMP_NUM_THREADS" not in env:

@@ -1,7 +1,8 @@
 """pytest plugin for sweeps: which cases run, where their reference runs, which GPU a worker uses.
 
-Loaded with the recorder (nightly.recorder lists it in pytest_plugins), so
-every generated suite has these options; all are inactive unless given.
+Loaded with the recorder (nightly.recorder lists it in pytest_plugins), so a
+run with `-p e2egen.nightly.recorder` has these options; all are inactive
+unless given.
 
     --select-cases FILE      run only the case ids listed in FILE (a shard)
     --deselect-cases FILE    deselect the listed case ids (those a resumed run already recorded)
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Mapping
+from dataclasses import replace
 
 import pytest
 
+from e2egen.generator.cases import Case
 from e2egen.nightly.case_filter import CASE_FILTER, CaseFilter, case_data, read_case_ids
 
 WORKER_GPUS_ENV = "E2E_WORKER_GPUS"
@@ -81,7 +83,7 @@ def pytest_runtest_call(item):
     where = item.config.getoption("--reference-device")
     funcargs = getattr(item, "funcargs", None)
     case = funcargs.get("case") if funcargs else None
-    if where and isinstance(case, Mapping) and isinstance(case.get("reference"), Mapping):
+    if where and isinstance(case, Case):
         # The test body reads its case from funcargs; the Outcome (and so the
         # record) carries the reference the case really ran with.
-        funcargs["case"] = {**case, "reference": {**case["reference"], "device": where}}
+        funcargs["case"] = replace(case, reference=replace(case.reference, device=where))

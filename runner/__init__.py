@@ -17,21 +17,22 @@ from e2egen.metrics.lazy import lazy_exports
 
 # public name -> the submodule that defines it
 _SOURCES = {
-    "BoundModel": "bound",
+    "BoundModel": "options", "ReferenceOptions": "options",
+    "ErrorBound": "bound", "error_bounds": "bound",
     "DTYPES": "dtypes",
     "select_device": "device",
     "ImplError": "errors", "KernelFailure": "errors", "ProblemError": "errors", "Skip": "errors",
     "resolve_impl": "kernels",
-    "OPS": "ops", "Op": "ops",
+    "OPS": "ops", "Op": "ops", "ProductSumOp": "ops", "TensorSpec": "ops",
     "Problem": "problem", "make_problem": "problem",
-    "ReferenceOptions": "reference",
-    "RunResult": "run", "run": "run",
+    "OutputResult": "run", "RunResult": "run", "run": "run",
     "KernelTiming": "timing", "TimingOptions": "timing",
 }
 
 __all__ = [
-    "BoundModel", "DTYPES", "ImplError", "KernelFailure", "KernelTiming", "OPS", "Op", "Problem", "ProblemError",
-    "ReferenceOptions", "RunResult", "Skip", "TimingOptions", "make_problem", "resolve_impl", "run", "select_device",
+    "BoundModel", "DTYPES", "ErrorBound", "ImplError", "KernelFailure", "KernelTiming", "OPS", "Op", "OutputResult",
+    "Problem", "ProblemError", "ProductSumOp", "ReferenceOptions", "RunResult", "Skip", "TensorSpec", "TimingOptions",
+    "error_bounds", "make_problem", "resolve_impl", "run", "select_device",
 ]
 
 

@@ -24,11 +24,12 @@ DTYPES = ("f32", "tf32", "f16", "bf16")
 def _storage() -> dict[str, torch.dtype]:
     import torch
 
-    return {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    return {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+            "i8": torch.int8, "i32": torch.int32}
 
 
 def storage_dtype(dtype: str) -> torch.dtype:
-    """The torch dtype of the kernel's input tensors for a case dtype."""
+    """The torch dtype of a tensor stored in a case dtype or an output format (i32 for integer outputs)."""
     return _storage()[dtype]
 
 

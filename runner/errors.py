@@ -2,7 +2,8 @@
 
 - `ProblemError` / `ImplError`: the user described something invalid (a bad
   shape parameter, an unknown dtype, an impl that cannot be imported). They are
-  `ValueError`s so callers that validate input can treat them alike.
+  `UserError`s (the CLI reports them, exit 2) and `ValueError`s, so callers
+  that validate input can treat them alike.
 - `Skip`: the device lacks a capability the case needs; the case is skipped
   with the reason, never failed.
 - `KernelFailure`: the kernel under test raised, ran out of memory, or broke
@@ -10,15 +11,16 @@
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any, Iterable
+
+from e2egen.errors import UserError, closest
 
 
 def _choices_text(choices: Iterable[Any]) -> str:
     return ", ".join(str(c) for c in choices)
 
 
-class ProblemError(ValueError):
+class ProblemError(UserError, ValueError):
     """An invalid problem description.
 
     key: the parameter (or axis: "op", "direction", "dtype", "layout",
@@ -28,28 +30,26 @@ class ProblemError(ValueError):
     """
 
     def __init__(self, key: str, value: Any, message: str, choices: Iterable[Any] | None = None):
-        self.key = key
-        self.value = value
-        self.message = message
-        self.choices = tuple(choices) if choices is not None else None
-        super().__init__(f"{key}: {message}")
+        super().__init__(message, key=key, value=value, choices=choices)
 
     @classmethod
     def unknown(cls, key: str, value: Any, choices: Iterable[Any], what: str | None = None) -> "ProblemError":
         """An unknown name, with a did-you-mean hint and the valid choices."""
         choices = tuple(choices)
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        near = closest(value, choices)
+        hint = f" (did you mean {near!r}?)" if near else ""
         return cls(key, value, f"unknown {what or key} {value!r}{hint}; valid: {_choices_text(choices)}", choices)
 
 
-class ImplError(ValueError):
+class ImplError(UserError, ValueError):
     """A kernel implementation string that cannot be turned into a callable."""
 
     def __init__(self, impl: str, message: str):
         self.impl = impl
-        self.message = message
-        super().__init__(f"impl {impl!r}: {message}")
+        super().__init__(message, key="impl", value=impl)
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.where, f"impl {self.impl!r}", self.message) if part)
 
 
 class Skip(Exception):

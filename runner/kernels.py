@@ -10,6 +10,8 @@ memory layout; stride, padding, dilation are tuples of ints):
 
 The result must be a tensor of the logical output shape (any memory layout),
 in the output dtype (the case's dtype; f32 for tf32), on the same device.
+An op with several outputs (Op.output_names) takes them as a tuple in that
+order, or a mapping by name; each is checked the same way.
 A kernel that raises (out of memory included) or breaks this is a
 KernelFailure of that case; NaN or inf in its output is not: the metrics
 judge values. An impl that cannot be imported is an ImplError.
@@ -26,6 +28,7 @@ from .dtypes import storage_dtype
 from .device import synchronize
 from .errors import ImplError, KernelFailure, Skip
 from .ops import Op
+from .ops.base import named_outputs
 from .problem import Problem, check_direction, lookup_op
 
 TORCH_IMPL = "torch"
@@ -60,10 +63,10 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
 
 
 def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[str, torch.Tensor],
-                device: torch.device, *, label: str, is_torch: bool) -> torch.Tensor:
-    """Run the kernel once (waiting for the device) and check its result against the contract."""
+                device: torch.device, *, label: str, is_torch: bool) -> dict[str, torch.Tensor]:
+    """Run the kernel once (waiting for the device) and check its outputs against the contract."""
     try:
-        out = problem.spec.call(kernel, problem.direction, problem.params, tensors)
+        result = problem.spec.call(kernel, problem.direction, problem.params, tensors)
         synchronize(device)
     except torch.OutOfMemoryError as err:
         if device.type == "cuda":
@@ -74,21 +77,25 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
             raise Skip(f"torch has no {device.type} kernel for {problem.op} {problem.direction} in "
                        f"{problem.dtype} ({problem.layout}): {_first_line(err)}") from err
         raise KernelFailure(f"kernel {label} raised {type(err).__name__}: {_first_line(err)}") from err
-    check_output(problem, out, device, label)
-    return out
+    outputs = named_outputs(problem.output_names, result, lambda text: KernelFailure(f"kernel {label} {text}"))
+    for name, out in outputs.items():
+        check_output(problem, out, device, label, name=name)
+    return outputs
 
 
-def check_output(problem: Problem, out: Any, device: torch.device, label: str) -> None:
+def check_output(problem: Problem, out: Any, device: torch.device, label: str, name: str | None = None) -> None:
+    """One output (the primary one unless named) against its logical shape, format and device."""
+    spec = problem.outputs[name or problem.primary_output]
+    what = f"kernel {label} returned" if len(problem.outputs) == 1 else f"kernel {label} returned {name} as"
     if not isinstance(out, torch.Tensor):
-        raise KernelFailure(f"kernel {label} returned {type(out).__name__}, expected a torch.Tensor")
-    expected_shape = tuple(problem.output_shape)
-    if tuple(out.shape) != expected_shape:
-        raise KernelFailure(f"kernel {label} returned shape {tuple(out.shape)}, expected {expected_shape}")
-    expected_dtype = storage_dtype(problem.out_dtype)
+        raise KernelFailure(f"{what} {type(out).__name__}, expected a torch.Tensor")
+    if tuple(out.shape) != tuple(spec.shape):
+        raise KernelFailure(f"{what} shape {tuple(out.shape)}, expected {tuple(spec.shape)}")
+    expected_dtype = storage_dtype(spec.dtype)
     if out.dtype != expected_dtype:
-        raise KernelFailure(f"kernel {label} returned dtype {out.dtype}, expected {expected_dtype} ({problem.out_dtype})")
+        raise KernelFailure(f"{what} dtype {out.dtype}, expected {expected_dtype} ({spec.dtype})")
     if out.device != device:
-        raise KernelFailure(f"kernel {label} returned a tensor on {out.device}, expected {device}")
+        raise KernelFailure(f"{what} a tensor on {out.device}, expected {device}")
 
 
 def _first_line(err: BaseException) -> str:

@@ -11,10 +11,10 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .dtypes import DTYPES, element_size, input_format_name, largest_finite, output_dtype_name
+from .dtypes import DTYPES, element_size, input_format_name, largest_finite
 from .errors import ProblemError
 from .ops import OPS, Op
-from .ops.base import Shape, is_int
+from .ops.base import Shape, TensorSpec, is_int
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
 
@@ -69,7 +69,21 @@ class Problem:
         return self.spec.input_shapes(self.params, self.direction)
 
     @property
+    def outputs(self) -> dict[str, TensorSpec]:
+        """Every output's logical shape and format, the primary one first."""
+        return self.spec.outputs(self.params, self.direction, self.dtype)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.spec.output_names(self.params, self.direction)
+
+    @property
+    def primary_output(self) -> str:
+        return self.output_names[0]
+
+    @property
     def output_shape(self) -> Shape:
+        """The primary output's logical shape."""
         return self.spec.output_shape(self.params, self.direction)
 
     @property
@@ -82,7 +96,8 @@ class Problem:
 
     @property
     def out_dtype(self) -> str:
-        return output_dtype_name(self.dtype)
+        """The primary output's format."""
+        return self.outputs[self.primary_output].dtype
 
     @property
     def input_format(self) -> str:
@@ -94,12 +109,13 @@ class Problem:
 
     @property
     def output_elements(self) -> int:
-        return math.prod(self.output_shape)
+        return sum(math.prod(spec.shape) for spec in self.outputs.values())
 
     @property
     def bytes_needed(self) -> int:
-        """Device memory the kernel's tensors take: inputs and output in their dtypes."""
-        return self.input_elements * element_size(self.dtype) + self.output_elements * element_size(self.out_dtype)
+        """Device memory the kernel's tensors take: inputs and outputs in their dtypes."""
+        return self.input_elements * element_size(self.dtype) + sum(
+            math.prod(spec.shape) * element_size(spec.dtype) for spec in self.outputs.values())
 
     @property
     def reference_bytes(self) -> int:

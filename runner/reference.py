@@ -23,53 +23,44 @@ from e2egen import metrics
 
 from .errors import ProblemError
 from .lowering import accumulate_chunked, lower
-from .ops.base import is_int
+from .ops.base import ProductSumOp
+from .options import REFERENCE_DEVICES, ReferenceOptions
 from .problem import Problem
 
-REFERENCE_DEVICES = ("cpu", "device")
-
-
-@dataclass(frozen=True)
-class ReferenceOptions:
-    device: str = "cpu"  # "cpu" or "device" (the device the kernel runs on)
-    ftz: bool = False
-    accumulate: int = 0  # 0: off; k > 0: chunks of k products
-    round_output: bool = False
-
-    def __post_init__(self) -> None:
-        if self.device not in REFERENCE_DEVICES:
-            raise ProblemError.unknown("reference.device", self.device, REFERENCE_DEVICES, what="reference device")
-        for key in ("ftz", "round_output"):
-            if not isinstance(getattr(self, key), bool):
-                raise ProblemError(f"reference.{key}", getattr(self, key), f"expected true or false, got {getattr(self, key)!r}")
-        if not is_int(self.accumulate) or self.accumulate < 0:
-            raise ProblemError("reference.accumulate", self.accumulate,
-                               f"expected 0 (off) or a positive chunk size, got {self.accumulate!r}")
+__all__ = ["REFERENCE_DEVICES", "Reference", "ReferenceOptions", "apply_op", "compute_reference"]
 
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    value: torch.Tensor  # float64, logical shape
+    values: Mapping[str, torch.Tensor]  # float64, logical shape, per output (primary first)
     inputs: Mapping[str, torch.Tensor]  # the float64 inputs it consumed (flushed when ftz)
+
+    @property
+    def value(self) -> torch.Tensor:
+        """The primary output's reference."""
+        return next(iter(self.values.values()))
 
 
 def compute_reference(problem: Problem, inputs64: Mapping[str, torch.Tensor], options: ReferenceOptions) -> Reference:
-    """The reference of `problem` from its float64 inputs, on their device."""
+    """The reference of every output of `problem` from its float64 inputs, on their device."""
     if options.ftz:
         inputs64 = {name: metrics.flush_subnormals(t, problem.input_format) for name, t in inputs64.items()}
     if options.accumulate:
-        value = accumulate_chunked(lower(problem, inputs64), options.accumulate)
+        if not isinstance(problem.spec, ProductSumOp):
+            raise ProblemError("reference.accumulate", options.accumulate,
+                               f"models the accumulation of a product sum; {problem.op} is not one")
+        values = {problem.primary_output: accumulate_chunked(lower(problem, inputs64), options.accumulate)}
     else:
-        value = apply_op(problem, inputs64)
-    if options.round_output:
-        value = metrics.round_to(value, problem.out_dtype)
-    if options.ftz:
-        value = metrics.flush_subnormals(value, problem.out_dtype)
-    return Reference(value, inputs64)
+        values = {name: t.contiguous() for name, t in problem.spec.reference(problem, inputs64).items()}
+    outputs = problem.outputs
+    for name in values:
+        if options.round_output:
+            values[name] = metrics.round_to(values[name], outputs[name].dtype)
+        if options.ftz:
+            values[name] = metrics.flush_subnormals(values[name], outputs[name].dtype)
+    return Reference(values, inputs64)
 
 
 def apply_op(problem: Problem, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The problem's op on the given tensors with torch's own kernel (float64 in, float64 out)."""
-    spec = problem.spec
-    out = spec.call(spec.default_kernel(problem.direction), problem.direction, problem.params, tensors)
-    return out.contiguous()
+    """The problem's primary output on the given tensors with torch's own kernel (float64 in, float64 out)."""
+    return problem.spec.reference(problem, tensors)[problem.primary_output].contiguous()

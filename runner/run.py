@@ -9,7 +9,7 @@ from typing import Mapping
 
 import torch
 
-from .bound import BoundModel, compute_bound
+from .bound import BoundModel, ErrorBound, error_bounds
 from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
 from .errors import KernelFailure, Skip
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
@@ -24,17 +24,46 @@ _CUBLAS_TF32_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"  # forces tf32 whatev
 
 
 @dataclass(frozen=True, eq=False)
+class OutputResult:
+    """One output of a run: what the kernel returned, its reference and its bound."""
+
+    name: str
+    out: torch.Tensor  # kernel output: on the device, its format, logical shape
+    ref: torch.Tensor  # float64, logical shape, on the reference device
+    dtype: str  # the output's format name (f32 for tf32; i32 for integer ops)
+    bound: torch.Tensor | None = None  # float64 per-element error bound under the run's model, when asked for
+    error_bound: ErrorBound | None = None  # the bound's parts, to evaluate under other models
+
+
+@dataclass(frozen=True, eq=False)
 class RunResult:
     problem: Problem
-    out: torch.Tensor  # kernel output: on the device, kernel dtype, logical shape
-    ref: torch.Tensor  # float64, logical shape, on the reference device
-    bound: torch.Tensor | None  # float64 per-element error bound, when asked for
-    out_dtype: str
+    outputs: Mapping[str, OutputResult]  # every output, the primary one first
     device: str  # "cpu" or the GPU's name
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds: inputs, kernel, reference, bound
     kernel_timing: KernelTiming | None = None
     impl: str = TORCH_IMPL
     reference: ReferenceOptions = ReferenceOptions()
+
+    @property
+    def primary(self) -> OutputResult:
+        return self.outputs[self.problem.primary_output]
+
+    @property
+    def out(self) -> torch.Tensor:
+        return self.primary.out
+
+    @property
+    def ref(self) -> torch.Tensor:
+        return self.primary.ref
+
+    @property
+    def bound(self) -> torch.Tensor | None:
+        return self.primary.bound
+
+    @property
+    def out_dtype(self) -> str:
+        return self.primary.dtype
 
 
 def run(problem: Problem, *, impl: str | None = None, device: str | torch.device | None = None,
@@ -68,16 +97,20 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     synchronize(ref_device)
     timings["reference"] = time.perf_counter() - started
 
-    bound_tensor = None
+    parts: dict[str, ErrorBound] = {}
+    bounds: dict[str, torch.Tensor] = {}
     if bound is not None:
         started = time.perf_counter()
-        bound_tensor = compute_bound(problem, ref.inputs, ref.value, bound)
+        parts = dict(error_bounds(problem, ref.inputs))
+        bounds = {name: part.evaluate(bound, ref.values[name]) for name, part in parts.items()}
         synchronize(ref_device)
         timings["bound"] = time.perf_counter() - started
 
-    return RunResult(problem=problem, out=out, ref=ref.value, bound=bound_tensor, out_dtype=problem.out_dtype,
-                     device=device_name(dev), timings=timings, kernel_timing=kernel_timing, impl=label,
-                     reference=reference)
+    specs = problem.outputs
+    results = {name: OutputResult(name, out[name], ref.values[name], specs[name].dtype, bounds.get(name), parts.get(name))
+               for name in problem.output_names}
+    return RunResult(problem=problem, outputs=results, device=device_name(dev), timings=timings,
+                     kernel_timing=kernel_timing, impl=label, reference=reference)
 
 
 def _time(problem: Problem, kernel, tensors, dev: torch.device, options: TimingOptions, label: str) -> KernelTiming:

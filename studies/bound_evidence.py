@@ -47,10 +47,10 @@ if str(REPO) not in sys.path:  # `python studies/bound_evidence.py` as well as `
 
 from e2egen import metrics  # noqa: E402
 from e2egen import runner  # noqa: E402
-from e2egen.generator import schema  # noqa: E402
+from e2egen.generator import layers  # noqa: E402
 from e2egen.generator.cases import derive_seed  # noqa: E402
 from e2egen.generator.loader import load_catalogue  # noqa: E402
-from e2egen.runner.bound import relative_factor  # noqa: E402
+from e2egen.runner.bound import ProductSumError  # noqa: E402
 from e2egen.runner.dtypes import storage_dtype  # noqa: E402
 from e2egen.studies import wrong_kernels  # noqa: E402
 
@@ -127,7 +127,7 @@ class Shape:
     direction: str
     params: dict
     layouts: tuple[str, ...]
-    model: dict  # the catalogue's bound model per dtype
+    model: dict  # the catalogue's BoundModel per dtype
 
 
 def shapes(catalogue, selection) -> list[Shape]:
@@ -139,8 +139,8 @@ def shapes(catalogue, selection) -> list[Shape]:
         params = {**config.params, **overrides}
         changed = ", ".join(f"{k}={v}" for k, v in overrides.items())
         for direction in directions or suite.directions:
-            models = {dtype: {**schema.BOUND_DEFAULTS, **catalogue.bound.for_case(dtype, direction),
-                              **suite.bound.for_case(dtype, direction), **config.bound.for_case(dtype, direction)}
+            models = {dtype: runner.BoundModel.from_catalogue(
+                          layers.merge((catalogue.bound, suite.bound, config.bound), dtype, direction))
                       for dtype in DTYPES}
             label = f"{suite_name}/{config_name}" + (f" ({changed})" if changed else "")
             found.append(Shape(label, suite.op, direction, params, tuple(suite.layouts), models))
@@ -151,8 +151,7 @@ def bound_model(shape: Shape, dtype: str, kernel: str) -> runner.BoundModel:
     """torch: the catalogue's model for the cell; a plug-in kernel: the default model."""
     if kernel != "torch":
         return runner.BoundModel(lam=DEFAULT_LAMBDA)
-    m = shape.model[dtype]
-    return runner.BoundModel(lam=m["lambda"], acc=m["acc"], strict=m["strict"], c_out=m["c_out"])
+    return shape.model[dtype]
 
 
 # -- one run -------------------------------------------------------------------------------
@@ -171,17 +170,15 @@ def judge(record: Record, result, comparison, problem, model: runner.BoundModel,
     compared = torch.isfinite(ref) & (ref.abs() <= fmax) & torch.isfinite(out)
     diff = (out - ref).abs()[compared]
     ulp = metrics.ulp(ref, dtype)[compared]
-    # B = (lam·g(K)·u_acc + u_in)·M + c_out·ulp: recover M = Σ|a·b| to judge under other models.
-    bound = result.bound[compared]
-    magnitude = ((bound - model.c_out * ulp) / relative_factor(problem, model)).clamp(min=0)
+    error_bound = result.primary.error_bound  # the runner's bound, evaluated under other models below
 
     def under(m: runner.BoundModel) -> torch.Tensor:
-        return relative_factor(problem, m) * magnitude + m.c_out * ulp
+        return error_bound.evaluate(m, ref)[compared]
 
     record.reduction = reduction
     record.bound_ratio = comparison.bound_ratio
     record.max_ulp = comparison.max_ulp_diff
-    accumulation = relative_factor(problem, model) * magnitude
+    accumulation = error_bound.part(ProductSumError).evaluate(model)[compared]
     beyond_rounding = (diff - ulp / 2).clamp(min=0)
     used = torch.where(beyond_rounding == 0, torch.zeros_like(diff), beyond_rounding / accumulation)
     record.acc_used = math.inf if mismatch else (float(used.max()) if used.numel() else 0.0)
@@ -203,6 +200,7 @@ def judge(record: Record, result, comparison, problem, model: runner.BoundModel,
         "eps<=1": mismatch or comparison.max_eps_diff > 1,
     }
     if record.kind == "correct":
+        bound = result.bound[compared]
         full = torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
         step = max(1, full.numel() // TIGHTNESS_SAMPLE)
         record.tightness = full[::step].numpy().copy()

@@ -86,7 +86,7 @@ def record(case: Case, run_id: str, metrics: Mapping[str, float], *, status: str
         "suite": case.suite, "op": case.op, "config": case.config, "direction": case.direction, "dtype": case.dtype,
         "layout": case.layout, "range": case.range, "params": dict(case.params), "seed": case.seed, "global_seed": 1,
         "device": device, "versions": {"torch": "2.x"}, "tolerances": dict(case.tolerances),
-        "reference": dict(case.reference), "metrics": {} if status == "skipped" else dict(metrics),
+        "reference": case.reference.to_catalogue(), "metrics": {} if status == "skipped" else dict(metrics),
         "failures": failures, "comparison": {"worst": worst} if status != "skipped" else None,
         "timings": {}, "duration": duration, "flops": case.flops, "repro": f"e2egen run {case.id}",
     }

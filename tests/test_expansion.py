@@ -4,6 +4,7 @@ from __future__ import annotations
 from conftest import TINY_CONV, TINY_GEMM, catalogue_text
 from e2egen.generator.cases import derive_seed, expand
 from e2egen.generator.loader import parse_catalogue
+from e2egen.runner.options import BoundModel
 
 
 def cases_of(text: str, path: str = "configs.toml"):
@@ -64,7 +65,7 @@ def test_bound_options_only_when_bound_ratio_is_checked():
     cases = cases_of(text)
     f16 = next(c for c in cases if c.dtype == "f16")
     f32 = next(c for c in cases if c.dtype == "f32")
-    assert f16.bound == {"lambda": 5.0, "acc": "f16", "strict": False, "c_out": 1.0}
+    assert f16.bound == BoundModel(lam=5.0, acc="f16", strict=False, c_out=1.0)
     assert f32.bound is None
 
 
@@ -105,7 +106,7 @@ def test_direction_and_dtype_direction_layers():
 """
     text = catalogue_text(TINY_CONV + extra).replace("rms = 1e-6", "rms = 1e-6\nbound_ratio = 1.0").replace("rms = 1e-3", "rms = 1e-3\nbound_ratio = 1.0")
     bound = {(c.dtype, c.direction): c.bound for c in cases_of(text)}
-    assert bound[("f32", "fwd")]["acc"] == "bf16"
-    assert bound[("f32", "bwd_data")] == {"lambda": 3.0, "acc": "f32", "strict": False, "c_out": 1.0}
-    assert bound[("f16", "bwd_data")]["lambda"] == 4.0  # dtype is more specific than direction
-    assert bound[("f16", "bwd_weight")]["acc"] == "f16" and bound[("f32", "bwd_weight")]["acc"] == "bf16"
+    assert bound[("f32", "fwd")].acc == "bf16"
+    assert bound[("f32", "bwd_data")] == BoundModel(lam=3.0, acc="f32", strict=False, c_out=1.0)
+    assert bound[("f16", "bwd_data")].lam == 4.0  # dtype is more specific than direction
+    assert bound[("f16", "bwd_weight")].acc == "f16" and bound[("f32", "bwd_weight")].acc == "bf16"

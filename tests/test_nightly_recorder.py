@@ -21,7 +21,8 @@ def test_cases_that_fail_outside_the_fixture_are_recorded_failed_with_the_reason
                                         + '\n\n@pytest.fixture\ndef e2e_case():\n    raise RuntimeError("fixture exploded")\n')
     records = tmp_path / "rec.jsonl"
     result = subprocess.run([sys.executable, "-m", "pytest", "build/e2e", "-q", "-p", "no:cacheprovider",
-                             "--continue-on-collection-errors", "--record", str(records), "--record-run-id", "r1",
+                             "--continue-on-collection-errors", "-p", "e2egen.nightly.recorder",
+                             "--record", str(records), "--record-run-id", "r1",
                              "--global-seed", "4"], cwd=tmp_path, env=project.env, capture_output=True, text=True)
     assert result.returncode == 1, result.stdout + result.stderr
     objs = list(read_records_file(records))

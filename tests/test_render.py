@@ -93,7 +93,8 @@ def test_module_cases_equal_manifest_cases(write_catalogue, tmp_path):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         for param in mod.CASES:
-            [case] = param.values
+            [decoded] = param.values  # the codec's Case; its JSON form is the manifest's
+            case = decoded.to_dict()
             assert param.id == case["id"]
             assert [m.name for m in param.marks] == case["markers"]
             rebuilt.append(case)

@@ -1,15 +1,13 @@
 """e2egen validate | gen | list: read the catalogue, expand it, write or show the cases."""
 from __future__ import annotations
 
-import fnmatch
 import sys
 
-from e2egen.cli import EXIT_OK, UsageError, catalogue_argument
-from e2egen.generator.cases import Case, expand
+from e2egen.commands.arguments import EXIT_OK, catalogue_argument
+from e2egen.generator.case_filter import FILTER_AXES, case_filter
+from e2egen.generator.cases import expand
 from e2egen.generator.loader import load_catalogue
 from e2egen.generator.render import render
-
-FILTER_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range", "pr")
 
 
 def register(sub) -> None:
@@ -66,23 +64,3 @@ def list_cases(args) -> int:
             print(f"{case.id}\t{axes}\tpr={'yes' if case.pr else 'no'}\tflops={case.flops}")
     return EXIT_OK
 
-
-def case_filter(expression: str):
-    """A predicate on cases from `list --filter` terms (all must match)."""
-    tests = []
-    for term in expression.split():
-        if "=" in term:
-            axis, _, values = term.partition("=")
-            if axis not in FILTER_AXES:
-                raise UsageError(f"--filter: unknown axis {axis!r}; valid: {', '.join(FILTER_AXES)}")
-            wanted = set(values.split(","))
-            tests.append(lambda case, axis=axis, wanted=wanted: _axis_value(case, axis) in wanted)
-        else:
-            tests.append(lambda case, pattern=term: fnmatch.fnmatchcase(case.id, pattern))
-    return lambda case: all(test(case) for test in tests)
-
-
-def _axis_value(case: Case, axis: str) -> str:
-    if axis == "pr":
-        return "true" if case.pr else "false"
-    return str(getattr(case, axis))

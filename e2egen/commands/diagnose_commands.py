@@ -1,7 +1,8 @@
 """e2egen explain CASE_ID | e2egen study STUDY.toml: say why a case's error is what it is; run the seed's study grid."""
 from __future__ import annotations
 
-from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
+from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
+from e2egen.errors import UsageError
 
 
 def register(sub) -> None:
@@ -41,8 +42,8 @@ def explain(args) -> int:
         case = case.with_seed(args.seed)
     try:
         explanation = explain_case(case, device=args.device, search=not args.no_search)
-    except (runner.ProblemError, runner.ImplError) as err:
-        raise UsageError(f"{case.id}: {err}") from None
+    except (runner.ProblemError, runner.ImplError) as err:  # name the case: the catalogue passed, this run did not
+        raise UsageError(str(err), where=case.id) from None
     print(render(explanation, args.catalogue))
     return EXIT_OK if explanation.passed else EXIT_FAILED
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from e2egen.cli import EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
+from e2egen.commands.arguments import EXIT_OK, catalogue_argument, number_above, whole_number
+from e2egen.errors import UsageError
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.store import DEFAULT_STORE
 
@@ -84,22 +85,19 @@ def calibrate(args) -> int:
         raise UsageError("give --write or --diff, not both")
     catalogue = load_catalogue(args.catalogue)
     cases = expand(catalogue)
-    try:
-        with _open_store(args.store) as store:
-            evidence = load_evidence(store, args.runs or args.default_runs, args.run_ids)
-        result = cal.calibrate(catalogue, cases, evidence, margin=args.margin, band=args.band)
-        print(f"calibrate {args.catalogue} from {args.store}")
-        print(cal.format_table(result), end="")
-        print(cal.summary(result), end="")
-        if (args.write or args.diff) and result.changes:
-            text = cal.write_catalogue(args.catalogue, catalogue, result, dry_run=not args.write)
-            print(text, end="")
-            if args.write:
-                print(f"{args.catalogue}: written ({len(result.changes)} changes)")
-        elif args.write:
-            print(f"{args.catalogue}: nothing to change")
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    with _open_store(args.store) as store:
+        evidence = load_evidence(store, args.runs or args.default_runs, args.run_ids)
+    result = cal.calibrate(catalogue, cases, evidence, margin=args.margin, band=args.band)
+    print(f"calibrate {args.catalogue} from {args.store}")
+    print(cal.format_table(result), end="")
+    print(cal.summary(result), end="")
+    if (args.write or args.diff) and result.changes:
+        text = cal.write_catalogue(args.catalogue, catalogue, result, dry_run=not args.write)
+        print(text, end="")
+        if args.write:
+            print(f"{args.catalogue}: written ({len(result.changes)} changes)")
+    elif args.write:
+        print(f"{args.catalogue}: nothing to change")
     return EXIT_OK
 
 
@@ -112,13 +110,10 @@ def select(args) -> int:
     catalogue = load_catalogue(args.catalogue)
     cases = expand(catalogue)
     out = Path(args.out) if args.out else Path(args.catalogue).parent / (catalogue.pr_selection_path or "pr_selection.toml")
-    try:
-        with _open_store(args.store) as store:
-            evidence = load_evidence(store, args.runs or args.default_runs, allow_empty=True)
-            prices = pr_select.price_cases(store, cases, args.device)
-        selection = pr_select.select(cases, evidence, prices, args.budget)
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    with _open_store(args.store) as store:
+        evidence = load_evidence(store, args.runs or args.default_runs, allow_empty=True)
+        prices = pr_select.price_cases(store, cases, args.device)
+    selection = pr_select.select(cases, evidence, prices, args.budget)
     text = pr_select.render(selection, budget_text=f"{_budget_text(args.budget)} on {args.device}",
                             catalogue=args.catalogue)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument, number_above, whole_number
-from e2egen.nightly.errors import NightlyError
+from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above, whole_number
 from e2egen.nightly.store import DEFAULT_STORE
-
-DEFAULT_REPORTS = "results/reports"
 
 
 def register(sub) -> None:
@@ -88,36 +85,33 @@ def nightly(args) -> int:
     from e2egen.nightly.shard import ShardSpec
     from e2egen.nightly.sweep import SweepOptions, run_sweep
 
-    try:
-        pytest_args = tuple(a for i, a in enumerate(args.pytest_args) if not (i == 0 and a == "--"))
-        options = SweepOptions(
-            catalogue=args.catalogue, out=Path(args.out), store=Path(args.store),
-            records_dir=Path(args.records_dir) if args.records_dir else None, global_seed=args.seed,
-            resume=args.resume, workers=args.workers, device=args.device, reference=args.reference,
-            shard=ShardSpec.parse(args.shard) if args.shard is not None else None,
-            durations_from=Path(args.durations_from) if args.durations_from else None,
-            generate=args.generate, pytest_args=pytest_args, progress=args.progress,
-            case_filter=_manifest_filter(args.filter) if args.filter else None, filter_text=args.filter,
-        )
-        result = run_sweep(options)
-        counts = result.counts
-        print(f"run {result.run_id} (global seed {result.global_seed}): {result.selected} cases: "
-              f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, {counts.get('skipped', 0)} skipped; "
-              f"store {args.store}")
-        _print_failures(args.store, result.run_id)
-        if args.report:
-            _write_report(args.store, result.run_id, None, _beside_store(args.store, "reports", args.reports_dir), args.drift, 20)
-        return result.exit_status
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    pytest_args = tuple(a for i, a in enumerate(args.pytest_args) if not (i == 0 and a == "--"))
+    options = SweepOptions(
+        catalogue=args.catalogue, out=Path(args.out), store=Path(args.store),
+        records_dir=Path(args.records_dir) if args.records_dir else None, global_seed=args.seed,
+        resume=args.resume, workers=args.workers, device=args.device, reference=args.reference,
+        shard=ShardSpec.parse(args.shard) if args.shard is not None else None,
+        durations_from=Path(args.durations_from) if args.durations_from else None,
+        generate=args.generate, pytest_args=pytest_args, progress=args.progress,
+        case_filter=_manifest_filter(args.filter) if args.filter else None, filter_text=args.filter,
+    )
+    result = run_sweep(options)
+    counts = result.counts
+    print(f"run {result.run_id} (global seed {result.global_seed}): {result.selected} cases: "
+          f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, {counts.get('skipped', 0)} skipped; "
+          f"store {args.store}")
+    _print_failures(args.store, result.run_id)
+    if args.report:
+        _write_report(args.store, result.run_id, None, _beside_store(args.store, "reports", args.reports_dir), args.drift, 20)
+    return result.exit_status
 
 
 def _manifest_filter(expression: str):
     """`e2egen list --filter` terms as a predicate on manifest case dicts."""
-    from e2egen.commands.catalogue_commands import case_filter
+    from e2egen.generator.case_filter import case_filter
     from e2egen.generator.cases import Case
 
-    matches = case_filter(expression)  # a bad axis name is a UsageError here, before anything runs
+    matches = case_filter(expression)  # a bad axis name is a FilterError (a user error) here, before anything runs
     return lambda case: matches(Case.from_dict(case))
 
 
@@ -146,10 +140,7 @@ def _write_report(store_path: str, run_id: str | None, against: str | None, out_
 def merge(args) -> int:
     from e2egen.nightly.merge import merge as merge_runs
 
-    try:
-        result = merge_runs(args.inputs, args.store, args.run_id)
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    result = merge_runs(args.inputs, args.store, args.run_id)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     counts = result.counts
@@ -159,21 +150,15 @@ def merge(args) -> int:
 
 
 def report(args) -> int:
-    try:
-        _write_report(args.store, args.run_id, args.against, _beside_store(args.store, "reports", args.out), args.drift, args.top)
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    _write_report(args.store, args.run_id, args.against, _beside_store(args.store, "reports", args.out), args.drift, args.top)
     return EXIT_OK
 
 
 def list_runs(args) -> int:
     from e2egen.nightly.store import Store
 
-    try:
-        with Store(args.store, create=False) as store:
-            runs = store.runs()
-    except NightlyError as err:
-        raise UsageError(str(err)) from None
+    with Store(args.store, create=False) as store:
+        runs = store.runs()
     print("run_id\tstarted\tended\tglobal_seed\tshard\tpassed\tfailed\tskipped\tplanned\tnote")
     for run in runs:
         note = f"merged into {run.merged_into}" if run.merged_into else (f"merged from {len(run.merged_from)}" if run.merged_from else "")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from e2egen.cli import EXIT_OK, UsageError
+from e2egen.commands.arguments import EXIT_OK
+from e2egen.errors import UsageError
 from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
 
 

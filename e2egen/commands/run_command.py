@@ -1,7 +1,8 @@
 """e2egen run CASE_ID: rerun one case and print its full metrics report."""
 from __future__ import annotations
 
-from e2egen.cli import EXIT_FAILED, EXIT_OK, UsageError, catalogue_argument
+from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
+from e2egen.errors import UsageError
 from e2egen.generator.cases import expand
 from e2egen.generator.errors import close_match
 from e2egen.generator.execute import describe, execute

@@ -229,7 +229,7 @@ def _flushed(ex, plain, ftz) -> Finding:
                 f"{stats['flushed_results']} of the {stats['subnormal_results']} results that are subnormal in "
                 f"{ex.problem.out_dtype} came back as 0; {stats['subnormal_inputs']} inputs are subnormal"]
     away = next((r for r in ex.ranges if r.role == "away" and r.comparison is not None), None)
-    if ex.case.reference.get("ftz"):
+    if ex.case.reference.ftz:
         remedy = ["the case already sets `reference.ftz = true`: it accepts the flushed results"]
     else:
         remedy = [f"if flushing is acceptable for this kernel: `{_table_key(ex.case, 'reference')} ftz = true` "
@@ -299,7 +299,7 @@ def _accumulation(ex, plain) -> Finding | None:
 
 def _declare_acc(case, fmt: str, ratio: float | None) -> str:
     this_run = f" (this run: bound_ratio {_fmt(ratio)} under it)" if ratio is not None else ""
-    if case.bound is not None and case.bound.get("acc") == fmt and "bound_ratio" in case.tolerances:
+    if case.bound is not None and case.bound.acc == fmt and "bound_ratio" in case.tolerances:
         return f"the catalogue already declares `bound.acc = \"{fmt}\"` for this case and judges it by bound_ratio{this_run}"
     return f"declare the accumulator: `{_table_key(case, 'bound', direction=True)} acc = \"{fmt}\"` with bound_ratio <= 1{this_run}"
 

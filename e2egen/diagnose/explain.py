@@ -26,7 +26,7 @@ import torch
 from e2egen import metrics
 from e2egen import runner
 from e2egen.generator.cases import Case
-from e2egen.runner.bound import magnitude, relative_factor
+from e2egen.runner.bound import ProductSumError, SumOfBounds, product_sum_bound, product_sum_parts
 from e2egen.runner.inputs import generate_inputs, reference_inputs
 from e2egen.runner.kernels import TORCH_IMPL
 from e2egen.runner.reference import compute_reference
@@ -153,28 +153,19 @@ class Explanation:
 
 
 # -- helpers --------------------------------------------------------------------------------
-def case_bound_model(case: Case) -> runner.BoundModel | None:
-    if case.bound is None:
-        return None
-    b = case.bound
-    return runner.BoundModel(lam=b["lambda"], acc=b["acc"], strict=b["strict"], c_out=b["c_out"])
-
-
 class Judge:
     """Compares references with one kernel output: objective bound_ratio, and the case's verdict."""
 
-    def __init__(self, case: Case, problem: runner.Problem, out: torch.Tensor, terms: torch.Tensor):
+    def __init__(self, case: Case, problem: runner.Problem, out: torch.Tensor, error_bound: SumOfBounds):
         self.case, self.problem = case, problem
         self.out = out.detach().to(_CPU)
-        self.terms = terms  # Σ|a·b| per element (float64, CPU)
+        self.error_bound = error_bound  # the runner's bound of the primary output (float64, CPU)
+        self.terms = error_bound.part(ProductSumError).magnitude  # Σ|a·b| per element
         self.dtype = problem.out_dtype
-        self.case_model = case_bound_model(case) if "bound_ratio" in case.tolerances else None
+        self.case_model = case.bound if "bound_ratio" in case.tolerances else None
 
     def bound(self, ref: torch.Tensor, model: runner.BoundModel) -> torch.Tensor:
-        b = self.terms * relative_factor(self.problem, model)
-        if model.c_out:
-            b = b + model.c_out * metrics.ulp(ref, self.dtype)
-        return b
+        return self.error_bound.evaluate(model, ref)
 
     def row(self, key: str, label: str, ref: torch.Tensor, ftz: bool = False) -> Row:
         ref = ref.to(_CPU)
@@ -285,12 +276,13 @@ def subnormal_stats(problem: runner.Problem, ref: torch.Tensor, out: torch.Tenso
     }
 
 
-def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, terms: torch.Tensor, comparison) -> dict[str, Any]:
+def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, accumulation: ProductSumError,
+                 comparison) -> dict[str, Any]:
     """Cancellation evidence: Σ|a·b| / |ref| at each metric's worst element, and max_eps_diff over the
     well-conditioned elements (those whose f32-accumulation error bound is below half an output ulp)."""
     dtype = problem.out_dtype
     fmt = metrics.get_format(dtype)
-    flat_terms = terms.reshape(-1)
+    flat_terms = accumulation.magnitude.reshape(-1)
     condition = {}
     for name, worst in comparison.worst.items():
         t = float(flat_terms[worst.index])
@@ -298,7 +290,7 @@ def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, 
     flat_ref, flat_out = ref.reshape(-1), out.reshape(-1).to(torch.float64)
     ulps = metrics.ulp(flat_ref, dtype)
     ok = torch.isfinite(flat_ref) & torch.isfinite(flat_out) & (flat_ref.abs() <= fmt.max)
-    well = ok & (flat_terms * relative_factor(problem, OBJECTIVE_BOUND) <= 0.5 * ulps)
+    well = ok & (accumulation.evaluate(OBJECTIVE_BOUND).reshape(-1) <= 0.5 * ulps)
     eps = ((flat_ref - flat_out).abs() / ulps)[well]
     return {"worst_condition": condition, "well_conditioned": int(well.sum()),
             "eps_well_conditioned": float(eps.max()) if eps.numel() else 0.0}
@@ -334,8 +326,8 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
 
     started = time.perf_counter()
     inputs64 = _inputs64(problem)
-    terms = magnitude(problem, inputs64)
-    judge = Judge(case, problem, result.out, terms)
+    judge = Judge(case, problem, result.out, product_sum_bound(problem, inputs64))
+    terms = judge.terms
     _reference_rows(explanation, judge, problem, inputs64, result.ref, dev)
     explanation.timings["reference variants"] = time.perf_counter() - started
 
@@ -343,7 +335,8 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
     explanation.stats = subnormal_stats(problem, plain_ref, judge.out, inputs64)
     explanation.stats["max_abs_ref"] = float(plain_ref[torch.isfinite(plain_ref)].abs().max()) if plain_ref.numel() else 0.0
     explanation.worst = worst_elements(problem, plain_ref, judge.out, terms)
-    explanation.stats.update(conditioning(problem, plain_ref, judge.out, terms, explanation.plain.comparison))
+    explanation.stats.update(conditioning(problem, plain_ref, judge.out, judge.error_bound.part(ProductSumError),
+                                          explanation.plain.comparison))
 
     plain = explanation.plain
     anomalous = not plain.verdict.passed or plain.ratio > 1 or (explanation.verdict is not None and not explanation.verdict.passed)
@@ -388,13 +381,13 @@ def _reference_rows(explanation: Explanation, judge: Judge, problem, inputs64, p
             ref = compute_reference(problem, inputs64, variant.options).value
             row = judge.row(variant.key, variant.label, ref, ftz=variant.compare_ftz)
         explanation.rows.append(row)
-    own = runner.ReferenceOptions(**explanation.case.reference)
+    own = explanation.case.reference
     if own != runner.ReferenceOptions():
         if own.device == "device" and dev.type != "cpu":
             ref = compute_reference(problem, {n: t.to(dev) for n, t in inputs64.items()}, own).value
         else:
             ref = compute_reference(problem, inputs64, own).value
-        settings = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in explanation.case.reference.items() if v != getattr(runner.ReferenceOptions(), k))
+        settings = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in own.changed().items())
         explanation.case_row = judge.row("case", f"case reference ({settings})", ref, ftz=own.ftz)
 
 
@@ -407,7 +400,6 @@ def search_models(judge: Judge, problem, inputs64, plain_ref) -> ModelSearch:
     sample = V.sample_products(form, indices)
     out_s = judge.out.reshape(-1)[indices]
     terms_s = sample.products.abs().sum(-1)
-    factor = relative_factor(problem, OBJECTIVE_BOUND)
 
     def scores(values: torch.Tensor) -> tuple[float, float, float]:
         eps = V.sample_eps(values, out_s, problem.out_dtype)
@@ -417,7 +409,7 @@ def search_models(judge: Judge, problem, inputs64, plain_ref) -> ModelSearch:
         ok = torch.isfinite(values) & torch.isfinite(out64) & (values.abs() <= fmt.max)
         if not bool(ok.any()):
             return eps, 0.0, miss
-        bound = terms_s[ok] * factor + metrics.ulp(values[ok], problem.out_dtype)
+        bound = product_sum_parts(problem, terms_s[ok]).evaluate(OBJECTIVE_BOUND, values[ok])
         return eps, float(((values[ok] - out64[ok]).abs() / bound).max()), miss
 
     plain_eps, plain_ratio, plain_miss = scores(plain_ref.reshape(-1)[indices])
@@ -459,7 +451,7 @@ def _range_rows(case: Case, problem, dev, plain: Row, max_abs_ref: float) -> lis
             row.note = f"kernel failed: {failure.reason}"
         else:
             inputs64 = _inputs64(ranged)
-            judged = Judge(case, ranged, result.out, magnitude(ranged, inputs64)).row(row.role, row.label, result.ref)
+            judged = Judge(case, ranged, result.out, product_sum_bound(ranged, inputs64)).row(row.role, row.label, result.ref)
             row.comparison, row.verdict = judged.comparison, judged.verdict
         rows.append(row)
     return rows

@@ -34,7 +34,7 @@ def render(ex, catalogue: str | None = None) -> str:
     if ex.problem is not None:
         lines.append(f"  {ex.problem.describe()}; reduction K = {ex.problem.reduction_size}")
     tolerances = ", ".join(f"{k} <= {v:g}" for k, v in case.tolerances.items())
-    bound = f" (bound: acc {case.bound['acc']}, lambda {case.bound['lambda']:g})" if case.bound else ""
+    bound = f" (bound: acc {case.bound.acc}, lambda {case.bound.lam:g})" if case.bound else ""
     lines.append(f"  tolerances: {tolerances}{bound}")
     if ex.skipped:
         lines.append(f"SKIPPED: {ex.skipped}")

@@ -304,15 +304,14 @@ class _Reader(TomlReader):
             return [], {}, None
         expression = self.string(table.get("filter", ""), ("cases", "filter")) or ""
         override = self.table(table.get("params"), ("cases", "params"))
-        from e2egen.cli import UsageError
-        from e2egen.commands.catalogue_commands import case_filter
+        from e2egen.generator.case_filter import FilterError, case_filter
         from e2egen.generator.cases import expand
         from e2egen.generator.loader import load_catalogue
 
         try:
-            matches = case_filter(expression)
-        except UsageError as err:
-            self.problem(("cases", "filter"), str(err).removeprefix("--filter: "))
+            matches = case_filter(expression, key="cases.filter")
+        except FilterError as err:
+            self.problem(("cases", "filter"), err.message)
             return [], override, None
         path = catalogue_path or "configs.toml"
         if not Path(path).is_file():

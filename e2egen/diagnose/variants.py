@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import torch
 
@@ -275,7 +275,3 @@ def sample_eps(values: torch.Tensor, out: torch.Tensor, out_dtype: str) -> float
         return 0.0
     eps = (values[ok] - out64[ok]).abs() / metrics.ulp(values[ok], out_dtype)
     return float(eps.max())
-
-
-def unique_models(models: Iterable[AccumulatorModel]) -> list[AccumulatorModel]:
-    return list(dict.fromkeys(models))

@@ -1,13 +1,37 @@
-"""The ops the catalogue can name, by name."""
+"""The ops the catalogue can name, by name.
+
+`register_op` adds an op written against the protocol in base.py (a team's own
+fused op, or a test's); the built-in ones are always there.
+"""
 from __future__ import annotations
 
 from types import MappingProxyType
 from typing import Mapping
 
-from .base import Op
+from .base import Op, ProductSumOp, TensorSpec
 from .conv import ConvOp, ConvParams
 from .gemm import GemmOp, GemmParams
 
-OPS: Mapping[str, Op] = MappingProxyType({op.name: op for op in (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp())})
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp())
+_REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
+OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 
-__all__ = ["OPS", "Op", "ConvOp", "ConvParams", "GemmOp", "GemmParams"]
+
+def register_op(op: Op) -> None:
+    """Make `op` nameable in catalogues and problems; a name already taken is a ValueError."""
+    if not isinstance(op, Op):
+        raise TypeError(f"expected an Op, got {type(op).__name__}")
+    if op.name in _REGISTRY:
+        raise ValueError(f"an op named {op.name!r} is already registered")
+    _REGISTRY[op.name] = op
+
+
+def unregister_op(name: str) -> None:
+    """Remove an op `register_op` added (built-in ops stay)."""
+    if any(op.name == name for op in _BUILT_IN):
+        raise ValueError(f"{name!r} is a built-in op")
+    _REGISTRY.pop(name, None)
+
+
+__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "ConvOp", "ConvParams", "GemmOp", "GemmParams",
+           "register_op", "unregister_op"]

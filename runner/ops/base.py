@@ -1,5 +1,19 @@
 """What every op offers the runner: its catalogue parameters, its tensors'
-logical shapes, how layouts store them, how a kernel is called, and its cost.
+logical shapes, how layouts store them, how a kernel is called, its float64
+reference, its per-element error bound, and its cost.
+
+The protocol, in the order a case uses it:
+
+    parse_params      catalogue table -> the op's frozen params dataclass: shapes
+                      and any option that is not a shape (a mask, a scale)
+    input_shapes      named inputs, in drawing order
+    outputs           named outputs, each with its logical shape and format
+                      (several for ops such as attention's (O, LSE); integer
+                      formats for integer ops); the first is the primary one
+    arrange / call    how a layout stores each input, how a kernel is called
+    reference         each output in float64 from the float64 inputs
+    error_bound       each output's bound, composed of runner.bound's pieces
+    reduction_size, flops
 
 An op is stateless; a problem's parameters live in the op's own frozen
 params dataclass, which checks its invariants when it is built.
@@ -12,6 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -21,6 +36,14 @@ if TYPE_CHECKING:
     import torch
 
 Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor of the problem: logical shape and format name (f32, f16, bf16, i32, ...)."""
+
+    shape: Shape
+    dtype: str
 
 
 class Op(ABC):
@@ -65,7 +88,19 @@ class Op(ABC):
         """Logical shapes of the kernel's inputs, in the order they are drawn."""
 
     @abstractmethod
-    def output_shape(self, params: Any, direction: str) -> Shape: ...
+    def output_shape(self, params: Any, direction: str) -> Shape:
+        """Logical shape of the primary output."""
+
+    def output_names(self, params: Any, direction: str) -> tuple[str, ...]:
+        """The kernel's outputs, in the order it returns them; the first is the primary one."""
+        return ("out",)
+
+    def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
+        """Every output's logical shape and format. By default one output in the case's output format."""
+        from ..dtypes import output_dtype_name
+
+        (name,) = self.output_names(params, direction)
+        return {name: TensorSpec(self.output_shape(params, direction), output_dtype_name(dtype))}
 
     @abstractmethod
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
@@ -89,6 +124,45 @@ class Op(ABC):
     def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: Any,
              tensors: Mapping[str, torch.Tensor]) -> Any:
         """Call a kernel the way the contract says (positional tensors, keyword geometry)."""
+
+    # -- reference and bound ------------------------------------------------------
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Every output in float64 from the float64 inputs, on their device.
+
+        By default torch's own kernel run on float64 tensors (exact to float64
+        for the product-sum ops); an op whose torch kernel cannot run in float64
+        overrides this.
+        """
+        result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
+        return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> Mapping[str, Any]:
+        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces."""
+        raise ProblemError("bound_ratio", None, f"op {self.name} has no error model: choose other metrics")
+
+
+class ProductSumOp(Op):
+    """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> Mapping[str, Any]:
+        from ..bound import product_sum_bound
+
+        return {problem.primary_output: product_sum_bound(problem, inputs64)}
+
+
+def named_outputs(names: Sequence[str], result: Any, error: Callable[[str], Exception]) -> dict[str, Any]:
+    """A kernel's result as {output name: value}: one output may come bare, several as a tuple or list in
+    `names` order, or as a mapping by name. Anything else raises error(explanation)."""
+    if isinstance(result, Mapping):
+        if set(result) != set(names):
+            raise error(f"returned outputs {sorted(map(str, result))}, expected {list(names)}")
+        return {name: result[name] for name in names}
+    if len(names) == 1:
+        return {names[0]: result}  # whatever it is: the output's own check names what is wrong
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        got = f"a {type(result).__name__} of {len(result)}" if isinstance(result, (tuple, list)) else type(result).__name__
+        raise error(f"returned {got}, expected a tuple of {len(names)} tensors ({', '.join(names)})")
+    return dict(zip(names, result))
 
 
 def frozen_mapping(d: Mapping[str, Any]) -> Mapping[str, Any]:

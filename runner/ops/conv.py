@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ProblemError
-from .base import Op, Shape, frozen_mapping, int_tuple, require_int
+from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
 
 if TYPE_CHECKING:
     import torch
@@ -118,7 +118,7 @@ class ConvParams:
                 f"stride={dims(self.stride)} pad={dims(self.pad)} dilation={dims(self.dilation)} groups={self.groups}")
 
 
-class ConvOp(Op):
+class ConvOp(ProductSumOp):
     directions = CONV_DIRECTIONS
     layouts = CONV_LAYOUTS
 
@@ -160,6 +160,9 @@ class ConvOp(Op):
 
     def output_shape(self, params: ConvParams, direction: str) -> Shape:
         return {"fwd": params.y_shape, "bwd_data": params.x_shape, "bwd_weight": params.w_shape}[direction]
+
+    def output_names(self, params: ConvParams, direction: str) -> tuple[str, ...]:
+        return ({"fwd": "y", "bwd_data": "dx", "bwd_weight": "dw"}[direction],)
 
     def reduction_size(self, params: ConvParams, direction: str) -> int:
         window = math.prod(params.kernel)

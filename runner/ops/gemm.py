@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .base import Op, Shape, frozen_mapping, require_int
+from .base import ProductSumOp, Shape, frozen_mapping, require_int
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +61,7 @@ class GemmParams:
         return f"m={self.m} n={self.n} k={self.k}" + (f" batch={self.batch}" if self.batch else "")
 
 
-class GemmOp(Op):
+class GemmOp(ProductSumOp):
     name = "gemm"
     directions = ("fwd",)
     layouts = GEMM_LAYOUTS
@@ -84,6 +84,9 @@ class GemmOp(Op):
 
     def output_shape(self, params: GemmParams, direction: str) -> Shape:
         return params.c_shape
+
+    def output_names(self, params: GemmParams, direction: str) -> tuple[str, ...]:
+        return ("c",)
 
     def reduction_size(self, params: GemmParams, direction: str) -> int:
         return params.k

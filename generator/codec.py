@@ -1,0 +1,74 @@
+"""How cases are written into a generated test module and read back: one codec.
+
+A module lists shared tables once, then one compact row per case (compiling a
+module with a full dict per case took seconds for 10,000 cases, and bytecode
+caching is often off):
+
+    CONFIGS   config name -> {"params", "location", "markers"}  (the catalogue's own markers)
+    RANGES    range name -> (low, high)
+    SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound"}  (options as catalogue tables)
+    rows      (case id, seed, settings name, PR reason or None, flops, bytes needed, reduction size)
+
+`decode(encode(cases), impl)` gives back the same cases (tested), so the
+generated suite runs exactly what `gen` expanded.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from e2egen.generator.case_id import CaseId
+from e2egen.generator.cases import Case, case_markers
+from e2egen.runner.options import BoundModel, ReferenceOptions
+
+ROW_FIELDS = ("id", "seed", "settings", "pr_reason", "flops", "bytes_needed", "reduction_size")
+
+
+def encode(cases: Sequence[Case]) -> dict[str, Any]:
+    """The tables and rows of one module (cases of one suite, sharing impl)."""
+    configs: dict[str, Any] = {}
+    ranges: dict[str, tuple[float, float]] = {}
+    settings: dict[str, Any] = {}
+    settings_names: dict[str, str] = {}
+    rows = []
+    for case in cases:
+        config = configs.setdefault(case.config, {"params": dict(case.params), "location": case.location, "markers": []})
+        # A catalogue marker named like an axis value is dropped from the cases that have that value: the
+        # union over the config's cases gives every case its own back.
+        config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
+        ranges.setdefault(case.range, (case.lo, case.hi))
+        entry = {"tolerances": dict(case.tolerances), "reference": case.reference.to_catalogue(),
+                 "bound": case.bound.to_catalogue() if case.bound is not None else None}
+        key = json.dumps(entry, sort_keys=True)
+        if key not in settings_names:
+            settings_names[key] = f"s{len(settings_names)}"
+            settings[settings_names[key]] = entry
+        rows.append((case.id, case.seed, settings_names[key], case.pr_reason if case.pr else None,
+                     case.flops, case.bytes_needed, case.reduction_size))
+    return {"configs": configs, "ranges": ranges, "settings": settings, "rows": rows}
+
+
+def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
+    """The cases of a module from its tables (keys as `encode` writes them, upper- or lower-case)."""
+    configs, ranges, settings = (_table(tables, name) for name in ("configs", "ranges", "settings"))
+    cases = []
+    for row in _table(tables, "rows"):
+        values = dict(zip(ROW_FIELDS, row))
+        key = CaseId.parse(values["id"])
+        config, entry = configs[key.config], settings[values["settings"]]
+        lo, hi = ranges[key.range]
+        pr = values["pr_reason"] is not None
+        cases.append(Case(
+            suite=key.suite, op=key.op, config=key.config, direction=key.direction, dtype=key.dtype,
+            layout=key.layout, range=key.range, lo=lo, hi=hi, params=config["params"], seed=values["seed"],
+            tolerances=entry["tolerances"], reference=ReferenceOptions.from_catalogue(entry["reference"]),
+            bound=BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None,
+            impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
+            flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
+            location=config["location"],
+        ))
+    return cases
+
+
+def _table(tables: Mapping[str, Any], name: str) -> Any:
+    return tables[name] if name in tables else tables[name.upper()]

@@ -1,0 +1,147 @@
+"""The options a case carries besides its problem: how its reference is
+computed (`ReferenceOptions`) and which rounding-error model bounds it
+(`BoundModel`).
+
+Each is a small frozen, torch-free dataclass that lists its catalogue keys
+once (`KEYS`): the catalogue loader validates its `[reference]` and `[bound]`
+tables against them, expansion builds the dataclass from the resolved table,
+and the generated suite writes and reads it back through `to_catalogue` /
+`from_catalogue`. No other module spells these keys, their kinds or their
+defaults.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from .errors import ProblemError
+from .ops.base import is_int
+
+ACCUMULATORS = ("f32", "f16", "bf16")
+REFERENCE_DEVICES = ("cpu", "device")
+
+
+@dataclass(frozen=True)
+class OptionKey:
+    """One catalogue key of an options table: its attribute, kind and (for "choice") choices.
+
+    kinds: "bool"; "choice" (one of `choices`); "count" (an integer >= 0);
+    "positive" (a finite number > 0); "nonnegative" (a finite number >= 0).
+    """
+
+    name: str
+    attribute: str
+    kind: str
+    choices: tuple[str, ...] = ()
+    what: str = ""  # how a message names the value ("accumulator type"); the key when empty
+
+
+def check_option(table: str, key: OptionKey, value: Any) -> Any:
+    """`value` if it is valid for `key`, else ProblemError naming `table.key`, the value and what is valid."""
+    path = f"{table}.{key.name}"
+    if key.kind == "bool":
+        if not isinstance(value, bool):
+            raise ProblemError(path, value, f"expected true or false, got {value!r}")
+    elif key.kind == "choice":
+        if value not in key.choices:
+            raise ProblemError.unknown(path, value, key.choices, what=key.what or key.name)
+    elif key.kind == "count":
+        if not is_int(value) or value < 0:
+            raise ProblemError(path, value, f"expected 0 (off) or a positive integer, got {value!r}")
+    else:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if key.kind == "positive" and not (number and value > 0):
+            raise ProblemError(path, value, f"expected a positive number, got {value!r}")
+        if key.kind == "nonnegative" and not (number and value >= 0):
+            raise ProblemError(path, value, f"expected a number >= 0, got {value!r}")
+    return value
+
+
+class CatalogueOptions:
+    """What an options dataclass shares: its table name, keys, and the catalogue round trip."""
+
+    TABLE: ClassVar[str]
+    KEYS: ClassVar[tuple[OptionKey, ...]]
+
+    def __post_init__(self) -> None:
+        for key in self.KEYS:
+            check_option(self.TABLE, key, getattr(self, key.attribute))
+
+    @classmethod
+    def key(cls, name: str) -> OptionKey:
+        return next(k for k in cls.KEYS if k.name == name)
+
+    @classmethod
+    def catalogue_keys(cls) -> tuple[str, ...]:
+        return tuple(k.name for k in cls.KEYS)
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The catalogue form of the default options."""
+        return cls().to_catalogue()
+
+    @classmethod
+    def from_catalogue(cls, table: Mapping[str, Any]):
+        """Options from a (resolved) catalogue table; keys left out take their defaults."""
+        unknown = [name for name in table if name not in cls.catalogue_keys()]
+        if unknown:
+            raise ProblemError.unknown(f"{cls.TABLE}.{unknown[0]}", unknown[0], cls.catalogue_keys(), what=f"{cls.TABLE} key")
+        return cls(**{cls.key(name).attribute: value for name, value in table.items()})
+
+    def to_catalogue(self) -> dict[str, Any]:
+        """The catalogue table (every key, in KEYS order): round-trips through from_catalogue."""
+        return {k.name: getattr(self, k.attribute) for k in self.KEYS}
+
+    def changed(self) -> dict[str, Any]:
+        """The catalogue keys whose value differs from the default."""
+        default = type(self)()
+        return {k.name: getattr(self, k.attribute) for k in self.KEYS if getattr(self, k.attribute) != getattr(default, k.attribute)}
+
+
+@dataclass(frozen=True)
+class ReferenceOptions(CatalogueOptions):
+    """How the float64 reference is computed (see reference.py for what each variant models)."""
+
+    device: str = "cpu"  # "cpu" or "device" (the device the kernel runs on)
+    ftz: bool = False
+    accumulate: int = 0  # 0: off; k > 0: chunks of k products
+    round_output: bool = False
+
+    TABLE: ClassVar[str] = "reference"
+    KEYS: ClassVar[tuple[OptionKey, ...]] = (
+        OptionKey("device", "device", "choice", REFERENCE_DEVICES, "reference device"),
+        OptionKey("ftz", "ftz", "bool"),
+        OptionKey("accumulate", "accumulate", "count"),
+        OptionKey("round_output", "round_output", "bool"),
+    )
+
+
+@dataclass(frozen=True)
+class BoundModel(CatalogueOptions):
+    """The rounding-error model of the per-element bound (see bound.py for the formula).
+
+    lam: the safety factor on the probabilistic term (catalogue key `lambda`);
+    acc: the accumulator's format; strict: worst-case growth K instead of
+    sqrt(K); c_out: output ulps allowed for the final rounding.
+    """
+
+    lam: float = 5.0
+    acc: str = "f32"
+    strict: bool = False
+    c_out: float = 1.0
+
+    TABLE: ClassVar[str] = "bound"
+    KEYS: ClassVar[tuple[OptionKey, ...]] = (
+        OptionKey("lambda", "lam", "positive"),
+        OptionKey("acc", "acc", "choice", ACCUMULATORS, "accumulator type"),
+        OptionKey("strict", "strict", "bool"),
+        OptionKey("c_out", "c_out", "nonnegative"),
+    )
+
+    def describe(self) -> str:
+        return f"acc {self.acc}, lambda {self.lam:g}" + (", strict" if self.strict else "") + (
+            f", c_out {self.c_out:g}" if self.c_out != 1.0 else "")
+
+
+OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel}

@@ -13,11 +13,12 @@ import fnmatch
 from typing import TYPE_CHECKING, Callable
 
 from e2egen.errors import UserError
+from e2egen.generator.case_id import PARTS
 
 if TYPE_CHECKING:
     from e2egen.generator.cases import Case
 
-FILTER_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range", "pr")
+FILTER_AXES = (*PARTS, "pr")  # every part of a case id, and whether the case is in the PR subset
 
 
 class FilterError(UserError):

@@ -41,6 +41,11 @@ class CaseId:
         return cls(*parts)
 
     @property
+    def without_range(self) -> str:
+        """The id less its range: one problem, whatever range its inputs are drawn from (studies draw their own)."""
+        return SEPARATOR.join(astuple(self)[:-1])
+
+    @property
     def axes(self) -> dict[str, str]:
         """The axis values a filter or an exclude can match: config, dtype, direction, layout, range."""
         return {"config": self.config, "dtype": self.dtype, "direction": self.direction, "layout": self.layout,

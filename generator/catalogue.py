@@ -12,9 +12,10 @@ from typing import Any, Mapping
 
 from e2egen.generator.errors import Location
 
-AXES = ("dtypes", "directions", "layouts", "ranges")
-# Singular form of each axis, as it appears on a case.
+# A suite's axes (plural, as the catalogue lists their values) and each one's
+# singular name, as it appears in a case id (CaseId) and on a case.
 AXIS_OF_CASE = {"dtypes": "dtype", "directions": "direction", "layouts": "layout", "ranges": "range", "configs": "config"}
+AXES = tuple(axis for axis in AXIS_OF_CASE if axis != "configs")
 
 
 def module_slug(suite_name: str) -> str:

@@ -1,14 +1,16 @@
 """The keys a catalogue may use at each level, and the values each accepts."""
 from __future__ import annotations
 
+from e2egen.generator.catalogue import AXES
+
 TOP_KEYS = ("seed", "pr_selection", "ranges", "tolerances", "reference", "bound", "suite")
 SUITE_KEYS = (
     "name", "description", "op", "dtypes", "directions", "layouts", "ranges",
     "config", "exclude", "tolerances", "reference", "bound", "impl", "markers", "pr",
 )
 CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "markers", "pr")
-SUITE_EXCLUDE_KEYS = ("configs", "dtypes", "directions", "layouts", "ranges")
-CONFIG_EXCLUDE_KEYS = ("dtypes", "directions", "layouts", "ranges")
+CONFIG_EXCLUDE_KEYS = AXES  # an exclude names suite axes; a suite's may also name configs
+SUITE_EXCLUDE_KEYS = ("configs", *AXES)
 
 # The keys, kinds and defaults of the [reference] and [bound] tables live with
 # their dataclasses: e2egen.runner.options (ReferenceOptions, BoundModel).

@@ -470,6 +470,7 @@ def summary(calibration: Calibration) -> str:
 def apply_changes(text: str, catalogue: Catalogue, changes: Iterable[Change]) -> str:
     """The catalogue text with the changes made by tomlkit: everything else byte for byte."""
     import tomlkit
+    from tomlkit.container import OutOfOrderTableProxy
     from tomlkit.items import InlineTable, Integer
 
     doc = tomlkit.parse(text)
@@ -510,6 +511,10 @@ def apply_changes(text: str, catalogue: Catalogue, changes: Iterable[Change]) ->
             new_table.trivia.indent, new_table.trivia.comment_ws = container.trivia.indent, container.trivia.comment_ws
             new_table.trivia.comment, new_table.trivia.trail = container.trivia.comment, container.trivia.trail
             parent[parent_key] = new_table
+        elif isinstance(container, OutOfOrderTableProxy):
+            # A table written in pieces across the file ([tolerances.f16] ... [tolerances.f16.bwd_data]) has no
+            # append; assignment adds the key to its first piece.
+            container[tomlkit.key(rest) if len(rest) > 1 else rest[0]] = value
         elif len(rest) > 1:
             container.append(tomlkit.key(rest), value)
         else:

@@ -29,13 +29,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from e2egen.generator.case_id import PARTS
 from e2egen.generator.cases import Case
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.evidence import Evidence
 from e2egen.nightly.shard import PER_CASE_FLOPS
 from e2egen.nightly.store import Store
 
-VALUE_AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range")
+VALUE_AXES = PARTS
 PAIR_AXES = ("op", "dtype", "direction", "layout")
 # Seconds per FLOP when the store has no duration on the device. CPU: measured with the shipped
 # catalogue on a 2-core x86 VM (float64 reference and bound included, ~1.5 GFLOP/s end to end);

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from e2egen.generator.case_id import PARTS
+
 FORMAT = 1
 TIMING_KEYS = ("inputs", "kernel", "reference", "bound", "compare")
-AXES = ("suite", "op", "config", "direction", "dtype", "layout", "range")
+AXES = PARTS  # a record carries every part of its case's id
 # Where a case ended: in the test body (call), in pytest's setup or teardown,
 # at collection (its module did not import), in a crashed worker or process,
 # or never started because the pytest process died first.

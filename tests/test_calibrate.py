@@ -176,3 +176,20 @@ def test_positions_match_the_resolution_order():
         < Position(("suite", "g"), "").rank < Position(("suite", "g"), "fwd").rank < Position(("suite", "g"), "f32").rank
     assert Position(("suite", "g"), "f32").matches(case) and not Position(("suite", "h"), "f32").matches(case)
     assert Position(("config", "g", "a"), "f32.fwd").label("rms") == "g/a: tolerances.f32.fwd.rms"
+
+
+def test_write_adds_an_override_to_a_table_written_in_pieces():
+    """[tolerances.f16] and [tolerances.f16.bwd_data] apart in the file: tomlkit gives a proxy with no append."""
+    from e2egen.generator.cases import expand
+    from e2egen.generator.layers import Source
+    from e2egen.generator.loader import parse_catalogue
+    from e2egen.nightly.calibrate import Change, apply_changes
+    from conftest import TINY_CONV, catalogue_text
+
+    text = catalogue_text(TINY_CONV) + "\n[tolerances.f16.bwd_data]\nrms = 2e-3\n"
+    catalogue = parse_catalogue(text, "configs.toml")
+    change = Change(Source(("catalogue",), "f16.bwd_weight"), "rms", None, 5e-3)
+    written = apply_changes(text, catalogue, [change])
+    rms = {(c.dtype, c.direction): c.tolerances["rms"] for c in expand(parse_catalogue(written, "configs.toml"))}
+    assert rms[("f16", "bwd_weight")] == 5e-3 and rms[("f16", "bwd_data")] == 2e-3 and rms[("f16", "fwd")] == 1e-3
+    assert written.startswith(text.split("[tolerances.f16]")[0])  # everything before the edit is kept byte for byte

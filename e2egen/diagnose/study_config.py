@@ -324,7 +324,7 @@ class _Reader(TomlReader):
         for case in all_cases:
             if not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in select) or not matches(case):
                 continue
-            base = case.id.rsplit("/", 1)[0]
+            base = case.key.without_range
             if base not in chosen:
                 chosen[base] = StudyCase(base, case.op, case.direction, case.dtype, case.layout,
                                          {**case.params, **override}, case.impl, case.config, case.location)

@@ -224,3 +224,49 @@ def test_generated_code_names_only_e2egen_modules(tmp_path):
         result = run_cli("gen", str(catalogue), "--out", str(out))
         assert result.returncode == 0, result.stderr
         assert_names_only_e2egen(out)
+
+
+STUDY = """
+title = "namespace check"
+catalogue = "ns.toml"
+rule = { max_eps_diff = 1.0 }
+metrics = ["max_eps_diff", "bound_ratio"]
+
+[ranges]
+r0 = [-1.0, 1.0]
+
+[cases]
+select = ["ns/gemm/m8/fwd/*/nn/*"]
+
+[[variant]]
+name = "original"
+
+[[validation]]
+name = "torch+cpu"
+kernel = "torch"
+reference = "cpu"
+"""
+
+
+def test_nightly_explain_and_study_ignore_a_users_modules(tmp_path):
+    """The issue's other commands, from a directory holding its own metrics.py, runner/, generator/, nightly/."""
+    catalogue = tmp_path / "catalogue" / "ns.toml"
+    catalogue.parent.mkdir()
+    catalogue.write_text(CATALOGUE, encoding="utf-8")
+    (catalogue.parent / "ns-study.toml").write_text(STUDY, encoding="utf-8")
+    user = tmp_path / "user"
+    for name, text in HOSTILE.items():
+        (user / name).parent.mkdir(parents=True, exist_ok=True)
+        (user / name).write_text(text, encoding="utf-8")
+    e2egen = [sys.executable, "-m", "e2egen"]  # -m: the working directory comes first on sys.path
+
+    nightly = run([*e2egen, "nightly", "--catalogue", str(catalogue), "--out", "build/e2e", "--store", "s.sqlite",
+                   "--workers", "0", "--no-progress", "--device", "cpu"], cwd=user)
+    assert nightly.returncode == 1, nightly.stdout + nightly.stderr  # the two tight cases fail, as they should
+    assert "Traceback" not in nightly.stderr and "2 failed" in nightly.stdout + nightly.stderr, nightly.stdout + nightly.stderr
+    explain = run([*e2egen, "explain", FAILING_CASE, "--catalogue", str(catalogue), "--device", "cpu", "--no-search"],
+                  cwd=user)
+    assert explain.returncode == 1 and "Traceback" not in explain.stderr, explain.stdout + explain.stderr
+    study = run([*e2egen, "study", str(catalogue.parent / "ns-study.toml"), "--out", "study", "--device", "cpu"], cwd=user)
+    assert study.returncode == 0, study.stdout + study.stderr
+    assert sorted(p.name for p in user.rglob("IMPORTED-*")) == []

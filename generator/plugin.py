@@ -7,6 +7,9 @@ nightly sweep's recorder) can read it.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 # Case execution (and torch) is imported when a case runs, not at collection.
@@ -17,6 +20,26 @@ def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
     group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
     group.addoption("--global-seed", type=int, default=None, help="derive every case's seed from this global seed instead of the generated one")
+
+
+def pytest_configure(config):
+    share_cpu_threads()
+
+
+def share_cpu_threads() -> None:
+    """Under pytest-xdist, give each worker its share of the CPU's cores for torch's intra-op threads.
+
+    Every worker would otherwise start torch with one thread per core, and N
+    workers on N cores oversubscribe the CPU (`make pr` at -n 2 on 2 cores was
+    slower than -n 0). An OMP_NUM_THREADS the user set wins.
+    """
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = max(1, (os.cpu_count() or 1) // max(1, int(workers)))
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # read by torch when it is imported, at the first case
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
 
 
 def generated_cases(module: dict) -> list:

@@ -198,3 +198,30 @@ def test_the_layering_check_sees_a_wrong_import(tmp_path, monkeypatch):
     names = [name for _, name in imported_names(bad)]
     assert names == ["e2egen.nightly", "e2egen.nightly.recorder", "e2egen", "e2egen.generator", "metrics",
                      "e2egen.nightly.sweep_plugin"]
+
+
+@pytest.mark.parametrize("workers, user_threads", [("2", None), ("64", None), ("2", "3"), (None, None)])
+def test_xdist_workers_share_the_cpu_threads(monkeypatch, workers, user_threads):
+    import os
+
+    import torch
+
+    from e2egen.generator.plugin import share_cpu_threads
+
+    before = torch.get_num_threads()
+    for name, value in (("PYTEST_XDIST_WORKER_COUNT", workers), ("OMP_NUM_THREADS", user_threads)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    try:
+        share_cpu_threads()
+        if workers is None:
+            assert "OMP_NUM_THREADS" not in os.environ and torch.get_num_threads() == before
+        elif user_threads is not None:
+            assert os.environ["OMP_NUM_THREADS"] == user_threads and torch.get_num_threads() == before
+        else:
+            share = max(1, (os.cpu_count() or 1) // int(workers))
+            assert os.environ["OMP_NUM_THREADS"] == str(share) and torch.get_num_threads() == share
+    finally:
+        torch.set_num_threads(before)

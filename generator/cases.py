@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from e2egen.generator import layers
@@ -55,11 +56,12 @@ class Case:
         if self.bound is not None and not isinstance(self.bound, BoundModel):
             raise TypeError(f"Case.bound must be a BoundModel or None, got {type(self.bound).__name__}")
 
-    @property
+    # Cached: ids key every lookup in gen, collection and the sweep (a frozen dataclass still has a __dict__).
+    @cached_property
     def key(self) -> CaseId:
         return CaseId(self.suite, self.op, self.config, self.direction, self.dtype, self.layout, self.range)
 
-    @property
+    @cached_property
     def id(self) -> str:
         return str(self.key)
 

@@ -50,19 +50,23 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
 
 def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
     """The cases of a module from its tables (keys as `encode` writes them, upper- or lower-case)."""
-    configs, ranges, settings = (_table(tables, name) for name in ("configs", "ranges", "settings"))
+    configs, ranges = _table(tables, "configs"), _table(tables, "ranges")
+    # Options are decoded once per settings entry: many cases share one.
+    settings = {name: (entry["tolerances"], ReferenceOptions.from_catalogue(entry["reference"]),
+                       BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None)
+                for name, entry in _table(tables, "settings").items()}
     cases = []
     for row in _table(tables, "rows"):
         values = dict(zip(ROW_FIELDS, row))
         key = CaseId.parse(values["id"])
-        config, entry = configs[key.config], settings[values["settings"]]
+        config = configs[key.config]
+        tolerances, reference, bound = settings[values["settings"]]
         lo, hi = ranges[key.range]
         pr = values["pr_reason"] is not None
         cases.append(Case(
             suite=key.suite, op=key.op, config=key.config, direction=key.direction, dtype=key.dtype,
             layout=key.layout, range=key.range, lo=lo, hi=hi, params=config["params"], seed=values["seed"],
-            tolerances=entry["tolerances"], reference=ReferenceOptions.from_catalogue(entry["reference"]),
-            bound=BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None,
+            tolerances=tolerances, reference=reference, bound=bound,
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
             location=config["location"],

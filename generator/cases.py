@@ -106,44 +106,42 @@ class Case:
         return replace(self, seed=seed)
 
 
-def case_id(suite: Suite, config: Config, direction: str, dtype: str, layout: str, range_name: str) -> str:
-    return str(CaseId(suite.name, suite.op, config.name, direction, dtype, layout, range_name))
-
-
 def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     """Every case of the catalogue, in catalogue order; raises CatalogueError for cases with no metrics."""
     from e2egen import runner
 
     seed = catalogue.seed if global_seed is None else global_seed
     cases, problems = [], []
-    problems_by_shape: dict[tuple, object] = {}  # ranges share a problem's size figures
+    figures_by_shape: dict[tuple, tuple[int, int, int]] = {}  # ranges share a problem's size figures
+    options: dict[tuple, Any] = {}  # many cases resolve to the same options: built once each
     for suite, config, axes in _combinations(catalogue):
         dtype = axes["dtype"]
         levels = (dtype, axes["direction"])
         tolerances = _resolve(levels, catalogue.tolerances, suite.tolerances, config.tolerances)
         tolerances = {k: v for k, v in sorted(tolerances.items()) if v is not False}
-        cid = case_id(suite, config, axes["direction"], dtype, axes["layout"], axes["range"])
+        key = CaseId(suite.name, suite.op, config.name, axes["direction"], dtype, axes["layout"], axes["range"])
+        cid = str(key)
         if not tolerances:
             problems.append(Problem(config.location, cid, f"the case checks no metric: give [tolerances.{dtype}] (or tolerances at the suite or config)"))
             continue
-        reference = ReferenceOptions.from_catalogue(_resolve(levels, catalogue.reference, suite.reference, config.reference))
+        reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
         bound = None
         if "bound_ratio" in tolerances:
-            bound = BoundModel.from_catalogue(_resolve(levels, catalogue.bound, suite.bound, config.bound))
+            bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
         lo, hi = catalogue.ranges[axes["range"]]
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
-        problem = problems_by_shape.get(shape_key)
-        if problem is None:
+        figures = figures_by_shape.get(shape_key)
+        if figures is None:
             problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
-            problems_by_shape[shape_key] = problem
+            figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size))
         pr, pr_reason = _pr(catalogue, suite, config, cid)
         cases.append(Case(
             suite=suite.name, config=config.name, op=suite.op,
             direction=axes["direction"], dtype=dtype, layout=axes["layout"], range=axes["range"], lo=lo, hi=hi,
             params=dict(config.params), seed=derive_seed(seed, cid), tolerances=tolerances,
             reference=reference, bound=bound, impl=suite.impl,
-            markers=_markers(suite, config, axes, pr), pr=pr, pr_reason=pr_reason,
-            flops=int(problem.flops), bytes_needed=int(problem.bytes_needed), reduction_size=int(problem.reduction_size),
+            markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
+            flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
             location=str(config.location),
         ))
     if problems:
@@ -179,9 +177,12 @@ def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[b
     return False, ""
 
 
-def _markers(suite: Suite, config: Config, axes: Mapping[str, str], pr: bool) -> tuple[str, ...]:
-    key = CaseId(suite.name, suite.op, config.name, axes["direction"], axes["dtype"], axes["layout"], axes["range"])
-    return case_markers(key, pr, (*suite.markers, *config.markers))
+def _options(built: dict[tuple, Any], kind: type, table: Mapping[str, Any]) -> Any:
+    """kind.from_catalogue(table), once per distinct table."""
+    key = (kind, tuple(sorted(table.items())))
+    if key not in built:
+        built[key] = kind.from_catalogue(table)
+    return built[key]
 
 
 def case_markers(key: CaseId, pr: bool, catalogue_markers: Iterable[str]) -> tuple[str, ...]:

@@ -14,7 +14,6 @@ generated suite runs exactly what `gen` expanded.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 from e2egen.generator.case_id import CaseId
@@ -29,7 +28,7 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
     configs: dict[str, Any] = {}
     ranges: dict[str, tuple[float, float]] = {}
     settings: dict[str, Any] = {}
-    settings_names: dict[str, str] = {}
+    settings_names: dict[tuple, str] = {}
     rows = []
     for case in cases:
         config = configs.setdefault(case.config, {"params": dict(case.params), "location": case.location, "markers": []})
@@ -37,12 +36,12 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
         # union over the config's cases gives every case its own back.
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
         ranges.setdefault(case.range, (case.lo, case.hi))
-        entry = {"tolerances": dict(case.tolerances), "reference": case.reference.to_catalogue(),
-                 "bound": case.bound.to_catalogue() if case.bound is not None else None}
-        key = json.dumps(entry, sort_keys=True)
+        key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound)  # options are hashable values
         if key not in settings_names:
             settings_names[key] = f"s{len(settings_names)}"
-            settings[settings_names[key]] = entry
+            settings[settings_names[key]] = {
+                "tolerances": dict(case.tolerances), "reference": case.reference.to_catalogue(),
+                "bound": case.bound.to_catalogue() if case.bound is not None else None}
         rows.append((case.id, case.seed, settings_names[key], case.pr_reason if case.pr else None,
                      case.flops, case.bytes_needed, case.reduction_size))
     return {"configs": configs, "ranges": ranges, "settings": settings, "rows": rows}

@@ -1,0 +1,176 @@
+"""What a kernel's arithmetic is, as the probes measure it (torch-free).
+
+One `Arithmetic` per cell (op, direction, dtype, layout) of one kernel on one
+device. Each field is a finding of one probe (probes.py), stated in terms
+that do not depend on the problem's size, so the bound of any case of the
+cell can follow it (runner/bound.py):
+
+inputs            the format the products really see: "exact" (the inputs as
+                  given) or "tf32" / "bf16" / "f16" (the kernel rounds each
+                  input first), with `inputs_rounding` "nearest" or "toward-zero".
+acc_bits          significand bits (with the implicit one) of the narrowest
+                  format a partial sum passes through between distant
+                  products: 53 f64, 24 f32, 11 f16, 8 bf16. `acc_bits_exact`
+                  is false when the probe's range ended first: "at least".
+groups            how the reduction is cut when some partial sums are kept
+                  wider than `acc_bits`: "none"; "taps" (one partial per
+                  kernel tap, as col2im keeps them); "samples" (one per batch
+                  sample); "chunks" (of `group_size` consecutive products in
+                  the documented reduction order, runner/lowering.py).
+partials          "stored": each group's partial is rounded to the accumulator
+                  before it is added (col2im's columns); "running": it is added
+                  at its own width and the running sum rounded.
+inner_bits        significand bits inside a group (0 when groups = "none").
+rounding          the rounding of the result and of accumulation where it
+                  shows: "nearest-even", "nearest-away", "toward-zero", "up",
+                  "down", "faithful" (always a neighbour, no single mode).
+subnormal_inputs  "kept" | "flushed";  subnormal_outputs likewise.
+special_values    "ieee" when NaN and inf propagate as IEEE-754 says, else
+                  what differed ("inf*0 gave 0").
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Mapping
+
+INPUT_FORMATS = ("exact", "tf32", "bf16", "f16")
+ROUNDINGS = ("nearest-even", "nearest-away", "toward-zero", "up", "down", "faithful")
+GROUPINGS = ("none", "taps", "samples", "chunks")
+SUBNORMALS = ("kept", "flushed")
+# Significand bits (the implicit one included) of the formats findings name.
+FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8}
+
+
+def format_of_bits(bits: int, exact: bool = True) -> str:
+    """The named format with that many significand bits ("f32", "f16"...), or "N-bit" / ">= N-bit"."""
+    names = {53: "f64", 24: "f32", 11: "f16", 8: "bf16"}
+    if not exact:
+        return f">= {bits}-bit" if bits not in names or bits < 53 else "f64"
+    return names.get(bits, f"{bits}-bit")
+
+
+@dataclass(frozen=True)
+class CellKey:
+    op: str
+    direction: str
+    dtype: str
+    layout: str
+
+    def __str__(self) -> str:
+        return f"{self.op}/{self.direction}/{self.dtype}/{self.layout}"
+
+    @classmethod
+    def parse(cls, text: str) -> "CellKey":
+        parts = text.split("/")
+        if len(parts) != 4 or not all(parts):
+            raise ValueError(f"a cell is op/direction/dtype/layout, got {text!r}")
+        return cls(*parts)
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    inputs: str = "exact"
+    inputs_rounding: str = "nearest"
+    acc_bits: int = 24
+    acc_bits_exact: bool = True
+    groups: str = "none"
+    group_size: int = 0
+    partials: str = "stored"
+    inner_bits: int = 0
+    rounding: str = "nearest-even"
+    subnormal_inputs: str = "kept"
+    subnormal_outputs: str = "kept"
+    special_values: str = "ieee"
+    probed_with: str = ""  # the problem the probes ran on
+    notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but no hypothesis explained
+
+    def __post_init__(self) -> None:
+        for name, choices in (("inputs", INPUT_FORMATS), ("rounding", ROUNDINGS), ("groups", GROUPINGS),
+                              ("subnormal_inputs", SUBNORMALS), ("subnormal_outputs", SUBNORMALS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} = {getattr(self, name)!r}; valid: {', '.join(choices)}")
+        if self.partials not in ("stored", "running"):
+            raise ValueError(f"partials = {self.partials!r}; valid: stored, running")
+        if self.inputs_rounding not in ("nearest", "toward-zero"):
+            raise ValueError(f"inputs_rounding = {self.inputs_rounding!r}; valid: nearest, toward-zero")
+
+    # -- what the bound needs ------------------------------------------------------
+    @property
+    def acc_unit_roundoff(self) -> float:
+        return math.ldexp(1.0, -self.acc_bits)
+
+    @property
+    def inner_unit_roundoff(self) -> float:
+        return math.ldexp(1.0, -self.inner_bits) if self.inner_bits else 0.0
+
+    @property
+    def truncates(self) -> bool:
+        """Errors of one sign: the bound grows linearly in the number of roundings."""
+        return self.rounding in ("toward-zero", "up", "down")
+
+    @property
+    def flushes(self) -> bool:
+        return self.subnormal_inputs == "flushed" or self.subnormal_outputs == "flushed"
+
+    def group_count(self, reduction_size: int, samples: int, taps: int) -> int:
+        """Partials the reduction is cut into (1 when not grouped)."""
+        if self.groups == "taps":
+            return max(1, min(taps, reduction_size))
+        if self.groups == "samples":
+            return max(1, min(samples, reduction_size))
+        if self.groups == "chunks" and self.group_size:
+            return max(1, math.ceil(reduction_size / self.group_size))
+        return 1
+
+    # -- words ----------------------------------------------------------------------
+    @property
+    def acc_name(self) -> str:
+        return format_of_bits(self.acc_bits, self.acc_bits_exact)
+
+    def describe_inputs(self) -> str:
+        if self.inputs == "exact":
+            return "products see the inputs as given"
+        how = "" if self.inputs_rounding == "nearest" else " toward zero"
+        return f"products see {self.inputs}-rounded inputs{how}"
+
+    def describe_accumulation(self) -> str:
+        if self.groups == "none":
+            return f"accumulates in {self.acc_name}"
+        part = {"taps": "one partial per kernel tap", "samples": "one partial per sample",
+                "chunks": f"one partial per {self.group_size} products"}[self.groups]
+        return f"{part} in {format_of_bits(self.inner_bits)}, partials added in {self.acc_name}"
+
+    def describe(self) -> str:
+        words = [self.describe_inputs(), self.describe_accumulation(), f"rounds {self.rounding}"]
+        if self.flushes:
+            words.append(f"subnormals: inputs {self.subnormal_inputs}, outputs {self.subnormal_outputs}")
+        if self.special_values != "ieee":
+            words.append(f"special values: {self.special_values}")
+        return "; ".join(words)
+
+    # -- TOML form ------------------------------------------------------------------
+    def to_table(self) -> dict[str, Any]:
+        table = asdict(self)
+        table["notes"] = list(self.notes)
+        return table
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> "Arithmetic":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}")
+        values = dict(table)
+        if "notes" in values:
+            values["notes"] = tuple(values["notes"])
+        return cls(**values)
+
+    def differences(self, other: "Arithmetic") -> list[str]:
+        """The findings that differ ("acc_bits 24 -> 11"), probe bookkeeping left out."""
+        skip = {"probed_with", "notes"}
+        return [f"{f.name} {getattr(self, f.name)!r} -> {getattr(other, f.name)!r}" for f in fields(self)
+                if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
+
+    def with_notes(self, *notes: str) -> "Arithmetic":
+        return replace(self, notes=tuple(self.notes) + tuple(notes))

@@ -1,36 +1,49 @@
 """Per-element rounding-error bounds, composed from pieces.
 
 An op's bound is a sum of pieces, each with its own tested formula, each a
-function of the error model (`BoundModel`: lambda, accumulator, growth,
-output ulps). Ops build their bound from these pieces (`Op.error_bound`);
-the verdict, `explain`, `study` and the evidence scripts all evaluate the
-same objects (under the case's model or any other), so the formula below is
-written once.
+function of the error model (`BoundModel`: lambda, growth, output ulps, and
+the kernel's arithmetic as the probes measured it, runner/arithmetic). Ops
+build their bound from these pieces (`Op.error_bound`); the verdict,
+`explain`, `study` and the evidence scripts all evaluate the same objects
+(under the case's model or any other), so the formula below is written once.
 
-For an output element that sums K products a_i·b_i, computed with inputs in
-the case's format, products accumulated in format `acc` and the result
-stored in the output format T:
+For an output element that sums K products a_i·b_i and stores the result in
+the output format T:
 
-    B = (lam · g(K) · u_acc + u_in) · Σ|a_i·b_i|  +  c_out · ulp_T(ref)
-        └──────── ProductSumError ────────────┘     └─ OutputRounding ─┘
+    B = (u_in + A) · Σ|a_i·b_i|  +  c_out · ulp_T(ref)
+        └─ ProductSumError ──┘     └─ OutputRounding ─┘
 
 Σ|a_i·b_i|  the same op on the absolute values of the inputs, in float64
             (conv(|x|,|w|), conv_input(|w|,|dy|), conv_weight(|x|,|dy|), |a|@|b|).
-g(K)        sqrt(K) by default: rounding errors of a long sum behave like a
-            random walk, so their typical growth is sqrt(K) (Higham & Mary,
-            "A new approach to probabilistic rounding error analysis", 2019);
-            K with strict=True, the worst-case deterministic bound to first
-            order (Higham, Accuracy and Stability of Numerical Algorithms, ch. 3).
-K           problem.reduction_size.
-u_acc       unit roundoff of the accumulator, 2^-(p) for a p-bit significand:
-            f32 2^-24, f16 2^-11, bf16 2^-8 (from the format's bits).
-u_in        2 · 2^-11 for tf32 (the kernel rounds each input of a product to
-            10 mantissa bits, so each product is off by up to two tf32 unit
-            roundoffs), 0 otherwise (the inputs already are in their format).
+u_in        2·u_F when the kernel rounds each input to a narrower format F
+            (tf32, bf16, f16) before multiplying (each product is then off by
+            up to two unit roundoffs of F; four toward zero), 0 when the
+            products see the inputs as given.
+A           the accumulation. With one accumulator of p bits (u = 2^-p):
+                A = G(K) · u
+            With the reduction cut into P partials of L = ceil(K/P) products
+            each (per tap, per sample, per chunk), summed with p_in bits and
+            added with p bits:
+                A = G(L) · u_in_group + G(P') · u       P' = 2P when each
+            partial is rounded before it is added ("stored"), P otherwise.
+G(n)        lam · sqrt(n) by default: rounding errors of a long sum behave
+            like a random walk (Higham & Mary, "A new approach to
+            probabilistic rounding error analysis", 2019); n with strict=True
+            (the first-order worst case, Higham, Accuracy and Stability of
+            Numerical Algorithms, ch. 3); 2n when the kernel rounds toward
+            zero (or up, or down): every error then has one sign and up to a
+            whole ulp, so they add linearly (Fasi et al. found such
+            truncation in NVIDIA tensor cores).
 lam         a safety factor on the probabilistic term (5 by default).
 c_out       output ulps allowed for the final rounding to T (1 by default:
             round to nearest needs 1/2, 1 also accepts faithful rounding).
 ulp_T(ref)  metrics.ulp of the reference in the output format (f32 for tf32).
+
+Where the arithmetic was not measured (an analysis without a device), the
+bound assumes `assumed_arithmetic`: inputs as the dtype says (tf32 rounds
+them), one f32 accumulator rounding to nearest. `bound.acc = "f16"` (or
+another format) replaces the measured accumulator by one flat accumulator of
+that format.
 
 An error within B means "as accurate as the arithmetic allows";
 metrics' bound_ratio = max |ref − out| / B.
@@ -45,36 +58,61 @@ import torch
 
 from e2egen import metrics
 
-from .options import ACCUMULATORS, BoundModel
+from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
+from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-TF32_MANTISSA_BITS = 10  # tf32: 1 sign, 8 exponent, 10 mantissa bits
-
 __all__ = ["ACCUMULATORS", "BoundModel", "ErrorBound", "OutputRounding", "ProductSumError", "SumOfBounds",
-           "compute_bound", "error_bounds", "growth", "input_rounding", "magnitude", "product_sum_bound", "product_sum_parts",
-           "relative_factor", "unit_roundoff"]
+           "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
+           "magnitude", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
 
 
 # -- the model's numbers ------------------------------------------------------------
 def unit_roundoff(fmt: str) -> float:
-    """Half the gap between 1 and the next value of the format."""
-    if fmt == "tf32":
-        return math.ldexp(1.0, -(TF32_MANTISSA_BITS + 1))
-    return metrics.get_format(fmt).eps / 2
+    """Half the gap between 1 and the next value of the format (2^-p for p significand bits)."""
+    return math.ldexp(1.0, -FORMAT_BITS[fmt])
 
 
-def input_rounding(dtype: str) -> float:
-    """Relative error of a product whose inputs the kernel rounds itself (tf32 only)."""
-    return 2 * unit_roundoff("tf32") if dtype == "tf32" else 0.0
+def input_rounding(arithmetic: Arithmetic) -> float:
+    """Relative error of a product whose two inputs the kernel rounds itself (0 when it uses them as given)."""
+    if arithmetic.inputs == "exact":
+        return 0.0
+    per_input = unit_roundoff(arithmetic.inputs) * (2 if arithmetic.inputs_rounding == "toward-zero" else 1)
+    return 2 * per_input
 
 
-def growth(reduction_size: int, strict: bool) -> float:
-    return float(reduction_size) if strict else math.sqrt(reduction_size)
+def growth(count: int, strict: bool, lam: float = 1.0, truncates: bool = False) -> float:
+    """G(n): how the errors of n roundings add up."""
+    if truncates:
+        return 2.0 * count
+    if strict:
+        return float(count)
+    return lam * math.sqrt(count)
 
 
-def product_sum_factor(reduction_size: int, dtype: str, model: BoundModel) -> float:
-    """lam · g(K) · u_acc + u_in: the multiplier of Σ|a_i·b_i|."""
-    return model.lam * growth(reduction_size, model.strict) * unit_roundoff(model.acc) + input_rounding(dtype)
+def effective_arithmetic(model: BoundModel, dtype: str) -> Arithmetic:
+    """The arithmetic the bound follows: the measured one, else the dtype's assumed one; `acc` overrides."""
+    base = model.arithmetic or assumed_arithmetic(dtype)
+    return base if model.acc == MEASURED else with_accumulator(base, model.acc)
+
+
+def accumulation_factor(reduction_size: int, samples: int, taps: int, arithmetic: Arithmetic, model: BoundModel) -> float:
+    """A: the relative error the accumulation of K products adds, per the arithmetic's structure."""
+    def g(count: int) -> float:
+        return growth(count, model.strict, model.lam, arithmetic.truncates)
+
+    partials = arithmetic.group_count(reduction_size, samples, taps)
+    if arithmetic.groups == "none":
+        return g(reduction_size) * arithmetic.acc_unit_roundoff
+    per_partial = math.ceil(reduction_size / partials)
+    roundings = 2 * partials if arithmetic.partials == "stored" else partials
+    return g(per_partial) * arithmetic.inner_unit_roundoff + g(roundings) * arithmetic.acc_unit_roundoff
+
+
+def product_sum_factor(reduction_size: int, dtype: str, model: BoundModel, samples: int = 1, taps: int = 1) -> float:
+    """u_in + A: the multiplier of Σ|a_i·b_i|."""
+    arithmetic = effective_arithmetic(model, dtype)
+    return input_rounding(arithmetic) + accumulation_factor(reduction_size, samples, taps, arithmetic, model)
 
 
 # -- pieces --------------------------------------------------------------------------
@@ -89,14 +127,16 @@ class ErrorBound(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class ProductSumError:
-    """The error of summing `reduction_size` products per element: (lam·g(K)·u_acc + u_in)·Σ|a·b|."""
+    """The error of summing `reduction_size` products per element: (u_in + A)·Σ|a·b|."""
 
     magnitude: torch.Tensor  # Σ|a_i·b_i| per element, float64
     reduction_size: int
-    dtype: str  # the case's dtype (tf32 adds the input rounding term)
+    dtype: str  # the case's dtype (what the arithmetic is assumed to be where it was not measured)
+    samples: int = 1  # per-sample partials a kernel may keep (conv bwd_weight: N)
+    taps: int = 1  # per-tap partials a kernel may keep (conv fwd / bwd_data: the window)
 
     def factor(self, model: BoundModel) -> float:
-        return product_sum_factor(self.reduction_size, self.dtype, model)
+        return product_sum_factor(self.reduction_size, self.dtype, model, self.samples, self.taps)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         return self.magnitude * self.factor(model)
@@ -146,12 +186,15 @@ def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) ->
 
 def product_sum_parts(problem: Problem, terms: torch.Tensor) -> SumOfBounds:
     """The product-sum bound for given Σ|a·b| (all elements, or a sample of them)."""
-    return SumOfBounds((ProductSumError(terms, problem.reduction_size, problem.dtype), OutputRounding(problem.out_dtype)))
+    samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
+    return SumOfBounds((ProductSumError(terms, problem.reduction_size, problem.dtype, samples, taps),
+                        OutputRounding(problem.out_dtype)))
 
 
 def relative_factor(problem: Problem, model: BoundModel) -> float:
-    """lam · g(K) · u_acc + u_in for a product-sum problem."""
-    return product_sum_factor(problem.reduction_size, problem.dtype, model)
+    """u_in + A for a product-sum problem."""
+    samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
+    return product_sum_factor(problem.reduction_size, problem.dtype, model, samples, taps)
 
 
 # -- entry points -------------------------------------------------------------------

@@ -15,10 +15,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
+from .arithmetic.model import Arithmetic
 from .errors import ProblemError
 from .ops.base import is_int
 
 ACCUMULATORS = ("f32", "f16", "bf16")
+MEASURED = "measured"  # bound.acc: follow the kernel's measured arithmetic (runner/arithmetic)
 REFERENCE_DEVICES = ("cpu", "device")
 
 
@@ -122,26 +124,35 @@ class BoundModel(CatalogueOptions):
     """The rounding-error model of the per-element bound (see bound.py for the formula).
 
     lam: the safety factor on the probabilistic term (catalogue key `lambda`);
-    acc: the accumulator's format; strict: worst-case growth K instead of
-    sqrt(K); c_out: output ulps allowed for the final rounding.
+    acc: "measured" (the kernel's arithmetic as the probes found it) or a
+    format that overrides the measured accumulator; strict: worst-case growth
+    K instead of sqrt(K); c_out: output ulps allowed for the final rounding.
+    arithmetic: the measured findings (not a catalogue key: the run sets it).
     """
 
     lam: float = 5.0
-    acc: str = "f32"
+    acc: str = MEASURED
     strict: bool = False
     c_out: float = 1.0
+    arithmetic: Arithmetic | None = None
 
     TABLE: ClassVar[str] = "bound"
     KEYS: ClassVar[tuple[OptionKey, ...]] = (
         OptionKey("lambda", "lam", "positive"),
-        OptionKey("acc", "acc", "choice", ACCUMULATORS, "accumulator type"),
+        OptionKey("acc", "acc", "choice", (MEASURED, *ACCUMULATORS), "accumulator type"),
         OptionKey("strict", "strict", "bool"),
         OptionKey("c_out", "c_out", "nonnegative"),
     )
 
     def describe(self) -> str:
-        return f"acc {self.acc}, lambda {self.lam:g}" + (", strict" if self.strict else "") + (
+        acc = f"acc {self.acc}" if self.acc != MEASURED or self.arithmetic is None else self.arithmetic.describe_accumulation()
+        return f"{acc}, lambda {self.lam:g}" + (", strict" if self.strict else "") + (
             f", c_out {self.c_out:g}" if self.c_out != 1.0 else "")
+
+    def with_arithmetic(self, arithmetic: Arithmetic | None) -> "BoundModel":
+        from dataclasses import replace
+
+        return replace(self, arithmetic=arithmetic)
 
 
 OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel}

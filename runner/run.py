@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import torch
 
+from .arithmetic.lookup import Measured, measured_arithmetic
 from .bound import BoundModel, ErrorBound, error_bounds
 from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
 from .errors import KernelFailure, Skip
@@ -43,7 +44,8 @@ class RunResult:
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds: inputs, kernel, reference, bound
     kernel_timing: KernelTiming | None = None
     impl: str = TORCH_IMPL
-    reference: ReferenceOptions = ReferenceOptions()
+    reference: ReferenceOptions = ReferenceOptions()  # as applied: ftz is on where the kernel flushes subnormals
+    arithmetic: Measured | None = None  # the kernel's measured arithmetic, which the bound followed
 
     @property
     def primary(self) -> OutputResult:
@@ -68,14 +70,30 @@ class RunResult:
 
 def run(problem: Problem, *, impl: str | None = None, device: str | torch.device | None = None,
         reference: ReferenceOptions = ReferenceOptions(), bound: BoundModel | None = None,
-        timing: TimingOptions | None = None) -> RunResult:
-    """Run one problem; raises Skip (missing capability), KernelFailure, ImplError."""
+        timing: TimingOptions | None = None, measure: bool | None = None) -> RunResult:
+    """Run one problem; raises Skip (missing capability), KernelFailure, ImplError.
+
+    measure: look up (or probe) the kernel's arithmetic; by default when there is a bound to follow it.
+    The bound then follows it, and a kernel that flushes subnormals gets a flushing reference.
+    """
     dev = select_device(device)
     kernel = resolve_impl(problem.op, problem.direction, impl)
     label = impl or TORCH_IMPL
     ref_device = dev if reference.device == "device" else _CPU
     _require_capabilities(problem, dev, ref_device, reference, bound)
     timings: dict[str, float] = {}
+
+    measured = None
+    if measure or (measure is None and bound is not None):
+        started = time.perf_counter()
+        with tf32_mode(problem.dtype == "tf32"):
+            measured = measured_arithmetic(problem, kernel, dev, label)
+        if measured.probed_now:
+            timings["probes"] = time.perf_counter() - started
+        if bound is not None:
+            bound = bound.with_arithmetic(measured.arithmetic)
+        if measured.arithmetic.flushes and not reference.ftz:
+            reference = replace(reference, ftz=True)
 
     started = time.perf_counter()
     inputs = generate_inputs(problem)
@@ -110,7 +128,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     results = {name: OutputResult(name, out[name], ref.values[name], specs[name].dtype, bounds.get(name), parts.get(name))
                for name in problem.output_names}
     return RunResult(problem=problem, outputs=results, device=device_name(dev), timings=timings,
-                     kernel_timing=kernel_timing, impl=label, reference=reference)
+                     kernel_timing=kernel_timing, impl=label, reference=reference, arithmetic=measured)
 
 
 def _time(problem: Problem, kernel, tensors, dev: torch.device, options: TimingOptions, label: str) -> KernelTiming:

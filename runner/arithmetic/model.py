@@ -52,19 +52,24 @@ def format_of_bits(bits: int, exact: bool = True) -> str:
 
 @dataclass(frozen=True)
 class CellKey:
+    """What one set of findings covers: op, direction, dtype, layout and the op's shape class
+    (Op.shape_class: e.g. a conv's "1x1" or "window-strided"; empty when one class covers every shape)."""
+
     op: str
     direction: str
     dtype: str
     layout: str
+    shape: str = ""
 
     def __str__(self) -> str:
-        return f"{self.op}/{self.direction}/{self.dtype}/{self.layout}"
+        parts = [self.op, self.direction, self.dtype, self.layout] + ([self.shape] if self.shape else [])
+        return "/".join(parts)
 
     @classmethod
     def parse(cls, text: str) -> "CellKey":
         parts = text.split("/")
-        if len(parts) != 4 or not all(parts):
-            raise ValueError(f"a cell is op/direction/dtype/layout, got {text!r}")
+        if len(parts) not in (4, 5) or not all(parts):
+            raise ValueError(f"a cell is op/direction/dtype/layout[/shape class], got {text!r}")
         return cls(*parts)
 
 
@@ -174,3 +179,15 @@ class Arithmetic:
 
     def with_notes(self, *notes: str) -> "Arithmetic":
         return replace(self, notes=tuple(self.notes) + tuple(notes))
+
+
+def assumed_arithmetic(dtype: str) -> Arithmetic:
+    """What the bound assumes where nothing was measured: inputs as the dtype says (a tf32 kernel rounds
+    them to tf32), one f32 accumulator rounding to nearest."""
+    return Arithmetic(inputs="tf32" if dtype == "tf32" else "exact", probed_with="(assumed, not measured)")
+
+
+def with_accumulator(arithmetic: Arithmetic, fmt: str) -> Arithmetic:
+    """The same inputs and rounding, one flat accumulator of format `fmt` (a catalogue's `bound.acc`)."""
+    return replace(arithmetic, acc_bits=FORMAT_BITS[fmt], acc_bits_exact=True, groups="none", group_size=0,
+                   inner_bits=0, partials="stored")

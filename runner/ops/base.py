@@ -149,6 +149,19 @@ class ProductSumOp(Op):
 
         return {problem.primary_output: product_sum_bound(problem, inputs64)}
 
+    # -- arithmetic probes (runner/arithmetic) --------------------------------
+    def reduction_parts(self, params: Any, direction: str) -> tuple[int, int]:
+        """(samples, taps): into how many per-sample or per-tap partials a kernel may cut the reduction."""
+        return 1, 1
+
+    def shape_class(self, params: Any, direction: str) -> str:
+        """The geometry a kernel may pick its algorithm by ("" when one class covers every shape)."""
+        return ""
+
+    def probe_params(self, params: Any, direction: str) -> Any:
+        """A small problem of the same shape class, on which the arithmetic probes run."""
+        return params
+
 
 def named_outputs(names: Sequence[str], result: Any, error: Callable[[str], Exception]) -> dict[str, Any]:
     """A kernel's result as {output name: value}: one output may come bare, several as a tuple or list in

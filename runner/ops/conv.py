@@ -177,6 +177,32 @@ class ConvOp(ProductSumOp):
         # reduction_size also counts the taps that meet a stride gap or border).
         return 2 * params.n * params.k * math.prod(params.out_size) * (params.c // params.groups) * math.prod(params.kernel)
 
+    def reduction_parts(self, params: ConvParams, direction: str) -> tuple[int, int]:
+        if direction == "bwd_weight":
+            return params.n, 1
+        return 1, math.prod(params.kernel)
+
+    def shape_class(self, params: ConvParams, direction: str) -> str:
+        words = ["1x1" if math.prod(params.kernel) == 1 else "window"]
+        if any(s > 1 for s in params.stride):
+            words.append("strided")
+        if any(d > 1 for d in params.dilation):
+            words.append("dilated")
+        if params.groups > 1:
+            words.append("grouped")
+        return "-".join(words)
+
+    def probe_params(self, params: ConvParams, direction: str) -> ConvParams:
+        """Two samples of 16 channels per group on a small image, with the case's window, stride, dilation
+        and groups: cheap, and every per-sample or per-tap cut shows."""
+        dims = params.spatial_dims
+        span = [d * (r - 1) + 1 for r, d in zip(params.kernel, params.dilation)]
+        side = {1: 24, 2: 8, 3: 5}[dims]
+        size = tuple(max(side, s + st) for s, st in zip(span, params.stride))
+        pad = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad, span))
+        return ConvParams(n=2, c=16 * params.groups, k=16 * params.groups, size=size, kernel=params.kernel,
+                          stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups)
+
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
 

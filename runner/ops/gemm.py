@@ -91,6 +91,12 @@ class GemmOp(ProductSumOp):
     def reduction_size(self, params: GemmParams, direction: str) -> int:
         return params.k
 
+    def shape_class(self, params: GemmParams, direction: str) -> str:
+        return "batched" if params.batch else ""
+
+    def probe_params(self, params: GemmParams, direction: str) -> GemmParams:
+        return GemmParams(m=64, n=64, k=1024, batch=2 if params.batch else 0)
+
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         transposed = layout[0 if name == "a" else 1] == "t"
         if not transposed:

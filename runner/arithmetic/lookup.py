@@ -1,0 +1,89 @@
+"""The arithmetic of the kernel a case runs: from a profile, or probed once and cached."""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import torch
+
+from ..device import device_name
+from ..errors import KernelFailure, Skip
+from ..problem import Problem
+from .model import Arithmetic, CellKey, assumed_arithmetic
+from .probes import probe_arithmetic
+from .profile import DeviceKey, find_profiles, record_in_cache
+
+
+@dataclass(frozen=True)
+class Measured:
+    arithmetic: Arithmetic
+    cell: CellKey
+    device: DeviceKey
+    origin: str  # where the findings came from, as a report says it
+    probed_now: bool = False
+
+    @property
+    def measured(self) -> bool:
+        return not self.origin.startswith("assumed")
+
+
+def device_key(device: torch.device, impl: str) -> DeviceKey:
+    versions = {"torch": torch.__version__.split("+")[0]}
+    if device.type == "cuda":
+        versions["cuda"] = str(torch.version.cuda or "")
+        versions["cudnn"] = str(torch.backends.cudnn.version() or "")
+    else:
+        versions["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    return DeviceKey.of(device_name(device), impl, versions)
+
+
+def cell_of(problem: Problem) -> CellKey:
+    spec = problem.spec
+    shape = spec.shape_class(problem.params, problem.direction) if hasattr(spec, "shape_class") else ""
+    return CellKey(problem.op, problem.direction, problem.dtype, problem.layout, shape)
+
+
+def probe_problem(problem: Problem) -> Problem:
+    """The cell's probe problem: the op's small problem of the same shape class, a seed from the cell."""
+    cell = cell_of(problem)
+    params = problem.spec.probe_params(problem.params, problem.direction)
+    return replace(problem, params=params, input_range=(-1.0, 1.0), seed=zlib.crc32(str(cell).encode()))
+
+
+_memo: dict[tuple[DeviceKey, CellKey], Measured] = {}
+
+
+def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch.device, impl: str) -> Measured:
+    """The findings for the problem's cell: the cached or shipped profile's, else probed now and cached.
+
+    A kernel that fails on the probe's inputs leaves the cell unmeasured: the bound then assumes the
+    dtype's arithmetic (assumed_arithmetic) and says so; the failure is not cached.
+    """
+    key, cell = device_key(device, impl), cell_of(problem)
+    known = _memo.get((key, cell))
+    if known is not None:
+        return known
+    for profile in find_profiles(key):
+        found = profile.get(cell)
+        if found is not None:
+            where = "shipped profile" if profile.shipped else "cached profile"
+            result = Measured(found, cell, key, f"{where} {profile.path.name if profile.path else ''}".strip())
+            _memo[(key, cell)] = result
+            return result
+    if not hasattr(problem.spec, "probe_params"):
+        return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed ({problem.op} has no probes)")
+    try:
+        findings = probe_arithmetic(probe_problem(problem), kernel, device, impl)
+    except (KernelFailure, Skip) as failure:
+        reason = getattr(failure, "reason", str(failure))
+        return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed (the probes could not run: {reason})")
+    path = record_in_cache(key, cell, findings)
+    result = Measured(findings, cell, key, f"probed now, cached in {path}", probed_now=True)
+    _memo[(key, cell)] = result
+    return result
+
+
+def forget() -> None:
+    """Drop what this process remembers (tests that change the cache directory)."""
+    _memo.clear()

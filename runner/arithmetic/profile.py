@@ -1,0 +1,170 @@
+"""Arithmetic profiles: the probes' findings for one kernel on one device, as TOML.
+
+A profile is keyed by the device (its name, and for the CPU the instruction
+set torch dispatches to) and the impl, and records the software versions
+that decide the arithmetic (torch, CUDA, cuDNN). It is found, in order, in
+the cache directory ($E2EGEN_PROFILES, else ~/.cache/e2egen/profiles) and
+among the profiles shipped with e2egen; a profile whose versions differ from
+this machine's is not used. A run that needs a cell no profile holds probes
+it once and adds it to the cached profile (`cells_probed_now` says which).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from .model import Arithmetic, CellKey
+
+PROFILES_ENV = "E2EGEN_PROFILES"
+SHIPPED_PACKAGE = "e2egen.runner.arithmetic"
+SHIPPED_DIR = "profiles"
+HEADER = ("# e2egen arithmetic profile: what the probes measured for one kernel on one device.\n"
+          "# Written by `e2egen arithmetic`; README \"Arithmetic profiles\" explains every key.\n")
+
+
+@dataclass(frozen=True)
+class DeviceKey:
+    device: str  # "cpu" or the GPU's name
+    impl: str
+    versions: tuple[tuple[str, str], ...] = ()  # sorted (name, version): torch, cuda, cudnn, cpu_capability
+
+    @classmethod
+    def of(cls, device: str, impl: str, versions: Mapping[str, str]) -> "DeviceKey":
+        return cls(device, impl, tuple(sorted((str(k), str(v)) for k, v in versions.items())))
+
+    @property
+    def file_name(self) -> str:
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.device}--{self.impl}").strip("-").lower()
+        return f"{slug}.toml"
+
+
+@dataclass
+class Profile:
+    key: DeviceKey
+    cells: dict[str, Arithmetic] = field(default_factory=dict)  # str(CellKey) -> findings
+    path: Path | None = None  # where it was read from or written to
+    shipped: bool = False
+
+    def get(self, cell: CellKey) -> Arithmetic | None:
+        return self.cells.get(str(cell))
+
+    def to_toml(self) -> str:
+        import tomlkit
+
+        document = tomlkit.document()
+        document.add(tomlkit.comment(HEADER.splitlines()[0][2:]))
+        document.add(tomlkit.comment(HEADER.splitlines()[1][2:]))
+        document["device"] = self.key.device
+        document["impl"] = self.key.impl
+        document["versions"] = dict(self.key.versions)
+        cells = tomlkit.table(is_super_table=True)
+        for name in sorted(self.cells):
+            cells[name] = self.cells[name].to_table()
+        document["cells"] = cells
+        return tomlkit.dumps(document)
+
+    @classmethod
+    def from_toml(cls, text: str, path: Path | None = None, shipped: bool = False) -> "Profile":
+        import tomllib
+
+        data = tomllib.loads(text)
+        where = str(path) if path else "profile"
+        for key in ("device", "impl"):
+            if not isinstance(data.get(key), str):
+                raise ValueError(f"{where}: `{key}` must be a string")
+        versions = {str(k): str(v) for k, v in data.get("versions", {}).items()}
+        cells = {}
+        for name, table in data.get("cells", {}).items():
+            try:
+                CellKey.parse(name)
+                cells[name] = Arithmetic.from_table(table)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{where}: cells.{name}: {err}") from err
+        return cls(DeviceKey.of(data["device"], data["impl"], versions), cells, path, shipped)
+
+    def write(self, path: Path) -> Path:
+        """Atomically (a temporary file renamed over the target), so concurrent workers never see half a file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(self.to_toml())
+        os.replace(temporary, path)
+        self.path = path
+        return path
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get(PROFILES_ENV, "").strip()
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "e2egen" / "profiles"
+
+
+def shipped_profiles() -> list[Profile]:
+    folder = resources.files(SHIPPED_PACKAGE) / SHIPPED_DIR
+    profiles = []
+    if folder.is_dir():
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".toml"):
+                profiles.append(Profile.from_toml(entry.read_text(encoding="utf-8"), Path(str(entry)), shipped=True))
+    return profiles
+
+
+def read_profile(path: Path) -> Profile | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return Profile.from_toml(text, path)
+
+
+def matches(profile: Profile, key: DeviceKey) -> bool:
+    return profile.key == key
+
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped() -> tuple[Profile, ...]:
+    return tuple(shipped_profiles())
+
+
+def find_profiles(key: DeviceKey) -> list[Profile]:
+    """The cached profile (first) and the shipped ones for this device, impl and versions."""
+    found = []
+    cached = read_profile(cache_dir() / key.file_name)
+    if cached is not None and matches(cached, key):
+        found.append(cached)
+    found += [p for p in _shipped() if matches(p, key)]
+    return found
+
+
+def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:
+    """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
+    path = cache_dir() / key.file_name
+    with _lock:
+        profile = read_profile(path)
+        if profile is None or not matches(profile, key):
+            profile = Profile(key)
+        profile.cells[str(cell)] = arithmetic
+        return profile.write(path)
+
+
+def describe_key(key: DeviceKey) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in key.versions if v)
+    return f"{key.impl} on {key.device}" + (f" ({versions})" if versions else "")
+
+
+def as_mapping(profile: Profile) -> dict[str, Any]:
+    """The JSON form a nightly record keeps."""
+    return {"device": profile.key.device, "impl": profile.key.impl, "versions": dict(profile.key.versions),
+            "cells": {name: a.to_table() for name, a in sorted(profile.cells.items())}}

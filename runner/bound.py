@@ -26,6 +26,16 @@ A           the accumulation. With one accumulator of p bits (u = 2^-p):
             added with p bits:
                 A = G(L) · u_in_group + G(P') · u       P' = 2P when each
             partial is rounded before it is added ("stored"), P otherwise.
+            For cuts by kernel tap or by sample, the op computes the partial
+            sums P_t themselves (float64) and the accumulator's term is the
+            first-order bound of exactly that computation:
+                2 · u · (Σ_t |P_t| [stored only] + Σ_t |S_t|),   S_t = P_1 + … + P_t
+            in the kernel's order (×2 more when it truncates). A correct
+            kernel can come close to that worst case (one rounding of a
+            partial just above a power of two), so the factor 2
+            (PARTIAL_SUMS_HEADROOM) keeps its bound_ratio at 0.5 or below. On data of mean
+            zero Σ_t |S_t| is about √K times smaller than P·Σ|a·b|, which is
+            what keeps this bound near the observed error (PartialSums).
 G(n)        lam · sqrt(n) by default: rounding errors of a long sum behave
             like a random walk (Higham & Mary, "A new approach to
             probabilistic rounding error analysis", 2019); n with strict=True
@@ -125,6 +135,48 @@ class ErrorBound(Protocol):
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor: ...
 
 
+PARTIAL_SUMS_HEADROOM = 2.0  # on the first-order worst case of a cut reduction: a correct kernel stays <= 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class PartialSums:
+    """Σ_t |P_t| and Σ_t |S_t| of a reduction cut into partials (by tap or by sample), per element."""
+
+    kind: str  # "taps" | "samples"
+    absolute: torch.Tensor  # Σ_t |P_t|, float64
+    running: torch.Tensor  # Σ_t |S_t| with the partials added in the documented order
+    running_reversed: torch.Tensor  # the same, partials added last first
+
+    @classmethod
+    def of(cls, kind: str, partials) -> "PartialSums | None":
+        absolute = running = None
+        forward: list[torch.Tensor] = []
+        for part in partials:
+            part = part.contiguous()
+            forward.append(part)
+            absolute = part.abs() if absolute is None else absolute.add_(part.abs())
+        if not forward:
+            return None
+        running, backward = _running_sums(forward), _running_sums(forward[::-1])
+        return cls(kind, absolute, running, backward)
+
+    def accumulation(self, arithmetic: Arithmetic) -> torch.Tensor:
+        unit = PARTIAL_SUMS_HEADROOM * arithmetic.acc_unit_roundoff * (2 if arithmetic.truncates else 1)
+        total = (self.running_reversed if arithmetic.reversed else self.running).clone()
+        if arithmetic.partials == "stored":
+            total.add_(self.absolute)
+        return total.mul_(unit)
+
+
+def _running_sums(partials: list[torch.Tensor]) -> torch.Tensor:
+    running = torch.zeros_like(partials[0])
+    total = torch.zeros_like(partials[0])
+    for part in partials:
+        running.add_(part)
+        total.add_(running.abs())
+    return total
+
+
 @dataclass(frozen=True, eq=False)
 class ProductSumError:
     """The error of summing `reduction_size` products per element: (u_in + A)·Σ|a·b|."""
@@ -134,12 +186,19 @@ class ProductSumError:
     dtype: str  # the case's dtype (what the arithmetic is assumed to be where it was not measured)
     samples: int = 1  # per-sample partials a kernel may keep (conv bwd_weight: N)
     taps: int = 1  # per-tap partials a kernel may keep (conv fwd / bwd_data: the window)
+    partials: PartialSums | None = None  # the partial sums themselves, when the measured arithmetic keeps them
 
     def factor(self, model: BoundModel) -> float:
         return product_sum_factor(self.reduction_size, self.dtype, model, self.samples, self.taps)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        return self.magnitude * self.factor(model)
+        arithmetic = effective_arithmetic(model, self.dtype)
+        if self.partials is None or arithmetic.groups != self.partials.kind:
+            return self.magnitude * self.factor(model)
+        count = arithmetic.group_count(self.reduction_size, self.samples, self.taps)
+        inner = growth(math.ceil(self.reduction_size / count), model.strict, model.lam, arithmetic.truncates)
+        within = input_rounding(arithmetic) + inner * arithmetic.inner_unit_roundoff
+        return self.partials.accumulation(arithmetic).add_(self.magnitude * within)
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,15 +238,36 @@ def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.T
     return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
 
 
-def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
-    """An op whose output sums products of its inputs, then rounds to the output format."""
-    return product_sum_parts(problem, magnitude(problem, inputs64))
+PARTIALS_MAX_PASSES = 64  # a cut into more partials than this falls back to the Σ|a·b| form
 
 
-def product_sum_parts(problem: Problem, terms: torch.Tensor) -> SumOfBounds:
+def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                      arithmetic: Arithmetic | None = None) -> SumOfBounds:
+    """An op whose output sums products of its inputs, then rounds to the output format.
+
+    When the measured arithmetic keeps narrow partials per tap or per sample, their sums are computed
+    too (one op per partial) so the accumulator's term is that of the kernel's own computation."""
+    partials = None
+    if arithmetic is not None and arithmetic.groups in ("taps", "samples"):
+        samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
+        if arithmetic.group_count(problem.reduction_size, samples, taps) <= PARTIALS_MAX_PASSES:
+            produced = problem.spec.reduction_partials(problem, inputs64, arithmetic.groups)
+            if produced is not None:
+                partials = PartialSums.of(arithmetic.groups, (_primary(problem, p) for p in produced))
+    return product_sum_parts(problem, magnitude(problem, inputs64), partials)
+
+
+def _primary(problem: Problem, result) -> torch.Tensor:
+    if isinstance(result, torch.Tensor):
+        return result
+    return dict(zip(problem.output_names, result))[problem.primary_output] if not isinstance(result, Mapping) \
+        else result[problem.primary_output]
+
+
+def product_sum_parts(problem: Problem, terms: torch.Tensor, partials: PartialSums | None = None) -> SumOfBounds:
     """The product-sum bound for given Σ|a·b| (all elements, or a sample of them)."""
     samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
-    return SumOfBounds((ProductSumError(terms, problem.reduction_size, problem.dtype, samples, taps),
+    return SumOfBounds((ProductSumError(terms, problem.reduction_size, problem.dtype, samples, taps, partials),
                         OutputRounding(problem.out_dtype)))
 
 
@@ -198,9 +278,10 @@ def relative_factor(problem: Problem, model: BoundModel) -> float:
 
 
 # -- entry points -------------------------------------------------------------------
-def error_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, ErrorBound]:
+def error_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                 arithmetic: Arithmetic | None = None) -> dict[str, ErrorBound]:
     """Each output's bound, from the op (model-independent parts computed once)."""
-    return problem.spec.error_bound(problem, inputs64)
+    return problem.spec.error_bound(problem, inputs64, arithmetic)
 
 
 def compute_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], ref: torch.Tensor, model: BoundModel) -> torch.Tensor:

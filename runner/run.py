@@ -119,7 +119,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     bounds: dict[str, torch.Tensor] = {}
     if bound is not None:
         started = time.perf_counter()
-        parts = dict(error_bounds(problem, ref.inputs))
+        parts = dict(error_bounds(problem, ref.inputs, bound.arithmetic))
         bounds = {name: part.evaluate(bound, ref.values[name]) for name, part in parts.items()}
         synchronize(ref_device)
         timings["bound"] = time.perf_counter() - started

@@ -17,6 +17,8 @@ groups            how the reduction is cut when some partial sums are kept
                   kernel tap, as col2im keeps them); "samples" (one per batch
                   sample); "chunks" (of `group_size` consecutive products in
                   the documented reduction order, runner/lowering.py).
+reversed          the partials are added last group first (in the documented
+                  reduction order of runner/lowering.py).
 partials          "stored": each group's partial is rounded to the accumulator
                   before it is added (col2im's columns); "running": it is added
                   at its own width and the running sum rounded.
@@ -81,6 +83,7 @@ class Arithmetic:
     acc_bits_exact: bool = True
     groups: str = "none"
     group_size: int = 0
+    reversed: bool = False
     partials: str = "stored"
     inner_bits: int = 0
     rounding: str = "nearest-even"
@@ -190,4 +193,4 @@ def assumed_arithmetic(dtype: str) -> Arithmetic:
 def with_accumulator(arithmetic: Arithmetic, fmt: str) -> Arithmetic:
     """The same inputs and rounding, one flat accumulator of format `fmt` (a catalogue's `bound.acc`)."""
     return replace(arithmetic, acc_bits=FORMAT_BITS[fmt], acc_bits_exact=True, groups="none", group_size=0,
-                   inner_bits=0, partials="stored")
+                   inner_bits=0, partials="stored", reversed=False)

@@ -219,8 +219,8 @@ def simulate_groups(terms: Sequence[tuple[int, float]], group: Callable[[int], i
     return round_bits(running, out_bits)
 
 
-def probe_groups(ctx: ProbeContext, acc_bits: int) -> tuple[str, int, str, int, list[str]]:
-    """(groups, group_size, partials, inner_bits, notes) for a kernel whose partial sums are narrower than f32."""
+def probe_groups(ctx: ProbeContext, acc_bits: int) -> tuple[str, int, bool, str, int, list[str]]:
+    """(groups, group_size, reversed, partials, inner_bits, notes) for a kernel whose partial sums are narrower than f32."""
     reduction = ctx.structure.reduction
     valid = set(ctx.positions)
     big, widest = _gap_range(ctx)
@@ -249,10 +249,10 @@ def probe_groups(ctx: ProbeContext, acc_bits: int) -> tuple[str, int, str, int, 
                                               inner if kind != "none" else acc_bits, acc_bits, ctx.out_bits))
                    for exp, out in observed):
                 if kind == "none":
-                    return "none", 0, "stored", 0, []
+                    return "none", 0, False, "stored", 0, []
                 inner_bits = _inner_bits(ctx, group, big, widest, acc_bits)
-                return kind, (size if kind == "chunks" else 0), partials, inner_bits, []
-    return "none", 0, "stored", 0, [f"structure: no modelled grouping (none, per tap, per sample, chunks) reproduces the "
+                return kind, (size if kind == "chunks" else 0), reverse, partials, inner_bits, []
+    return "none", 0, False, "stored", 0, [f"structure: no modelled grouping (none, per tap, per sample, chunks) reproduces the "
                           f"{len(observed)} cancellation experiments; the bound assumes {acc_bits}-bit partials throughout"]
 
 
@@ -338,15 +338,15 @@ def probe_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch
     ctx = ProbeContext(problem, kernel, device, label)
     inputs, inputs_rounding, notes = probe_inputs(ctx)
     acc_bits, acc_exact = probe_acc_bits(ctx)
-    groups, group_size, partials, inner_bits = "none", 0, "stored", 0
+    groups, group_size, reverse, partials, inner_bits = "none", 0, False, "stored", 0
     if acc_exact and acc_bits < F32_BITS:
-        groups, group_size, partials, inner_bits, more = probe_groups(ctx, acc_bits)
+        groups, group_size, reverse, partials, inner_bits, more = probe_groups(ctx, acc_bits)
         notes += more
     rounding, more = probe_rounding(ctx, acc_bits if acc_exact else 53)
     notes += more
     subnormal_inputs, subnormal_outputs = probe_subnormals(ctx)
     specials = probe_specials(ctx)
     return Arithmetic(inputs=inputs, inputs_rounding=inputs_rounding, acc_bits=acc_bits, acc_bits_exact=acc_exact,
-                      groups=groups, group_size=group_size, partials=partials, inner_bits=inner_bits, rounding=rounding,
+                      groups=groups, group_size=group_size, reversed=reverse, partials=partials, inner_bits=inner_bits, rounding=rounding,
                       subnormal_inputs=subnormal_inputs, subnormal_outputs=subnormal_outputs, special_values=specials,
                       probed_with=problem.describe(), notes=tuple(notes))

@@ -28,7 +28,7 @@ import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Iterator, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
 
@@ -136,18 +136,26 @@ class Op(ABC):
         result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
         return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
 
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> Mapping[str, Any]:
-        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces."""
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces.
+
+        arithmetic: the kernel's measured arithmetic (runner.arithmetic.Arithmetic), for pieces that need
+        more than the inputs when the kernel keeps partial sums (None: not measured)."""
         raise ProblemError("bound_ratio", None, f"op {self.name} has no error model: choose other metrics")
 
 
 class ProductSumOp(Op):
     """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
 
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> Mapping[str, Any]:
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
         from ..bound import product_sum_bound
 
-        return {problem.primary_output: product_sum_bound(problem, inputs64)}
+        return {problem.primary_output: product_sum_bound(problem, inputs64, arithmetic)}
+
+    def reduction_partials(self, problem: Any, inputs64: Mapping[str, torch.Tensor], kind: str) -> Iterator[torch.Tensor] | None:
+        """The float64 partial sums of a "taps" or "samples" cut, in the documented reduction order
+        (runner/lowering.py); None where the op cannot cut its reduction that way."""
+        return None
 
     # -- arithmetic probes (runner/arithmetic) --------------------------------
     def reduction_parts(self, params: Any, direction: str) -> tuple[int, int]:

@@ -1,0 +1,92 @@
+"""e2egen arithmetic: probe the arithmetic of the kernels a catalogue runs, and write their profiles."""
+from __future__ import annotations
+
+import sys
+import time
+
+from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
+from e2egen.errors import UsageError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "arithmetic", help="measure each kernel's arithmetic (input rounding, accumulator, rounding, subnormals) and "
+                           "write its profile",
+        description="For every cell (op, direction, dtype, layout, shape class) of the catalogue's cases, run the "
+                    "probes on the kernel the suite names and print what they found; write one profile per kernel "
+                    "(TOML) to --out, else to the profile cache that runs read. Exit 0, or 1 when the probes could "
+                    "not run for some cell.")
+    catalogue_argument(p, positional=False)
+    p.add_argument("--filter", "-k", default="", metavar="EXPR", help="only the cases matching these `e2egen list --filter` terms")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present, else CPU")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write the profiles into DIR (default: the cache, $E2EGEN_PROFILES or ~/.cache/e2egen/profiles)")
+    p.set_defaults(handler=arithmetic)
+
+
+def arithmetic(args) -> int:
+    from pathlib import Path
+
+    from e2egen import runner
+    from e2egen.generator.case_filter import case_filter
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.runner.arithmetic.lookup import cell_of, device_key, probe_problem
+    from e2egen.runner.arithmetic.probes import probe_arithmetic
+    from e2egen.runner.arithmetic.profile import Profile, cache_dir, describe_key, read_profile
+    from e2egen.runner.device import tf32_mode
+    from e2egen.runner.kernels import TORCH_IMPL
+
+    cases = expand(load_catalogue(args.catalogue))
+    if args.filter:
+        keep = case_filter(args.filter)
+        cases = [c for c in cases if keep(c)]
+    if not cases:
+        raise UsageError(f"no case of {args.catalogue} matches --filter {args.filter!r}")
+    try:
+        device = runner.select_device(args.device)
+    except runner.Skip as skip:
+        raise UsageError(skip.reason, key="--device", value=args.device) from None
+    out_dir = Path(args.out) if args.out else cache_dir()
+
+    cells: dict[tuple[str, object], object] = {}  # (impl, cell) -> a problem of that cell
+    for case in cases:
+        problem = case.problem()
+        if not hasattr(problem.spec, "probe_params"):
+            continue
+        cells.setdefault((case.impl or TORCH_IMPL, cell_of(problem)), problem)
+    profiles: dict[str, Profile] = {}
+    failed = 0
+    for (impl, cell), problem in sorted(cells.items(), key=lambda item: (item[0][0], str(item[0][1]))):
+        try:
+            kernel = runner.resolve_impl(problem.op, problem.direction, impl)
+        except runner.ImplError as err:
+            raise UsageError(str(err), key="impl", value=impl) from None
+        key = device_key(device, impl)
+        profile = profiles.setdefault(impl, Profile(key))
+        started = time.perf_counter()
+        try:
+            with tf32_mode(problem.dtype == "tf32"):
+                findings = probe_arithmetic(probe_problem(problem), kernel, device, impl)
+        except (runner.KernelFailure, runner.Skip) as failure:
+            failed += 1
+            print(f"{cell}  not probed: {failure.reason}", file=sys.stderr)
+            continue
+        profile.cells[str(cell)] = findings
+        print(f"{str(cell):44s} {time.perf_counter() - started:5.1f} s  {findings.describe()}")
+        for note in findings.notes:
+            print(f"{'':44s}          note: {note}")
+    for impl, profile in profiles.items():
+        path = out_dir / profile.key.file_name
+        before = read_profile(path)
+        if before is not None and before.key == profile.key:
+            for name, findings in sorted(profile.cells.items()):
+                old = before.cells.get(name)
+                if old is not None and old.differences(findings):
+                    print(f"CHANGED {name}: " + ", ".join(old.differences(findings)))
+            merged = dict(before.cells)
+            merged.update(profile.cells)
+            profile.cells = merged
+        profile.write(path)
+        print(f"profile of {describe_key(profile.key)}: {len(profile.cells)} cells -> {path}")
+    return EXIT_FAILED if failed else EXIT_OK

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from e2egen.generator import layers
 from e2egen.generator.case_id import CaseId
-from e2egen.runner.options import BoundModel, ReferenceOptions
+from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
 
 if TYPE_CHECKING:
     from e2egen import runner
@@ -48,6 +49,8 @@ class Case:
     flops: int
     bytes_needed: int
     reduction_size: int
+    require: Requirements = Requirements()  # what the kernel's measured arithmetic must be (catalogue `require`)
+    accepted: tuple[Acceptance, ...] = ()  # the catalogue's [[accept]] entries, all of them, in catalogue order
     location: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -55,6 +58,10 @@ class Case:
             raise TypeError(f"Case.reference must be ReferenceOptions, got {type(self.reference).__name__}")
         if self.bound is not None and not isinstance(self.bound, BoundModel):
             raise TypeError(f"Case.bound must be a BoundModel or None, got {type(self.bound).__name__}")
+        if not isinstance(self.require, Requirements):
+            raise TypeError(f"Case.require must be Requirements, got {type(self.require).__name__}")
+        if not isinstance(self.accepted, tuple) or not all(isinstance(a, Acceptance) for a in self.accepted):
+            raise TypeError(f"Case.accepted must be a tuple of Acceptance, got {self.accepted!r}")
 
     # Cached: ids key every lookup in gen, collection and the sweep (a frozen dataclass still has a __dict__).
     @cached_property
@@ -82,6 +89,8 @@ class Case:
         data["tolerances"] = dict(self.tolerances)
         data["reference"] = self.reference.to_catalogue()
         data["bound"] = self.bound.to_catalogue() if self.bound is not None else None
+        data["require"] = self.require.to_catalogue()
+        data["accepted"] = [entry.to_catalogue() for entry in self.accepted]
         data["markers"] = list(self.markers)
         return data
 
@@ -92,6 +101,9 @@ class Case:
         values["markers"] = tuple(data["markers"])
         values["reference"] = ReferenceOptions.from_catalogue(data["reference"])
         values["bound"] = BoundModel.from_catalogue(data["bound"]) if data["bound"] is not None else None
+        # Records written before requirements existed have neither key: the defaults.
+        values["require"] = Requirements.from_catalogue(data.get("require") or {})
+        values["accepted"] = tuple(Acceptance.from_catalogue(entry) for entry in data.get("accepted") or ())
         case = cls(**values)
         if "id" in data and data["id"] != case.id:
             raise ValueError(f"case id {data['id']!r} does not match its parts ({case.id!r})")
@@ -128,6 +140,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         bound = None
         if "bound_ratio" in tolerances:
             bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
+        require = _options(options, Requirements, _resolve(levels, catalogue.require, suite.require, config.require))
         lo, hi = catalogue.ranges[axes["range"]]
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
         figures = figures_by_shape.get(shape_key)
@@ -142,7 +155,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             reference=reference, bound=bound, impl=suite.impl,
             markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
             flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
-            location=str(config.location),
+            require=require, accepted=catalogue.accepted, location=str(config.location),
         ))
     if problems:
         raise CatalogueError(problems)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from e2egen.generator.errors import Location
+
+if TYPE_CHECKING:
+    from e2egen.runner.arithmetic.requirements import Acceptance
 
 # A suite's axes (plural, as the catalogue lists their values) and each one's
 # singular name, as it appears in a case id (CaseId) and on a case.
@@ -74,6 +77,7 @@ class Config:
     excludes: tuple[Exclude, ...] = ()
     markers: tuple[str, ...] = ()
     pr: bool | None = None
+    require: Layered = EMPTY
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class Suite:
     impl: str | None = None
     markers: tuple[str, ...] = ()
     pr: bool = False
+    require: Layered = EMPTY
 
 
 @dataclass(frozen=True)
@@ -110,3 +115,5 @@ class Catalogue:
     bound: Layered = EMPTY
     pr_selection_path: str | None = None
     pr_selection: Mapping[str, str] = field(default_factory=frozen)
+    require: Layered = EMPTY
+    accepted: tuple["Acceptance", ...] = ()  # the [[accept]] entries, in catalogue order

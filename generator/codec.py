@@ -6,7 +6,8 @@ caching is often off):
 
     CONFIGS   config name -> {"params", "location", "markers"}  (the catalogue's own markers)
     RANGES    range name -> (low, high)
-    SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound"}  (options as catalogue tables)
+    SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "accepted"}
+              (options as catalogue tables; accepted: the [[accept]] entries as tables)
     rows      (case id, seed, settings name, PR reason or None, flops, bytes needed, reduction size)
 
 `decode(encode(cases), impl)` gives back the same cases (tested), so the
@@ -18,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 from e2egen.generator.case_id import CaseId
 from e2egen.generator.cases import Case, case_markers
-from e2egen.runner.options import BoundModel, ReferenceOptions
+from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
 
 ROW_FIELDS = ("id", "seed", "settings", "pr_reason", "flops", "bytes_needed", "reduction_size")
 
@@ -36,12 +38,14 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
         # union over the config's cases gives every case its own back.
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
         ranges.setdefault(case.range, (case.lo, case.hi))
-        key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound)  # options are hashable values
+        # options are hashable values
+        key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound, case.require, case.accepted)
         if key not in settings_names:
             settings_names[key] = f"s{len(settings_names)}"
             settings[settings_names[key]] = {
                 "tolerances": dict(case.tolerances), "reference": case.reference.to_catalogue(),
-                "bound": case.bound.to_catalogue() if case.bound is not None else None}
+                "bound": case.bound.to_catalogue() if case.bound is not None else None,
+                "require": case.require.to_catalogue(), "accepted": [entry.to_catalogue() for entry in case.accepted]}
         rows.append((case.id, case.seed, settings_names[key], case.pr_reason if case.pr else None,
                      case.flops, case.bytes_needed, case.reduction_size))
     return {"configs": configs, "ranges": ranges, "settings": settings, "rows": rows}
@@ -52,14 +56,16 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
     configs, ranges = _table(tables, "configs"), _table(tables, "ranges")
     # Options are decoded once per settings entry: many cases share one.
     settings = {name: (entry["tolerances"], ReferenceOptions.from_catalogue(entry["reference"]),
-                       BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None)
+                       BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None,
+                       Requirements.from_catalogue(entry.get("require") or {}),
+                       tuple(Acceptance.from_catalogue(a) for a in entry.get("accepted") or ()))
                 for name, entry in _table(tables, "settings").items()}
     cases = []
     for row in _table(tables, "rows"):
         values = dict(zip(ROW_FIELDS, row))
         key = CaseId.parse(values["id"])
         config = configs[key.config]
-        tolerances, reference, bound = settings[values["settings"]]
+        tolerances, reference, bound, require, accepted = settings[values["settings"]]
         lo, hi = ranges[key.range]
         pr = values["pr_reason"] is not None
         cases.append(Case(
@@ -68,7 +74,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
             tolerances=tolerances, reference=reference, bound=bound,
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
-            location=config["location"],
+            require=require, accepted=accepted, location=config["location"],
         ))
     return cases
 

@@ -1,5 +1,9 @@
 """Run one case end to end: inputs, kernel, reference, compare, verdict.
 
+Besides its metrics, a case judges the kernel's measured arithmetic against
+its requirements (the catalogue's `require`): a requirement broken fails the
+case unless an `[[accept]]` entry covers the device, impl and cell.
+
 Everything a case can do wrong ends here as an Outcome (passed, failed or
 skipped, with the reason and a repro command), never as an exception, so a
 sweep goes on after a crashing kernel.
@@ -28,6 +32,7 @@ class Outcome:
     verdict: Any = None  # metrics Verdict of the primary output, when compared
     timings: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every output: (Comparison, Verdict)
+    arithmetic: Any = None  # runner.arithmetic.lookup.Measured: the kernel's arithmetic the case was judged by
 
     @property
     def passed(self) -> bool:
@@ -65,6 +70,7 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
             problem, impl=case.impl, device=torch_device,
             reference=case.reference,
             bound=case.bound,
+            measure=True,
         )
     except runner.Skip as skip:
         outcome.status, outcome.reason = "skipped", skip.reason
@@ -93,7 +99,34 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
     else:  # each output judged alone; the case passes when every output does
         outcome.reason = "; ".join(f"{name}: {outcome.outputs[name][1].summary}" for name in failed)
         outcome.report = "\n".join(f"output {name}:\n{verdict}" for name, (_, verdict) in outcome.outputs.items())
+    outcome.arithmetic = result.arithmetic
+    if result.arithmetic is not None:
+        try:
+            _judge_arithmetic(outcome, result.arithmetic)
+        except Exception as err:  # a bug in judging must not kill the sweep either
+            outcome.status = "failed"
+            outcome.reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
+            outcome.report = outcome.reason + "\n" + traceback.format_exc() + outcome.report
     return outcome
+
+
+def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
+    """Fail the case for each requirement the measured arithmetic breaks that no [[accept]] entry covers;
+    the report starts with the arithmetic, then each broken and each accepted requirement."""
+    from e2egen.runner.arithmetic.requirements import judge
+
+    case = outcome.case
+    failing, excused = judge(case.require, case.accepted, measured.arithmetic, case.dtype, measured.device.device,
+                             measured.device.impl, str(measured.cell))
+    lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
+    lines += [f"REQUIREMENT BROKEN: {v.message}" for v in failing]
+    lines += [f"accepted deviation: {v.message} — {entry.reason} ([[accept]] device={entry.device})"
+              for v, entry in excused]
+    outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
+    if failing:
+        broken = "arithmetic: " + "; ".join(v.message for v in failing)
+        outcome.status = "failed"
+        outcome.reason = broken + (f"; {outcome.reason}" if outcome.reason else "")
 
 
 def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, Any]:

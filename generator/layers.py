@@ -1,6 +1,6 @@
-"""Layered settings: which catalogue entry a case's tolerance, reference or bound option comes from.
+"""Layered settings: which catalogue entry a case's tolerance, reference, bound or require option comes from.
 
-A catalogue sets tolerances, reference options and bound options in layered
+A catalogue sets tolerances, reference options, bound options and requirements in layered
 tables (`Layered`), at three scopes: the catalogue, a suite, a config. Within
 a scope, each table has a key: "" (every case), a direction ("bwd_data"), a
 dtype ("f16") or both ("f16.bwd_data"). The most specific entry wins:
@@ -25,7 +25,7 @@ from e2egen.runner.dtypes import DTYPES
 if TYPE_CHECKING:
     from e2egen.generator.catalogue import Catalogue, Layered
 
-TABLES = ("tolerances", "reference", "bound")
+TABLES = ("tolerances", "reference", "bound", "require")
 SCOPES = ("catalogue", "suite", "config")  # least to most specific
 KEY_KINDS = ("", "direction", "dtype", "dtype.direction")  # least to most specific, within a scope
 
@@ -137,7 +137,7 @@ def layers_for(catalogue: "Catalogue", suite_name: str, config_name: str, table:
 
 def resolve_with_sources(catalogue: "Catalogue", suite_name: str, config_name: str, dtype: str, direction: str,
                          table: str) -> dict[str, tuple[Any, Source]]:
-    """name -> (value, the Source that set it) for one case and one table ("tolerances", "reference", "bound").
+    """name -> (value, the Source that set it) for one case and one table (one of `TABLES`).
 
     Values are as the catalogue gives them: a tolerance of `false` (a metric removed) is returned as False.
     """

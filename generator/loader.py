@@ -15,11 +15,14 @@ from e2egen import metrics
 from e2egen import runner
 from e2egen.generator import schema
 from e2egen.generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
-from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
+from e2egen.generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
 from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
 from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml
-from e2egen.runner.options import OPTION_TYPES, OptionKey
+from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.options import OPTION_TYPES, OptionKey, Requirements
+
+LAYERED_TABLES = ("tolerances", "reference", "bound", "require")
 
 
 def load_catalogue(path: str | Path) -> Catalogue:
@@ -67,7 +70,8 @@ class _Reader(TomlReader):
         self.unknown_keys(data, schema.TOP_KEYS, ())
         seed = self.integer(data.get("seed", 0), ("seed",)) or 0
         ranges = self.ranges(self.table(data.get("ranges"), ("ranges",)))
-        layered = {name: self.layered(name, data.get(name), (name,)) for name in ("tolerances", "reference", "bound")}
+        layered = {name: self.layered(name, data.get(name), (name,)) for name in LAYERED_TABLES}
+        accepted = self.accepts(data.get("accept"), ("accept",))
         suites_data = data.get("suite", [])
         if not isinstance(suites_data, list) or not all(isinstance(s, dict) for s in suites_data):
             self.problem(("suite",), "expected [[suite]] tables")
@@ -83,7 +87,7 @@ class _Reader(TomlReader):
         selection_path, selection = self.selection(data.get("pr_selection"))
         return Catalogue(
             path=self.path, seed=seed, ranges=frozen(ranges), suites=suites,
-            pr_selection_path=selection_path, pr_selection=frozen(selection), **layered,
+            pr_selection_path=selection_path, pr_selection=frozen(selection), accepted=accepted, **layered,
         )
 
     def ranges(self, table: dict) -> dict[str, tuple[float, float]]:
@@ -127,9 +131,80 @@ class _Reader(TomlReader):
                 self.problems.append(Problem(location, key_text(key_path), f"duplicate {kind} name {name!r} (first at {seen[name]})"))
             seen.setdefault(name, location)
 
-    # -- layered settings: tolerances, reference, bound ------------------
+    # -- accepted deviations: [[accept]] ---------------------------------
+    def accepts(self, value: Any, key_path: tuple) -> tuple[Acceptance, ...]:
+        """The [[accept]] entries: device glob, impl glob, cells glob, requirements they excuse, reason."""
+        entries = []
+        for i, item in enumerate(self.tables(value, key_path)):
+            entry = self.accept(item, key_path + (i,))
+            if entry is not None:
+                entries.append(entry)
+        return tuple(entries)
+
+    def accept(self, data: dict, key_path: tuple) -> Acceptance | None:
+        self.unknown_keys(data, schema.ACCEPT_KEYS, key_path, kind="accept key")
+        known = len(self.problems)
+        requirement_keys = tuple(sorted(Requirements.catalogue_keys()))
+        for key, what in (("device", 'a glob over device names, e.g. "cpu" or "NVIDIA H100*"'),
+                          ("require", f"a list of requirement keys; valid: {', '.join(requirement_keys)}"),
+                          ("reason", "why the deviation is accepted")):
+            if key not in data:
+                self.problem(key_path + (key,), f"missing: {what}")
+        globs = {}
+        for key in ("device", "impl", "cells"):
+            if key in data:
+                globs[key] = self.glob(data[key], key_path + (key,))
+        if "cells" in globs and globs["cells"] is not None:
+            self.cells_glob(globs["cells"], key_path + ("cells",))
+        requirements = ()
+        if "require" in data:
+            if isinstance(data["require"], list):
+                requirements = self.choices(data["require"], key_path + ("require",), requirement_keys, "requirement")
+            else:
+                self.problem(key_path + ("require",), f"expected a non-empty list of requirements, got {describe(data['require'])}; "
+                                                      f"valid: {', '.join(requirement_keys)}")
+        reason = data.get("reason")
+        if "reason" in data and (not isinstance(reason, str) or not reason.strip()):
+            self.problem(key_path + ("reason",), f"expected a non-empty string saying why the deviation is accepted, got {describe(reason)}")
+        if len(self.problems) > known:
+            return None
+        return Acceptance(device=globs["device"], reason=reason.strip(), requirements=requirements,
+                          impl=globs.get("impl", "*"), cells=globs.get("cells", "*"))
+
+    def glob(self, value: Any, key_path: tuple) -> str | None:
+        if not isinstance(value, str) or not value:
+            self.problem(key_path, f"expected a non-empty glob string (* ? [...] match as in fnmatch), got {describe(value)}")
+            return None
+        return value
+
+    def cells_glob(self, pattern: str, key_path: tuple) -> None:
+        """A cells glob is op/direction/dtype/layout[/shape class]; literal parts where their position is certain
+        (no wildcard before them) must name an op, direction, dtype or layout, so a typo is not a silent no-match."""
+        parts = pattern.split("/")
+        if len(parts) > 5:
+            self.problem(key_path, f"{pattern!r} has {len(parts)} parts; a cell is op/direction/dtype/layout[/shape class]")
+            return
+        op = None
+        for position, part in enumerate(parts[:4]):
+            if any(ch in part for ch in "*?["):
+                break
+            if position == 0:
+                valid = tuple(runner.OPS)
+            elif position == 1:
+                valid = runner.OPS[op].directions
+            elif position == 2:
+                valid = runner.DTYPES
+            else:
+                valid = runner.OPS[op].layouts
+            if part not in valid:
+                axis = ("op", "direction", "dtype", "layout")[position]
+                self.problem(key_path, f"unknown {axis} {part!r} in cells {pattern!r}{did_you_mean(part, valid)}")
+                return
+            op = op or part
+
+    # -- layered settings: tolerances, reference, bound, require ---------
     def layered(self, kind: str, value: Any, key_path: tuple) -> Layered:
-        """A tolerances/reference/bound table: keys, and sub-tables per dtype, direction or dtype.direction."""
+        """A tolerances/reference/bound/require table: keys, and sub-tables per dtype, direction or dtype.direction."""
         table = self.table(value, key_path)
         if kind == "tolerances":
             check, valid = self.tolerance, tuple(metrics.TOLERANCE_KEYS)
@@ -176,7 +251,7 @@ class _Reader(TomlReader):
         return self.number(value, key_path)
 
     def option(self, key: OptionKey, value: Any, key_path: tuple) -> Any:
-        """A [reference] or [bound] value, checked by the kind its options dataclass declares."""
+        """A [reference], [bound] or [require] value, checked by the kind its options dataclass declares."""
         if key.kind == "choice":
             if value not in key.choices:
                 self.problem(key_path, unknown(key.what or key.name, value, key.choices))
@@ -238,6 +313,7 @@ class _Reader(TomlReader):
             tolerances=self.layered("tolerances", data.get("tolerances"), key_path + ("tolerances",)),
             reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
             bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
+            require=self.layered("require", data.get("require"), key_path + ("require",)),
             excludes=excludes, impl=None if impl in (None, "torch") else impl,
             markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=bool(pr),
         )
@@ -275,6 +351,7 @@ class _Reader(TomlReader):
             tolerances=self.layered("tolerances", data.get("tolerances"), key_path + ("tolerances",)),
             reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
             bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
+            require=self.layered("require", data.get("require"), key_path + ("require",)),
             excludes=excludes, markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=pr,
         )
 

@@ -5,7 +5,7 @@ A records file is a sequence of JSON objects, one per line, each with a
 
     run       a run's header: run_id, global_seed, started, machine, catalogue, git revision
     started   a case began (case_id): finds the case that killed an in-process run
-    case      a finished case: CaseRecord.to_dict()
+    case      a finished case: CaseRecord.to_dict(), with the arithmetic of its cell (or null)
     run_end   the pytest session ended: ended, exitstatus
 
 Writers append whole lines with one write() each under an exclusive lock, so
@@ -69,6 +69,9 @@ class CaseRecord:
     worker: str = ""
     finished: str = ""
     nodeid: str = ""
+    # The kernel's arithmetic for the case's cell (arithmetic_record): cell, device, impl, versions, origin and
+    # findings (Arithmetic.to_table()); None when the runner measured none (and in records older than it).
+    arithmetic: Mapping[str, Any] | None = None
 
     @property
     def axes(self) -> dict[str, str]:
@@ -170,7 +173,33 @@ def record_from_outcome(outcome, *, run_id: str, global_seed: int | None, nodeid
         histogram=dict(comparison["histogram"]) if comparison and comparison.get("histogram") else None,
         comparison=comparison, timings={k: float(v) for k, v in outcome.timings.items()},
         duration=duration, flops=int(case.flops), repro=outcome.repro, worker=worker, finished=finished, nodeid=nodeid,
+        arithmetic=_arithmetic_or_none(outcome),
     )
+
+
+def _arithmetic_or_none(outcome) -> dict[str, Any] | None:
+    try:
+        return arithmetic_record(getattr(outcome, "arithmetic", None))
+    except Exception as err:  # a malformed Measured costs the record its arithmetic, not the case's metrics
+        import warnings
+
+        warnings.warn(f"e2egen recorder: could not record the arithmetic of {outcome.case.id}: {err!r}")
+        return None
+
+
+def arithmetic_record(measured) -> dict[str, Any] | None:
+    """A record's `arithmetic` from the runner's Measured (runner.arithmetic.lookup), or None without one.
+
+    {"cell": "conv2d/bwd_data/f16/nchw/window", "device": name, "impl": impl, "versions": {name: version},
+     "origin": "shipped profile …" | "cached profile …" | "probed now, cached in …" | "assumed (…)",
+     "findings": Arithmetic.to_table()}. Duck-typed: no runner (torch) import in the recorder.
+    """
+    if measured is None:
+        return None
+    key = measured.device
+    return {"cell": str(measured.cell), "device": str(key.device), "impl": str(key.impl),
+            "versions": {str(name): str(version) for name, version in (key.versions or ())},
+            "origin": str(measured.origin), "findings": dict(measured.arithmetic.to_table())}
 
 
 def record_from_case_data(case: Mapping[str, Any], *, run_id: str, status: str, phase: str, reason: str,

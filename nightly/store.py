@@ -11,7 +11,9 @@ Schema (version 1):
     records  one row per (run_id, case_id), the primary key, so a case is never
              stored twice: axes, seed, device, versions, status, phase,
              reason, skip_reason, margin (max value/tolerance), timings,
-             duration, flops, histogram (JSON) and the whole record (JSON)
+             duration, flops, histogram (JSON) and the whole record (JSON), which
+             carries the cell's measured arithmetic (`arithmetic`; absent in
+             records written before it was recorded, read as None)
     metrics  one row per (run_id, case_id, metric): value, tolerance (NULL when
              not checked), ratio = value/tolerance, failed
 

@@ -40,7 +40,7 @@ G(n)        lam · sqrt(n) by default: rounding errors of a long sum behave
             like a random walk (Higham & Mary, "A new approach to
             probabilistic rounding error analysis", 2019); n with strict=True
             (the first-order worst case, Higham, Accuracy and Stability of
-            Numerical Algorithms, ch. 3); 2n when the kernel rounds toward
+            Numerical Algorithms, ch. 3; times lam too); 2n when the kernel rounds toward
             zero (or up, or down): every error then has one sign and up to a
             whole ulp, so they add linearly (Fasi et al. found such
             truncation in NVIDIA tensor cores).
@@ -95,14 +95,14 @@ def growth(count: int, strict: bool, lam: float = 1.0, truncates: bool = False) 
     """G(n): how the errors of n roundings add up."""
     if truncates:
         return 2.0 * count
-    if strict:
-        return float(count)
-    return lam * math.sqrt(count)
+    return lam * (float(count) if strict else math.sqrt(count))
 
 
 def effective_arithmetic(model: BoundModel, dtype: str) -> Arithmetic:
     """The arithmetic the bound follows: the measured one, else the dtype's assumed one; `acc` overrides."""
-    base = model.arithmetic or assumed_arithmetic(dtype)
+    base = model.arithmetic
+    if base is None or base.unexplained:  # findings a bug produced never widen a bound
+        base = assumed_arithmetic(dtype)
     return base if model.acc == MEASURED else with_accumulator(base, model.acc)
 
 

@@ -155,4 +155,32 @@ class BoundModel(CatalogueOptions):
         return replace(self, arithmetic=arithmetic)
 
 
-OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel}
+EXACT, ANY = "exact", "any"
+INPUT_REQUIREMENTS = (EXACT, "tf32", "f16", "bf16", ANY)
+ACC_REQUIREMENTS = (ANY, "f64", "f32", "f16", "bf16")
+ROUNDING_REQUIREMENTS = (ANY, "nearest")
+SUBNORMAL_REQUIREMENTS = (ANY, "kept")
+
+
+@dataclass(frozen=True)
+class Requirements(CatalogueOptions):
+    """inputs: the narrowest format the products may see ("exact": not below the case's dtype; a tf32
+    case may round to tf32); acc: the narrowest format partial sums may pass through; rounding:
+    "nearest" forbids truncation; subnormals: "kept" forbids flushing."""
+
+    inputs: str = EXACT
+    acc: str = ANY
+    rounding: str = ANY
+    subnormals: str = ANY
+
+    TABLE: ClassVar[str] = "require"
+    KEYS: ClassVar[tuple[OptionKey, ...]] = (
+        OptionKey("inputs", "inputs", "choice", INPUT_REQUIREMENTS, "input requirement"),
+        OptionKey("acc", "acc", "choice", ACC_REQUIREMENTS, "accumulator requirement"),
+        OptionKey("rounding", "rounding", "choice", ROUNDING_REQUIREMENTS, "rounding requirement"),
+        OptionKey("subnormals", "subnormals", "choice", SUBNORMAL_REQUIREMENTS, "subnormal requirement"),
+    )
+
+
+OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel,
+                                                     "require": Requirements}

@@ -217,7 +217,9 @@ def run_one(shape: Shape, dtype: str, range_name: str, lo_hi, seed_index: int, g
     record = Record(case, shape.direction, dtype, range_name, kernel, kind, model.acc)
     impl = None if kernel == "torch" else f"{KERNELS_MODULE}:{kernel}"
     try:
-        result = runner.run(problem, impl=impl, device="cpu", bound=model)
+        # torch is judged under its measured arithmetic (the shipped profile); a plug-in under the default
+        # model, so a wrong kernel's own arithmetic cannot excuse it
+        result = runner.run(problem, impl=impl, device="cpu", bound=model, measure=kernel == "torch")
     except runner.KernelFailure as failure:
         record.status, record.reason = "kernel failed", failure.reason
         return record
@@ -225,6 +227,10 @@ def run_one(shape: Shape, dtype: str, range_name: str, lo_hi, seed_index: int, g
     if comparison.overflow:
         record.status = "overflow"
         return record
+    if result.arithmetic is not None:
+        model = model.with_arithmetic(result.arithmetic.arithmetic)
+        declared = declared.with_arithmetic(result.arithmetic.arithmetic)
+        record.acc = result.arithmetic.arithmetic.describe_accumulation()
     judge(record, result, comparison, problem, model, declared)
     return record
 

@@ -32,7 +32,9 @@ CASES = [(op, direction) for op in SHAPES for direction in (("fwd",) if op == "g
 def ratio(op, direction, dtype, kernel, lo_hi, seed=11):
     layout = {"gemm": "tn"}.get(op, "nhwc")
     problem = make_problem(op, direction, dtype, layout, SHAPES[op], lo_hi, seed)
-    result = run(problem, impl=f"e2egen.studies.wrong_kernels:{kernel}", device="cpu", bound=BoundModel())
+    # measure=False: the bound under the assumed arithmetic (f32 accumulation); what the probes make of
+    # these kernels is tested in test_arithmetic_probes.py
+    result = run(problem, impl=f"e2egen.studies.wrong_kernels:{kernel}", device="cpu", bound=BoundModel(), measure=False)
     c = metrics.compare(result.ref, result.out, dtype, bound=result.bound)
     assert c.overflow == 0
     return c.bound_ratio
@@ -72,9 +74,12 @@ def test_study_runs_and_its_lambda_sweep_agrees_with_compare():
     for r in records:
         assert r.by_lambda[five] == pytest.approx(r.bound_ratio, rel=1e-9), r.kernel
         if r.kernel == "torch" and r.direction == "bwd_weight":
-            assert r.acc == "f16"  # the catalogue's declared model for torch's f16 backward kernels
-        else:
-            assert r.acc == "f32" and r.default_ratio == pytest.approx(r.bound_ratio, rel=1e-9)
+            # the shipped profile: torch's CPU f16 bwd_weight keeps one f16 partial per sample
+            assert r.acc == "one partial per sample in f32, partials added in f16"
+        elif r.kernel == "torch":
+            assert r.acc == "accumulates in f32"
+        else:  # plug-ins: the default model, unmeasured
+            assert r.acc == "measured" and r.default_ratio == pytest.approx(r.bound_ratio, rel=1e-9)
     assert not any(r.fails["bound"] for r in records if r.kind == "correct")
     assert all(r.fails["bound"] for r in records if r.kind == "wrong")
     text = bound_evidence.report(records, "cmd", 1.0, bound_evidence.shapes(

@@ -78,3 +78,81 @@ def test_concurrent_appends_never_interleave(tmp_path):
         w.join()
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
     assert len(lines) == 800 and all(json.loads(line)["type"] == "case" for line in lines)
+
+
+# -- the arithmetic of a case's cell -------------------------------------------------------
+def _measured(origin: str = "shipped profile cpu--torch.toml", **findings):
+    from e2egen.runner.arithmetic.lookup import Measured
+    from e2egen.runner.arithmetic.model import Arithmetic, CellKey
+    from e2egen.runner.arithmetic.profile import DeviceKey
+
+    return Measured(Arithmetic(**findings), CellKey("conv2d", "bwd_data", "f16", "nchw", "window"),
+                    DeviceKey.of("NVIDIA H100", "cudnn", {"torch": "2.5.1", "cudnn": "90100"}), origin)
+
+
+def _outcome(arithmetic=None):
+    from types import SimpleNamespace
+
+    from e2egen.nightly.records import AXES
+
+    case = SimpleNamespace(id="s/conv2d/c/bwd_data/f16/nchw/r0", params={"n": 1}, seed=3, tolerances={"rms": 1e-3},
+                           reference=SimpleNamespace(to_catalogue=lambda: {"device": "cpu"}), flops=10,
+                           **{axis: f"<{axis}>" for axis in AXES})
+    outcome = SimpleNamespace(case=case, status="passed", reason="", device="NVIDIA H100", repro="e2egen run x",
+                              comparison=None, verdict=None, timings={"kernel": 0.5})
+    if arithmetic is not None:
+        outcome.arithmetic = arithmetic
+    return outcome
+
+
+def _from_outcome(outcome):
+    from e2egen.nightly.records import record_from_outcome
+
+    return record_from_outcome(outcome, run_id="r1", global_seed=1, nodeid="n", worker="gw0", duration=0.0,
+                               versions={"torch": "2.5.1"}, finished="t")
+
+
+def test_a_record_carries_the_arithmetic_of_its_cell_and_round_trips(tmp_path):
+    from e2egen.nightly.records import CaseRecord
+    from e2egen.nightly.store import Store
+
+    record = _from_outcome(_outcome(_measured("probed now, cached in /c/nvidia-h100--cudnn.toml", acc_bits=11,
+                                              rounding="toward-zero", probed_with="n=1")))
+    assert record.arithmetic == {
+        "cell": "conv2d/bwd_data/f16/nchw/window", "device": "NVIDIA H100", "impl": "cudnn",
+        "versions": {"cudnn": "90100", "torch": "2.5.1"}, "origin": "probed now, cached in /c/nvidia-h100--cudnn.toml",
+        "findings": {**_measured().arithmetic.to_table(), "acc_bits": 11, "rounding": "toward-zero", "probed_with": "n=1"}}
+    # Through a records file (JSON) and the store, unchanged.
+    path = tmp_path / "rec.jsonl"
+    writer = RecordWriter(path)
+    writer.write({"type": "run", "run_id": "r1"})
+    writer.write(record.to_dict())
+    writer.close()
+    (obj,) = [o for o in read_records_file(path) if o["type"] == "case"]
+    assert obj["arithmetic"]["findings"]["acc_bits"] == 11 and CaseRecord.from_dict(obj) == record
+    with Store(tmp_path / "e.sqlite") as store:
+        assert store.ingest_file(path).added == 1
+        (stored,) = store.records("r1")
+        assert stored == record and stored.arithmetic["origin"].startswith("probed now")
+
+
+def test_records_without_arithmetic_read_as_none(tmp_path):
+    from e2egen.nightly.records import CaseRecord
+    from e2egen.nightly.store import Store
+
+    record = _from_outcome(_outcome())  # an Outcome from before the runner measured arithmetic
+    assert record.arithmetic is None and record.to_dict()["arithmetic"] is None
+    old = record.to_dict()
+    del old["arithmetic"]  # a record written before the key existed
+    assert CaseRecord.from_dict(old).arithmetic is None
+    with Store(tmp_path / "e.sqlite") as store:
+        assert store.ingest([{"type": "run", "run_id": "r1"}, old]).added == 1
+        assert store.records("r1")[0].arithmetic is None
+
+
+def test_a_malformed_arithmetic_costs_the_record_only_its_arithmetic():
+    import pytest
+
+    with pytest.warns(UserWarning, match="could not record the arithmetic"):
+        record = _from_outcome(_outcome(arithmetic=object()))
+    assert record.arithmetic is None and record.timings == {"kernel": 0.5}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import math
 import struct
+from html import escape
 from html.parser import HTMLParser
 
 import pytest
@@ -228,3 +229,102 @@ def test_report_of_an_empty_store_is_a_user_error(tmp_path):
 
     with Store(tmp_path / "e.sqlite") as s, pytest.raises(NightlyError, match="no runs yet"):
         build_report(s)
+
+
+# -- the kernels' arithmetic ---------------------------------------------------------------
+def arithmetic(cell: str, origin: str, *, impl: str = "cudnn", device: str = "NVIDIA H100", torch: str = "2.5.1",
+               **findings) -> dict:
+    from e2egen.runner.arithmetic.model import Arithmetic
+
+    return {"cell": cell, "device": device, "impl": impl, "versions": {"torch": torch, "cudnn": "90100"},
+            "origin": origin, "findings": Arithmetic(**findings).to_table()}
+
+
+BWD_CELL = "conv2d/bwd_data/f16/nchw/window"
+FWD_CELL = "conv2d/fwd/f16/nchw/window"
+
+
+def arithmetic_store(path, *, acc_bits_now: int, impl: str = "cudnn", origin: str = "cached profile nvidia-h100--cudnn.toml"):
+    """Two runs of two cases (one per cell); in r2 the bwd_data cell was probed during the run."""
+    from dataclasses import replace
+
+    store = Store(path)
+    store.upsert_run({"run_id": "r1", "started": "2025-01-13T02:00:00Z"})
+    store.upsert_run({"run_id": "r2", "started": "2025-01-14T02:00:00Z"})
+    for run_id, bits, bwd_origin, torch in (("r1", 24, origin, "2.5.1"),
+                                            ("r2", acc_bits_now, "probed now, cached in /cache/h100.toml", "2.6.0")):
+        bwd = arithmetic(BWD_CELL, bwd_origin, impl=impl, torch=torch, acc_bits=bits, groups="taps", inner_bits=24,
+                         probed_with=f"probe of {run_id}")
+        fwd = arithmetic(FWD_CELL, origin, impl=impl, torch=torch, inputs="tf32")
+        for case, data in (("s/conv2d/a/bwd_data/f16/nchw/r0", bwd), ("s/conv2d/a/fwd/f16/nchw/r0", fwd),
+                           ("s/conv2d/b/fwd/f16/nchw/r0", fwd)):
+            assert store.add_record(replace(synthetic_record(run_id, case, metrics={"rms": 1e-4}), arithmetic=data))
+    return store
+
+
+def test_arithmetic_section_and_the_flag_of_a_changed_cell(tmp_path):
+    with arithmetic_store(tmp_path / "e.sqlite", acc_bits_now=11) as store:
+        data = build_report(store)
+        files = write_report(store, tmp_path / "reports")
+    assert [(c.impl, c.device, c.cell, c.cases) for c in data.arithmetic] == [
+        ("cudnn", "NVIDIA H100", BWD_CELL, 1), ("cudnn", "NVIDIA H100", FWD_CELL, 2)]
+    (change,) = data.comparison.arithmetic_changes
+    assert change.key == ("cudnn", "NVIDIA H100", BWD_CELL) and change.differences == ("acc_bits 24 -> 11",)
+    assert change.text == "profile changed since r1: acc_bits 24 -> 11; versions: torch 2.5.1 -> 2.6.0"
+    flag = f"cudnn on NVIDIA H100, {BWD_CELL}: profile changed since r1: acc_bits 24 -> 11"
+    bwd_words = "products see the inputs as given; one partial per kernel tap in f32, partials added in f16; rounds nearest-even"
+    fwd_words = "products see tf32-rounded inputs; accumulates in f32; rounds nearest-even"
+
+    html = files.html.read_text(encoding="utf-8")
+    checker = Checker()
+    checker.feed(html)
+    checker.close()
+    assert not checker.errors and not checker.stack
+    # The flag sits at the top, before the first section, with both values.
+    assert "Arithmetic changed in 1 cell</b>" in html and escape(flag) in html
+    assert html.index(escape(flag)) < html.index('<h2 id="against">')
+    assert '<div class="card bad"><b>1</b>arithmetic changes</div>' in html
+    table = next(t for t in checker.tables if t[0][:3] == ["impl", "device", "cell"])
+    assert table[1:] == [
+        ["cudnn", "NVIDIA H100", BWD_CELL, bwd_words, "probed during this run; cached in /cache/h100.toml",
+         "profile changed since r1: acc_bits 24 -> 11; versions: torch 2.5.1 -> 2.6.0"],
+        ["cudnn", "NVIDIA H100", FWD_CELL, fwd_words, "cached profile nvidia-h100--cudnn.toml", "unchanged since r1"]]
+
+    md = files.markdown.read_text(encoding="utf-8")
+    assert "**Arithmetic changed in 1 cell**" in md and f"- {flag}" in md
+    assert md.index(flag) < md.index("## Against run r1") < md.index("## Arithmetic")
+    assert (f"| cudnn | NVIDIA H100 | {BWD_CELL} | {bwd_words} | probed during this run; cached in /cache/h100.toml | "
+            "profile changed since r1: acc_bits 24 -> 11; versions: torch 2.5.1 -> 2.6.0 |") in md
+
+
+def test_no_arithmetic_flag_when_nothing_changed(tmp_path):
+    with arithmetic_store(tmp_path / "e.sqlite", acc_bits_now=24) as store:
+        data = build_report(store)
+        files = write_report(store, tmp_path / "reports")
+    assert data.comparison.arithmetic is not None and data.comparison.arithmetic_changes == ()
+    html = files.html.read_text(encoding="utf-8")
+    md = files.markdown.read_text(encoding="utf-8")
+    assert "profile changed" not in html and "profile changed" not in md and "Arithmetic changed" not in html + md
+    assert '<div class="card good"><b>0</b>arithmetic changes</div>' in html
+    assert "probed during this run; cached in /cache/h100.toml" in html  # the section is there all the same
+    assert md.count("unchanged since r1") == 2
+
+
+def test_reports_of_runs_without_arithmetic_have_no_section_and_no_flag(store, tmp_path):
+    data = build_report(store)
+    assert data.arithmetic == () and data.comparison.arithmetic is None
+    html = write_report(store, tmp_path / "reports").html.read_text(encoding="utf-8")
+    assert "No case of this run recorded its kernel's arithmetic" in html and "arithmetic changes</div>" not in html
+
+
+def test_arithmetic_text_is_escaped_in_html(tmp_path):
+    with arithmetic_store(tmp_path / "e.sqlite", acc_bits_now=8, impl="my<impl>&co",
+                          origin="cached profile <b>odd</b>.toml") as store:
+        html = write_report(store, tmp_path / "reports").html.read_text(encoding="utf-8")
+    assert "<b>odd</b>" not in html and "my<impl>" not in html
+    assert "cached profile &lt;b&gt;odd&lt;/b&gt;.toml" in html
+    assert "my&lt;impl&gt;&amp;co on NVIDIA H100, conv2d/bwd_data/f16/nchw/window: profile changed since r1: acc_bits 24 -&gt; 8" in html
+    checker = Checker()
+    checker.feed(html)
+    checker.close()
+    assert not checker.errors and not checker.stack

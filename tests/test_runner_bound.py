@@ -10,6 +10,7 @@ import torch
 
 from e2egen import metrics
 from e2egen.runner import BoundModel, OPS, ProblemError, make_problem, run
+from e2egen.runner.arithmetic import Arithmetic, assumed_arithmetic
 from e2egen.runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
 from e2egen.runner.inputs import generate_inputs
 
@@ -39,10 +40,14 @@ def test_unit_roundoffs_come_from_the_formats():
         assert unit_roundoff(name) == metrics.get_format(name).eps / 2
 
 
-def test_input_rounding_only_for_tf32():
-    assert input_rounding("tf32") == 2 * 2.0 ** -11
+def test_input_rounding_follows_the_measured_inputs():
+    assert input_rounding(Arithmetic(inputs="tf32")) == 2 * 2.0 ** -11
+    assert input_rounding(Arithmetic(inputs="bf16")) == 2 * 2.0 ** -8
+    assert input_rounding(Arithmetic(inputs="f16", inputs_rounding="toward-zero")) == 4 * 2.0 ** -11
+    assert input_rounding(Arithmetic(inputs="exact")) == 0.0
+    assert input_rounding(assumed_arithmetic("tf32")) == 2 * 2.0 ** -11  # unmeasured: as the dtype says
     for dtype in ("f32", "f16", "bf16"):
-        assert input_rounding(dtype) == 0.0
+        assert input_rounding(assumed_arithmetic(dtype)) == 0.0
 
 
 def test_growth_is_sqrt_or_linear():
@@ -59,7 +64,7 @@ def test_relative_factor(dtype, model):
     p = make_problem("gemm", "fwd", dtype, "nn", PARAMS["gemm"], (-1.0, 1.0), 0)
     k = PARAMS["gemm"]["k"]
     g = k if model.strict else math.sqrt(k)
-    u_acc = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[model.acc]
+    u_acc = {"f32": 2.0 ** -24, "measured": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[model.acc]
     u_in = 2 * 2.0 ** -11 if dtype == "tf32" else 0.0
     assert relative_factor(p, model) == pytest.approx(model.lam * g * u_acc + u_in, rel=1e-15)
 

@@ -4,6 +4,7 @@ Markdown summary.
 
     aggregate.py      tables: average / maximum per metric by range, dtype, direction, layout, reference
     compare_runs.py   new failures, fixed failures, drifts against another run
+    arithmetic.py     the kernels' arithmetic per (impl, device, cell), and cells whose findings changed
     model.py          everything a report shows (ReportData), and number formats
     plots.py          matplotlib (Agg) figures as PNG bytes
     html.py, markdown.py   layouts of a ReportData

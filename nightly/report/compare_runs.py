@@ -5,6 +5,9 @@ than `factor` (default 4x) since the previous run: the early warning before
 it crosses its tolerance. Inputs are fresh every night, so small changes are
 noise; a factor of 4 is rarely noise. A metric that was exactly 0 and is not
 any more counts as an infinite growth.
+
+The kernels' arithmetic is compared too (arithmetic.py): a cell whose
+findings differ from the previous run's for the same impl, device and cell.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from e2egen.nightly.records import CaseRecord, tolerance_ratio
+from e2egen.nightly.report.arithmetic import ArithmeticComparison, cell_arithmetic, compare_arithmetic
 
 DEFAULT_DRIFT = 4.0
 
@@ -53,6 +57,11 @@ class RunComparison:
     factor: float
     only_before: tuple[str, ...]  # cases the previous run had and this one has not
     only_now: tuple[str, ...]
+    arithmetic: ArithmeticComparison | None = None  # None: the previous run recorded no arithmetic
+
+    @property
+    def arithmetic_changes(self) -> tuple:
+        return self.arithmetic.changes if self.arithmetic is not None else ()
 
 
 def compare_runs(now: Sequence[CaseRecord], before: Sequence[CaseRecord], *, run_id: str, against: str,
@@ -76,6 +85,7 @@ def compare_runs(now: Sequence[CaseRecord], before: Sequence[CaseRecord], *, run
         drifts=tuple(drifts), factor=factor,
         only_before=tuple(sorted(set(previous) - set(current))),
         only_now=tuple(sorted(set(current) - set(previous))),
+        arithmetic=compare_arithmetic(cell_arithmetic(now), cell_arithmetic(before), against=against),
     )
 
 

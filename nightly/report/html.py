@@ -6,8 +6,8 @@ from html import escape
 from typing import Collection, Sequence
 
 from e2egen.nightly.report import plots
-from e2egen.nightly.report.model import (MAX_FAILURES_LISTED, ReportData, fmt, fmt_rate, headline, histogram_rows, run_line,
-                                  table_rows)
+from e2egen.nightly.report.model import (MAX_FAILURES_LISTED, ReportData, arithmetic_flags, arithmetic_rows, fmt,
+                                         fmt_rate, headline, histogram_rows, run_line, table_rows)
 
 CSS = """
 * { box-sizing: border-box; }
@@ -26,6 +26,8 @@ td code { font-size: 11px; white-space: normal; }  /* a long repro wraps at its 
 tr.failed td { background: #fff1f0; } tr.sep td { border-top: 2px solid #8c959f; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f6f8fa; padding: 1px 4px; border-radius: 4px; white-space: nowrap; }
 img { max-width: 100%; border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; }
+.flag { border: 2px solid #c0392b; background: #fff1f0; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
+.flag ul { margin: 4px 0; padding-left: 20px; }
 nav a { margin-right: 12px; } .tables { display: flex; flex-wrap: wrap; gap: 0 28px; align-items: flex-start; } .note { color: #57606a; font-size: 13px; }
 """
 
@@ -78,11 +80,16 @@ def render_html(data: ReportData) -> str:
         parts += [f'<div class="card {"bad" if c.new_failures else "good"}"><b>{len(c.new_failures)}</b>new failures</div>',
                   f'<div class="card"><b>{len(c.fixed)}</b>fixed</div>',
                   f'<div class="card {"bad" if c.drifts else "good"}"><b>{len(c.drifts)}</b>drifts &gt; {c.factor:g}x</div>']
+        if c.arithmetic is not None:
+            n = len(c.arithmetic_changes)
+            parts.append(f'<div class="card {"bad" if n else "good"}"><b>{n}</b>arithmetic changes</div>')
     parts.append("</div>")
     parts.append(f'<p>{escape(headline(data))}</p>')
-    parts.append('<nav><a href="#against">against previous</a><a href="#aggregates">aggregates</a>'
+    parts += _arithmetic_flags(data)
+    parts.append('<nav><a href="#against">against previous</a><a href="#arithmetic">arithmetic</a><a href="#aggregates">aggregates</a>'
                  '<a href="#histograms">histograms</a><a href="#worst">worst cases</a><a href="#failures">failures</a></nav>')
     parts += _comparison(data)
+    parts += _arithmetic(data)
     parts += _aggregates(data)
     parts += _histograms(data)
     parts += _worst(data)
@@ -112,6 +119,30 @@ def _comparison(data: ReportData) -> list[str]:
         out.append(_table(["case", "metric", "before", "now", "growth", "now / tolerance", "repro"],
                           [[d.case_id, d.metric, fmt(d.before), fmt(d.now), "from 0" if d.before <= 0 else f"{d.growth:.1f}x",
                             fmt(d.ratio), _code(d.record.repro)] for d in c.drifts], left=(0, 1, 6), raw_columns=(6,)))
+    return out
+
+
+def _arithmetic_flags(data: ReportData) -> list[str]:
+    flags = arithmetic_flags(data)
+    if not flags:
+        return []
+    items = "".join(f"<li>{escape(flag)}</li>" for flag in flags)
+    return [f'<div class="flag"><b>Arithmetic changed in {len(flags)} cell{"s" if len(flags) != 1 else ""}</b> '
+            f'(the bound follows the new findings; see <a href="#arithmetic">Arithmetic</a>):<ul>{items}</ul></div>']
+
+
+def _arithmetic(data: ReportData) -> list[str]:
+    out = ['<h2 id="arithmetic">Arithmetic</h2>']
+    rows = arithmetic_rows(data)
+    if not rows:
+        return out + ['<p class="note">No case of this run recorded its kernel\'s arithmetic.</p>']
+    out.append('<p class="note">How each kernel computes, per impl, device and cell (op/direction/dtype/layout/shape '
+               "class), as the probes measured it: the findings the bounds of this run followed, and where they "
+               "came from.</p>")
+    changed = {c.key for c in data.comparison.arithmetic_changes} if data.comparison is not None else set()
+    out.append(_table(["impl", "device", "cell", "findings", "origin", "against the previous run"],
+                      [cells for _, cells in rows], left=(0, 1, 2, 3, 4, 5), wide=(3,),
+                      row_classes=["failed" if cell.key in changed else "" for cell, _ in rows]))
     return out
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from e2egen.nightly.report.model import (ReportData, fmt, fmt_rate, headline, histogram_rows, run_line, table_rows)
+from e2egen.nightly.report.model import (ReportData, arithmetic_flags, arithmetic_rows, fmt, fmt_rate, headline,
+                                         histogram_rows, run_line, table_rows)
 
 MAX_LISTED = 25
 
@@ -25,6 +26,11 @@ def _short_reason(text: str, limit: int = 160) -> str:
 
 def render_markdown(data: ReportData) -> str:
     out = [f"# {data.title}", "", run_line(data.run), "", f"**{headline(data)}**", ""]
+    flags = arithmetic_flags(data)
+    if flags:
+        out += [f"**Arithmetic changed in {len(flags)} cell{'s' if len(flags) != 1 else ''}** "
+                "(the bound follows the new findings):", ""]
+        out += [f"- {flag}" for flag in flags] + [""]
     if data.comparison is not None:
         c = data.comparison
         out += [f"## Against run {c.against}", "",
@@ -49,6 +55,11 @@ def render_markdown(data: ReportData) -> str:
             out += _more(len(c.drifts)) + [""]
     elif data.previous is None:
         out += ["No earlier run to compare with.", ""]
+    rows = arithmetic_rows(data)
+    if rows:
+        out += ["## Arithmetic", "", "How each kernel computes, per impl, device and cell, as the probes measured it.", ""]
+        out += table(["impl", "device", "cell", "findings", "origin", "against the previous run"], [cells for _, cells in rows])
+        out.append("")
     out += ["## Aggregates", "",
             "Average and maximum of each metric over the cases of each group (finite values); "
             "pass rate = passed / (passed + failed).", ""]

@@ -8,6 +8,7 @@ from e2egen.nightly import machine
 from e2egen.nightly.records import CaseRecord
 from e2egen.nightly.report.aggregate import (AggregateTable, GroupStats, HistogramColumn, aggregate_all, histogram_by,
                                       histogram_of, overall, worst_cases)
+from e2egen.nightly.report.arithmetic import CellArithmetic, cell_arithmetic
 from e2egen.nightly.report.compare_runs import DEFAULT_DRIFT, RunComparison, compare_runs
 from e2egen.nightly.store import RunInfo, Store
 
@@ -28,6 +29,7 @@ class ReportData:
     failures: tuple[CaseRecord, ...]
     comparison: RunComparison | None
     generated: str
+    arithmetic: tuple[CellArithmetic, ...] = ()  # one per (impl, device, cell) this run recorded
 
     @property
     def title(self) -> str:
@@ -53,7 +55,7 @@ def build_report(store: Store, run_id: str | None = None, against: str | None = 
     return ReportData(
         run=run, previous=previous, records=records, summary=overall(records), tables=tuple(aggregate_all(records)),
         histogram_by_dtype=tuple(histogram_by(records, "dtype")), worst=worst, worst_histograms=worst_histograms,
-        failures=failures, comparison=comparison, generated=machine.utc_now(),
+        failures=failures, comparison=comparison, generated=machine.utc_now(), arithmetic=tuple(cell_arithmetic(records)),
     )
 
 
@@ -133,3 +135,19 @@ def headline(data: ReportData) -> str:
             f"(pass rate {fmt_rate(s.pass_rate)})"
             + (f"; {data.run.selected - s.cases} of the {data.run.selected} planned not recorded (run incomplete)"
                if data.run.selected and data.run.selected > s.cases else ""))
+
+
+def arithmetic_rows(data: ReportData) -> list[tuple[CellArithmetic, list[str]]]:
+    """The Arithmetic section: impl, device, cell, findings in words, origin, and against the previous run."""
+    compared = data.comparison.arithmetic if data.comparison is not None else None
+    rows = []
+    for cell in data.arithmetic:
+        since = compared.since(cell) if compared is not None else "–"
+        rows.append((cell, [cell.impl, cell.device, cell.cell, cell.words, cell.origin_words, since]))
+    return rows
+
+
+def arithmetic_flags(data: ReportData) -> list[str]:
+    """One line per cell whose findings changed since the previous run, for the top of the report."""
+    changes = data.comparison.arithmetic_changes if data.comparison is not None else ()
+    return [f"{c.now.impl} on {c.now.device}, {c.now.cell}: {c.text}" for c in changes]

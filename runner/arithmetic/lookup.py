@@ -9,6 +9,7 @@ import torch
 
 from ..device import device_name
 from ..errors import KernelFailure, Skip
+from ..kernels import TORCH_IMPL
 from ..problem import Problem
 from .model import Arithmetic, CellKey, assumed_arithmetic
 from .probes import probe_arithmetic
@@ -29,13 +30,31 @@ class Measured:
 
 
 def device_key(device: torch.device, impl: str) -> DeviceKey:
+    """The device, impl and what decides their arithmetic: versions, and a plug-in kernel's source (so an
+    edited kernel is probed again)."""
     versions = {"torch": torch.__version__.split("+")[0]}
+    if impl != TORCH_IMPL:
+        versions["impl_source"] = _source_digest(impl)
     if device.type == "cuda":
         versions["cuda"] = str(torch.version.cuda or "")
         versions["cudnn"] = str(torch.backends.cudnn.version() or "")
     else:
         versions["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
     return DeviceKey.of(device_name(device), impl, versions)
+
+
+def _source_digest(impl: str) -> str:
+    """A short hash of the file defining the impl's module ("" when it cannot be read)."""
+    import hashlib
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(impl.split(":")[0])
+        origin = spec.origin if spec else None
+        with open(origin, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except (ImportError, OSError, TypeError, ValueError):
+        return ""
 
 
 def cell_of(problem: Problem) -> CellKey:
@@ -78,6 +97,10 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
     except (KernelFailure, Skip) as failure:
         reason = getattr(failure, "reason", str(failure))
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed (the probes could not run: {reason})")
+    if findings.unexplained:  # not cached: the next run probes a fixed kernel afresh
+        result = Measured(findings, cell, key, "probed now (not cached: unexplained outcomes)", probed_now=True)
+        _memo[(key, cell)] = result
+        return result
     path = record_in_cache(key, cell, findings)
     result = Measured(findings, cell, key, f"probed now, cached in {path}", probed_now=True)
     _memo[(key, cell)] = result

@@ -29,6 +29,11 @@ rounding          the rounding of the result and of accumulation where it
 subnormal_inputs  "kept" | "flushed";  subnormal_outputs likewise.
 special_values    "ieee" when NaN and inf propagate as IEEE-754 says, else
                   what differed ("inf*0 gave 0").
+unexplained       crafted sums that came back with a value no hypothesis of
+                  any probe explains (a dropped or doubled product, a wrong
+                  index): not rounding, a kernel bug. Such findings are not
+                  used to widen a bound (the bound assumes the dtype's
+                  arithmetic instead) and the case fails, naming them.
 """
 from __future__ import annotations
 
@@ -91,7 +96,8 @@ class Arithmetic:
     subnormal_outputs: str = "kept"
     special_values: str = "ieee"
     probed_with: str = ""  # the problem the probes ran on
-    notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but no hypothesis explained
+    notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but could not pin down
+    unexplained: tuple[str, ...] = field(default_factory=tuple)  # outcomes no arithmetic explains: a bug
 
     def __post_init__(self) -> None:
         for name, choices in (("inputs", INPUT_FORMATS), ("rounding", ROUNDINGS), ("groups", GROUPINGS),
@@ -155,12 +161,15 @@ class Arithmetic:
             words.append(f"subnormals: inputs {self.subnormal_inputs}, outputs {self.subnormal_outputs}")
         if self.special_values != "ieee":
             words.append(f"special values: {self.special_values}")
+        if self.unexplained:
+            words.append(f"UNEXPLAINED: {self.unexplained[0]}")
         return "; ".join(words)
 
     # -- TOML form ------------------------------------------------------------------
     def to_table(self) -> dict[str, Any]:
         table = asdict(self)
         table["notes"] = list(self.notes)
+        table["unexplained"] = list(self.unexplained)
         return table
 
     @classmethod
@@ -170,8 +179,9 @@ class Arithmetic:
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}")
         values = dict(table)
-        if "notes" in values:
-            values["notes"] = tuple(values["notes"])
+        for key in ("notes", "unexplained"):
+            if key in values:
+                values[key] = tuple(values[key])
         return cls(**values)
 
     def differences(self, other: "Arithmetic") -> list[str]:

@@ -116,9 +116,12 @@ def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
     from e2egen.runner.arithmetic.requirements import judge
 
     case = outcome.case
+    lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
+    if not measured.measured:  # nothing was measured: there is nothing to hold against the requirements
+        outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
+        return
     failing, excused = judge(case.require, case.accepted, measured.arithmetic, case.dtype, measured.device.device,
                              measured.device.impl, str(measured.cell))
-    lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
     lines += [f"REQUIREMENT BROKEN: {v.message}" for v in failing]
     lines += [f"accepted deviation: {v.message} — {entry.reason} ([[accept]] device={entry.device})"
               for v, entry in excused]

@@ -95,7 +95,7 @@ class GemmOp(ProductSumOp):
         return "batched" if params.batch else ""
 
     def probe_params(self, params: GemmParams, direction: str) -> GemmParams:
-        return GemmParams(m=64, n=64, k=1024, batch=2 if params.batch else 0)
+        return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         transposed = layout[0 if name == "a" else 1] == "t"

@@ -31,6 +31,12 @@ WRONG (one bug each):
                    (the next element, in logical order, whose value differs)
     swap_channels  the last two channels of the first input (gemm: the last two
                    columns of A) are swapped, as a channel-stride bug would
+
+PLANTED (issue 12's blind cells; judged by studies/arithmetic_evidence.py):
+    zero_output    returns all zeros (an unwritten dW)
+    scale_5pct     the result is 5 % too large
+    bf16_inputs    rounds both inputs to bf16 first ("performance" precision),
+                   then sums in f32: a library that silently computes in bf16
 """
 from __future__ import annotations
 
@@ -234,6 +240,23 @@ def _swap_last_two(direction, first, second):
 
 swap_channels = _kernel(_bmm_f32, prepare=_swap_last_two)
 
+def _zero(direction, out):
+    return torch.zeros_like(out)
+
+
+def _scale_5pct(direction, out):
+    return (out.double() * 1.05).to(out.dtype)
+
+
+def _round_inputs_bf16(direction, first, second):
+    return first.to(torch.bfloat16).to(first.dtype), second.to(torch.bfloat16).to(second.dtype)
+
+
+zero_output = _kernel(_bmm_f32, finish=_zero)
+scale_5pct = _kernel(_bmm_f32, finish=_scale_5pct)
+bf16_inputs = _kernel(_bmm_f32, prepare=_round_inputs_bf16)
+
 CORRECT = ("im2col_f32", "split_k", "sequential_f32", "pairwise_f32")
+PLANTED = ("zero_output", "scale_5pct", "bf16_inputs")
 WRONG = ("acc_lowp", "drop_last", "scale_3ulp", "shift_window", "one_element", "swap_channels")
 CONV_ONLY = ("shift_window",)

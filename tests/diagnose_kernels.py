@@ -1,13 +1,16 @@
 """Plug-in kernels with one known numerical defect each, for the tests of `e2egen explain`.
 
 Each follows the runner's kernel contract (runner/kernels.py) for conv2d fwd
-(groups = 1): f(x, w, *, stride, padding, dilation, groups) -> y, f16 in, f16 out.
+(groups = 1): f(x, w, *, stride, padding, dilation, groups) -> y, f16 in, f16 out
+(bf16_inputs_conv_fwd: f32 or f16 in, the same out).
 
     flush_subnormals_conv_fwd   computes in f32, rounds once to f16, but flushes subnormal inputs and
                                 outputs to zero (as MI200's mfma does in the seed)
     f16_chunked_conv_fwd        sums 4 input channels (36 products for a 3x3 kernel) at a time in f32,
                                 and keeps the running sum in f16 between chunks
     dropped_channel_conv_fwd    an indexing bug: the loop over input channels stops one short
+    bf16_inputs_conv_fwd        rounds both inputs to bf16, then computes in f32 and returns the case's
+                                dtype (f32 or f16): a library's silent "performance" precision
 """
 from __future__ import annotations
 
@@ -47,3 +50,7 @@ def dropped_channel_conv_fwd(x, w, *, stride, padding, dilation, groups):
         raise ValueError("dropped_channel_conv_fwd supports groups = 1 only")
     last = x.shape[1] - 1  # bug: `range(c - 1)` instead of `range(c)`
     return _conv32(x[:, :last], w[:, :last], stride, padding, dilation, 1).to(torch.float16)
+
+
+def bf16_inputs_conv_fwd(x, w, *, stride, padding, dilation, groups):
+    return _conv32(x.to(torch.bfloat16), w.to(torch.bfloat16), stride, padding, dilation, groups).to(x.dtype)

@@ -138,3 +138,82 @@ def test_an_overflowing_run_is_counted_apart_and_kept_out_of_bound_ratio():
     assert c.compared == result.ref.numel() - c.overflow and c.bound_ratio <= 1
     verdict = c.check({"bound_ratio": 1.0})
     assert not verdict.passed and "overflow" in verdict.summary
+
+
+def grouped_terms(problem, t, index, kind):
+    """{group: [a_i·b_i]} for one output: grouped by the weight's kernel tap (flat, row-major) or by sample."""
+    p = problem.params
+    cg, kg = p.c // p.groups, p.k // p.groups
+    taps = list(itertools.product(*map(range, p.kernel)))
+    groups: dict[int, list[float]] = {}
+
+    def source(o, tap):
+        return [oo * s + r * d - pp for oo, r, s, d, pp in zip(o, tap, p.stride, p.dilation, p.pad)]
+
+    def inside(pos):
+        return all(0 <= q < size for q, size in zip(pos, p.size))
+
+    if problem.direction == "fwd":
+        n, k, *o = index
+        g = k // kg
+        for c in range(cg):
+            for flat, tap in enumerate(taps):
+                if inside(source(o, tap)):
+                    groups.setdefault(flat, []).append(t["x"][(n, g * cg + c, *source(o, tap))].item() * t["w"][(k, c, *tap)].item())
+    elif problem.direction == "bwd_data":
+        n, c, *i = index
+        g = c // cg
+        for kk in range(kg):
+            for flat, tap in enumerate(taps):
+                for o in itertools.product(*map(range, p.out_size)):
+                    if source(o, tap) == list(i):
+                        k = g * kg + kk
+                        groups.setdefault(flat, []).append(t["dy"][(n, k, *o)].item() * t["w"][(k, c - g * cg, *tap)].item())
+    else:
+        k, c, *tap = index
+        g = k // kg
+        for n in range(p.n):
+            for o in itertools.product(*map(range, p.out_size)):
+                if inside(source(o, tap)):
+                    groups.setdefault(n, []).append(t["dy"][(n, k, *o)].item() * t["x"][(n, g * cg + c, *source(o, tap))].item())
+    return groups
+
+
+@pytest.mark.parametrize("name,direction", [c for c in CASES if not c[0].startswith("gemm")])
+@pytest.mark.parametrize("partials,reverse", [("stored", False), ("running", True)])
+def test_partial_sums_bound_equals_the_hand_summed_partials(name, direction, partials, reverse):
+    """A kernel keeping f16 partials per tap (fwd, bwd_data) or per sample (bwd_weight): the accumulation term
+    is 2·u16·(Σ|P_t| [stored] + Σ|S_t|) over the kernel's order of partials, the rest λ·√(K/P)·u_f32·Σ|a·b|."""
+    from e2egen.runner.arithmetic import Arithmetic
+    from e2egen.runner.bound import product_sum_bound
+
+    op, params = GEOMETRIES[name]
+    kind = "samples" if direction == "bwd_weight" else "taps"
+    problem = make_problem(op, direction, "f16", "nchw", params, (-3.0, 2.0), seed=5)
+    tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+    arithmetic = Arithmetic(acc_bits=11, groups=kind, inner_bits=24, partials=partials, reversed=reverse)
+    model = BoundModel(lam=3.0).with_arithmetic(arithmetic)
+    ref = apply_op(problem, tensors)
+    bound = product_sum_bound(problem, tensors, arithmetic).evaluate(model, ref)
+    p = problem.params
+    count = p.n if kind == "samples" else math.prod(p.kernel)
+    k = problem.reduction_size
+    inner = 3.0 * math.sqrt(math.ceil(k / count)) * 2.0 ** -24
+    ulps = metrics.ulp(ref, "f16")
+    for index in itertools.product(*map(range, problem.output_shape)):
+        groups = grouped_terms(problem, tensors, index, kind)
+        # the documented reduction order: taps ascending for fwd, the flipped kernel (descending) for bwd_data
+        order = list(range(count))
+        if direction == "bwd_data":
+            order.reverse()
+        if reverse:
+            order.reverse()
+        sums = [math.fsum(groups.get(g, [])) for g in order]
+        running, running_total = 0.0, 0.0
+        for value in sums:
+            running += value
+            running_total += abs(running)
+        acc = running_total + (sum(abs(v) for v in sums) if partials == "stored" else 0.0)
+        magnitude = math.fsum(abs(v) for values in groups.values() for v in values)
+        expected = 2 * 2.0 ** -11 * acc + inner * magnitude + ulps[index].item()
+        assert bound[index].item() == pytest.approx(expected, rel=1e-9, abs=1e-300), index

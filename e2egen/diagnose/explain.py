@@ -3,10 +3,19 @@
 The kernel runs once per input range (the case's, r4 [1, 5] away from zero, a
 narrower one) and once on the exact-arithmetic probe (probe.py); every
 reference variant (variants.py) reuses the case-range run's inputs and
-output. Each comparison is judged twice:
+output. The kernel's arithmetic comes from the probes (runner/arithmetic:
+a profile, or probed now and cached), as `e2egen run` takes it: the case's
+verdict, its bound and its reference follow it (a flushing kernel gets a
+flushing reference), and its requirements (`require`, `[[accept]]`) are
+judged against it. When the probes found input rounding, one more
+reference is computed from the inputs rounded as the kernel rounds them.
+When an rms tolerance may be suggested, the kernel reruns at a few more
+seeds (margin_seeds) so the suggestion keeps a margin (RMS_MARGIN).
+Each comparison is judged twice:
 
 * with the case's own tolerances (`case.tolerances` through `check()`, its
-  bound model for bound_ratio): "passes under V";
+  bound model for bound_ratio, following the measured arithmetic):
+  "passes under V";
 * with fixed objective numbers, the same for every case: max_eps_diff and
   bound_ratio under OBJECTIVE_BOUND (f32 accumulator, lambda 5, sqrt(K),
   1 output ulp: "as accurate as f32 accumulation allows").
@@ -25,8 +34,12 @@ import torch
 
 from e2egen import metrics
 from e2egen import runner
-from e2egen.generator.cases import Case
+from e2egen.generator.cases import Case, derive_seed
+from e2egen.runner.arithmetic.lookup import Measured, measured_arithmetic
+from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
+from e2egen.runner.arithmetic.requirements import judge as judge_requirements
 from e2egen.runner.bound import ProductSumError, SumOfBounds, product_sum_bound, product_sum_parts
+from e2egen.runner.device import tf32_mode
 from e2egen.runner.inputs import generate_inputs, reference_inputs
 from e2egen.runner.kernels import TORCH_IMPL
 from e2egen.runner.reference import compute_reference
@@ -39,6 +52,8 @@ OBJECTIVE_BOUND = runner.BoundModel()  # f32 accumulator, lambda 5, sqrt(K) grow
 AWAY_RANGE = (1.0, 5.0)  # the seed's r4: no input near zero, no cancellation, no subnormal
 NARROW_FACTOR = 0.5  # the narrower range scales the case's by this (or less, to avoid overflow)
 WORST_LISTED = 10
+MARGIN_SEEDS = 3  # more seeds the kernel reruns at before explain suggests an rms tolerance
+RMS_MARGIN = 2.0  # the suggested rms tolerance: the largest rms over the seeds times this
 _CPU = torch.device("cpu")
 
 
@@ -52,6 +67,7 @@ class Row:
     verdict: Any = None  # Verdict under the case's tolerances
     note: str = ""  # why it was not computed, or "sampled ..."
     low_acc_ratio: float | None = None  # bound_ratio under an accumulator of the output's format (plain only)
+    measured_ratio: float | None = None  # bound_ratio under the measured arithmetic (plain only, when measured)
     miss: float | None = None  # fraction of elements where out != round_T(reference)
 
     @property
@@ -96,6 +112,24 @@ class ModelSearch:
 
 
 @dataclass
+class RmsMargin:
+    """rms of the case's comparison at its own seed and at MARGIN_SEEDS more, and the tolerance suggested."""
+
+    seeds: list[tuple[int, float]]  # (seed, rms), the case's seed first
+    suggested: float  # max rms x RMS_MARGIN, rounded up to two significant digits
+    notes: list[str] = field(default_factory=list)  # seeds that could not run, and why
+
+    @property
+    def largest(self) -> float:
+        return max(r for _, r in self.seeds)
+
+    def describe(self) -> str:
+        values = ", ".join(f"seed {seed}: {r:.3g}" for seed, r in self.seeds)
+        return (f"rms over {len(self.seeds)} seeds ({values}); largest {self.largest:.3g} x {RMS_MARGIN:g} margin "
+                f"= {self.suggested:.2g}")
+
+
+@dataclass
 class WorstRow:
     position: str
     ref: float
@@ -121,6 +155,10 @@ class Explanation:
     search: ModelSearch | None = None
     ranges: list[RangeRow] = field(default_factory=list)
     probe: ProbeResult | None = None
+    arithmetic: Measured | None = None  # the kernel's arithmetic as the probes found it (None: not looked up)
+    violations: list[Any] = field(default_factory=list)  # requirements the measured arithmetic breaks (fail the case)
+    accepted: list[tuple[Any, Any]] = field(default_factory=list)  # (violation, [[accept]] entry) excused
+    rms_margin: RmsMargin | None = None  # reruns at more seeds, when an rms tolerance may be suggested
     worst: list[WorstRow] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     findings: list[Any] = field(default_factory=list)
@@ -140,12 +178,21 @@ class Explanation:
         return row.verdict if row is not None else None
 
     @property
+    def measured(self) -> Arithmetic | None:
+        """The measured arithmetic when it can be relied on: measured (not assumed), no unexplained outcome."""
+        m = self.arithmetic
+        if m is None or not m.measured or m.arithmetic.unexplained:
+            return None
+        return m.arithmetic
+
+    @property
     def passed(self) -> bool:
+        """As `e2egen run` says: the case's tolerances hold and no requirement is broken."""
         if self.skipped:
             return True
         if self.kernel_failure:
             return False
-        return bool(self.verdict and self.verdict.passed)
+        return bool(self.verdict and self.verdict.passed) and not self.violations
 
     @property
     def exit_status(self) -> int:
@@ -156,13 +203,15 @@ class Explanation:
 class Judge:
     """Compares references with one kernel output: objective bound_ratio, and the case's verdict."""
 
-    def __init__(self, case: Case, problem: runner.Problem, out: torch.Tensor, error_bound: SumOfBounds):
+    def __init__(self, case: Case, problem: runner.Problem, out: torch.Tensor, error_bound: SumOfBounds,
+                 arithmetic: Arithmetic | None = None):
         self.case, self.problem = case, problem
         self.out = out.detach().to(_CPU)
         self.error_bound = error_bound  # the runner's bound of the primary output (float64, CPU)
         self.terms = error_bound.part(ProductSumError).magnitude  # Σ|a·b| per element
         self.dtype = problem.out_dtype
-        self.case_model = case.bound if "bound_ratio" in case.tolerances else None
+        # the case's bound as `e2egen run` evaluates it: following the measured arithmetic
+        self.case_model = case.bound.with_arithmetic(arithmetic) if case.bound is not None and "bound_ratio" in case.tolerances else None
 
     def bound(self, ref: torch.Tensor, model: runner.BoundModel) -> torch.Tensor:
         return self.error_bound.evaluate(model, ref)
@@ -197,6 +246,50 @@ def _inputs64(problem: runner.Problem) -> dict[str, torch.Tensor]:
 
 def _with_range(problem: runner.Problem, lo: float, hi: float) -> runner.Problem:
     return runner.Problem(problem.op, problem.direction, problem.dtype, problem.layout, problem.params, (lo, hi), problem.seed)
+
+
+def _with_seed(problem: runner.Problem, seed: int) -> runner.Problem:
+    return runner.Problem(problem.op, problem.direction, problem.dtype, problem.layout, problem.params,
+                          problem.input_range, seed)
+
+
+def margin_seeds(case: Case, count: int = MARGIN_SEEDS) -> list[int]:
+    """`count` more seeds for the case, derived from its seed and id (the same every time)."""
+    return [derive_seed(case.seed, f"{case.id}#explain-margin-{i}") % 2 ** 31 for i in range(1, count + 1)]
+
+
+def _nice_ceil(x: float) -> float:
+    """x rounded up to two significant digits (0.000123 -> 0.00013), never below x."""
+    if not math.isfinite(x) or x <= 0:
+        return x
+    scale = 10.0 ** (math.floor(math.log10(x)) - 1)
+    value = float(f"{math.ceil(x / scale - 1e-9) * scale:.2g}")
+    while value < x:
+        value = float(f"{value + scale:.2g}")
+    return value
+
+
+def input_rounding_format(arithmetic: Arithmetic | None, dtype: str) -> str | None:
+    """The format the probes found the kernel rounds its inputs to, when it is narrower than the case's
+    dtype allows (bf16 for an f32 case; tf32 is a tf32 case's own); None otherwise."""
+    if arithmetic is None or arithmetic.inputs == "exact":
+        return None
+    own = FORMAT_BITS.get(dtype)
+    if own is None or FORMAT_BITS[arithmetic.inputs] >= own:
+        return None
+    return arithmetic.inputs
+
+
+def round_inputs(inputs64: dict[str, torch.Tensor], fmt: str, rounding: str = "nearest") -> dict[str, torch.Tensor]:
+    """The inputs as a kernel that rounds them to `fmt` sees them (float64)."""
+    if rounding == "nearest":
+        return {n: metrics.round_to(t, fmt) for n, t in inputs64.items()}
+    bits = FORMAT_BITS[fmt]
+    rounded = {}
+    for n, t in inputs64.items():  # toward zero: keep `bits` significant bits of the mantissa
+        mantissa, exponent = torch.frexp(t)
+        rounded[n] = torch.ldexp(torch.trunc(torch.ldexp(mantissa, torch.full_like(exponent, bits))), exponent - bits)
+    return rounded
 
 
 def _nice_floor(x: float) -> float:
@@ -298,9 +391,12 @@ def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, 
 
 # -- the steps ------------------------------------------------------------------------------
 def explain_case(case: Case, device: str | None = None, *, search: bool = True, probe: bool = True,
-                 ranges: bool = True) -> Explanation:
-    """Gather every piece of evidence for `case` and diagnose it (see causes.py)."""
-    from e2egen.diagnose.causes import diagnose
+                 ranges: bool = True, arithmetic: bool = True, seeds: bool = True) -> Explanation:
+    """Gather every piece of evidence for `case` and diagnose it (see causes.py).
+
+    probe: the exact-arithmetic probe; arithmetic: the kernel's arithmetic from the probes (runner/arithmetic);
+    seeds: rerun at MARGIN_SEEDS more seeds before suggesting an rms tolerance."""
+    from e2egen.diagnose.causes import diagnose, wants_rms_margin
 
     explanation = Explanation(case=case, impl=case.impl or TORCH_IMPL)
     try:
@@ -324,9 +420,16 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
     explanation.device = result.device
     explanation.timings["kernel run"] = time.perf_counter() - started
 
+    if arithmetic:
+        started = time.perf_counter()
+        explanation.arithmetic = _measure(case, problem, dev)
+        explanation.timings["arithmetic (probes)"] = time.perf_counter() - started
+        _judge_requirements(explanation)
+    measured = explanation.arithmetic.arithmetic if explanation.arithmetic is not None else None
+
     started = time.perf_counter()
     inputs64 = _inputs64(problem)
-    judge = Judge(case, problem, result.out, product_sum_bound(problem, inputs64))
+    judge = Judge(case, problem, result.out, product_sum_bound(problem, inputs64, measured), measured)
     terms = judge.terms
     _reference_rows(explanation, judge, problem, inputs64, result.ref, dev)
     explanation.timings["reference variants"] = time.perf_counter() - started
@@ -348,24 +451,76 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
         explanation.timings["accumulator models"] = time.perf_counter() - started
     if ranges:
         started = time.perf_counter()
-        explanation.ranges = _range_rows(case, problem, dev, plain, explanation.stats["max_abs_ref"])
+        explanation.ranges = _range_rows(case, problem, dev, plain, explanation.stats["max_abs_ref"], measured)
         explanation.timings["other ranges"] = time.perf_counter() - started
     if probe:
         started = time.perf_counter()
         kernel = runner.resolve_impl(problem.op, problem.direction, case.impl)
         explanation.probe = run_probe(problem, kernel, dev, case.impl or TORCH_IMPL)
         explanation.timings["probe"] = time.perf_counter() - started
+    if seeds and wants_rms_margin(explanation):
+        started = time.perf_counter()
+        explanation.rms_margin = rms_margin(explanation, dev)
+        explanation.timings["other seeds"] = time.perf_counter() - started
     explanation.findings = diagnose(explanation)
     return explanation
 
 
+def _measure(case: Case, problem: runner.Problem, dev: torch.device) -> Measured:
+    """The kernel's arithmetic for the case's cell, as `e2egen run` looks it up (profile, or probed now)."""
+    kernel = runner.resolve_impl(problem.op, problem.direction, case.impl)
+    with tf32_mode(problem.dtype == "tf32"):
+        return measured_arithmetic(problem, kernel, dev, case.impl or TORCH_IMPL)
+
+
+def _judge_requirements(explanation: Explanation) -> None:
+    measured, case = explanation.arithmetic, explanation.case
+    if measured is None or not measured.measured:
+        return
+    failing, excused = judge_requirements(case.require, case.accepted, measured.arithmetic, case.dtype,
+                                          measured.device.device, measured.device.impl, str(measured.cell))
+    explanation.violations, explanation.accepted = failing, excused
+
+
+def case_reference(explanation: Explanation) -> runner.ReferenceOptions:
+    """The case's reference as `e2egen run` applies it: ftz on where the probes found the kernel flushes."""
+    own = explanation.case.reference
+    m = explanation.arithmetic
+    if m is not None and m.arithmetic.flushes and not own.ftz:
+        from dataclasses import replace
+        own = replace(own, ftz=True)
+    return own
+
+
+def rms_margin(explanation: Explanation, dev: torch.device) -> RmsMargin:
+    """rms of the case's comparison at its seed and at margin_seeds(); suggest max x RMS_MARGIN."""
+    case, problem = explanation.case, explanation.problem
+    verdict_row = explanation.case_row or explanation.plain
+    values = [(case.seed, float(verdict_row.comparison.rms))]
+    notes = []
+    reference = case_reference(explanation)
+    for seed in margin_seeds(case):
+        try:
+            result = runner.run(_with_seed(problem, seed), impl=case.impl, device=dev, reference=reference, measure=False)
+        except (runner.Skip, runner.KernelFailure) as stop:
+            notes.append(f"seed {seed}: {getattr(stop, 'reason', stop)}")
+            continue
+        c = metrics.compare(result.ref.to(_CPU), result.out.detach().to(_CPU), dtype=problem.out_dtype, ftz=reference.ftz)
+        values.append((seed, float(c.rms)))
+    largest = max(r for _, r in values)
+    return RmsMargin(values, _nice_ceil(largest * RMS_MARGIN), notes)
+
+
 def _reference_rows(explanation: Explanation, judge: Judge, problem, inputs64, plain_ref, dev) -> None:
     low_acc = V.accumulator_format(problem.out_dtype)
+    measured = explanation.measured
     for variant in V.reference_variants(problem):
         if variant.key == "plain":
             row = judge.row("plain", variant.label, plain_ref)
             if low_acc != "f32":
                 row.low_acc_ratio = judge.ratio_under(plain_ref.to(_CPU), runner.BoundModel(acc=low_acc))
+            if measured is not None:
+                row.measured_ratio = judge.ratio_under(plain_ref.to(_CPU), OBJECTIVE_BOUND.with_arithmetic(measured))
         elif variant.key == "device":
             if dev.type == "cpu":
                 row = Row(variant.key, variant.label, note="the kernel runs on the CPU: the device reference is the CPU reference")
@@ -381,13 +536,21 @@ def _reference_rows(explanation: Explanation, judge: Judge, problem, inputs64, p
             ref = compute_reference(problem, inputs64, variant.options).value
             row = judge.row(variant.key, variant.label, ref, ftz=variant.compare_ftz)
         explanation.rows.append(row)
-    own = explanation.case.reference
+    fmt = input_rounding_format(measured, problem.dtype)
+    if fmt is not None:
+        rounded = round_inputs(inputs64, fmt, measured.inputs_rounding)
+        ref = compute_reference(problem, rounded, runner.ReferenceOptions()).value
+        how = "" if measured.inputs_rounding == "nearest" else " toward zero"
+        explanation.rows.append(judge.row("inputs", f"inputs rounded to {fmt}{how}", ref))
+    own = case_reference(explanation)
     if own != runner.ReferenceOptions():
         if own.device == "device" and dev.type != "cpu":
             ref = compute_reference(problem, {n: t.to(dev) for n, t in inputs64.items()}, own).value
         else:
             ref = compute_reference(problem, inputs64, own).value
         settings = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in own.changed().items())
+        if own.ftz and not explanation.case.reference.ftz:
+            settings += ": the probes found the kernel flushes"
         explanation.case_row = judge.row("case", f"case reference ({settings})", ref, ftz=own.ftz)
 
 
@@ -430,7 +593,8 @@ def search_models(judge: Judge, problem, inputs64, plain_ref) -> ModelSearch:
     return search
 
 
-def _range_rows(case: Case, problem, dev, plain: Row, max_abs_ref: float) -> list[RangeRow]:
+def _range_rows(case: Case, problem, dev, plain: Row, max_abs_ref: float,
+                measured: Arithmetic | None = None) -> list[RangeRow]:
     lo, hi = problem.input_range
     rows = [RangeRow("case", f"{case.range} {_range_label(lo, hi)} (the case's)", lo, hi, plain.comparison, plain.verdict)]
     away = RangeRow("away", f"r4 {_range_label(*AWAY_RANGE)} (away from zero)", *AWAY_RANGE)
@@ -451,7 +615,8 @@ def _range_rows(case: Case, problem, dev, plain: Row, max_abs_ref: float) -> lis
             row.note = f"kernel failed: {failure.reason}"
         else:
             inputs64 = _inputs64(ranged)
-            judged = Judge(case, ranged, result.out, product_sum_bound(ranged, inputs64)).row(row.role, row.label, result.ref)
+            judged = Judge(case, ranged, result.out, product_sum_bound(ranged, inputs64, measured),
+                           measured).row(row.role, row.label, result.ref)
             row.comparison, row.verdict = judged.comparison, judged.verdict
         rows.append(row)
     return rows

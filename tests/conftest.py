@@ -1,14 +1,20 @@
 """Shared helpers for the project's own tests."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Probed arithmetic profiles go to a cache of this test session, never the user's (~/.cache/e2egen):
+# subprocesses (the CLI, generated suites) inherit it. Tests that need a clean cache set their own.
+os.environ["E2EGEN_PROFILES"] = tempfile.mkdtemp(prefix="e2egen-test-profiles-")
 
 BASE = """
 seed = 7

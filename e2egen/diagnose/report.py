@@ -13,6 +13,10 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.3g}%"
 
 
+def _reproduced(miss) -> str:
+    return "-" if miss is None else f"{100 * (1 - miss):.4g}%"
+
+
 def _verdict_cell(verdict) -> str:
     return "-" if verdict is None else ("PASS" if verdict.passed else "FAIL")
 
@@ -34,7 +38,7 @@ def render(ex, catalogue: str | None = None) -> str:
     if ex.problem is not None:
         lines.append(f"  {ex.problem.describe()}; reduction K = {ex.problem.reduction_size}")
     tolerances = ", ".join(f"{k} <= {v:g}" for k, v in case.tolerances.items())
-    bound = f" (bound: acc {case.bound.acc}, lambda {case.bound.lam:g})" if case.bound else ""
+    bound = f" (bound: acc {case.bound.acc}, lambda {case.bound.lam:g})" if case.bound and "bound_ratio" in case.tolerances else ""
     lines.append(f"  tolerances: {tolerances}{bound}")
     if ex.skipped:
         lines.append(f"SKIPPED: {ex.skipped}")
@@ -46,11 +50,17 @@ def render(ex, catalogue: str | None = None) -> str:
         return "\n".join(lines)
     verdict = ex.verdict
     lines.append(f"verdict: {verdict.summary}")
-    if verdict.passed and ex.findings and ex.findings[0].cause != "nothing to explain":
-        lines.append("  (the case passes under its own tolerances; the findings explain its error against an f32 accumulator)")
+    for violation in ex.violations:
+        lines.append(f"  but the case FAILS on its arithmetic: requirement broken: {violation.message}")
+    if ex.passed and ex.findings and ex.findings[0].cause != "nothing to explain":
+        lines.append("  (the case passes as `e2egen run` judges it; the findings explain its error against the plain "
+                     "reference and an f32 accumulator)")
     lines.append("")
     lines += _findings(ex)
     lines.append("")
+    if ex.arithmetic is not None:
+        lines += _arithmetic(ex)
+        lines.append("")
     lines.append("Reference variants (same inputs, same kernel output; verdict = the case's tolerances; "
                  "bound_ratio = f32-accumulator model)")
     rows = []
@@ -66,15 +76,27 @@ def render(ex, catalogue: str | None = None) -> str:
     lines += text_table(["variant", "verdict", *VARIANT_COLUMNS, "not reproduced", ""], rows)
     if ex.plain.low_acc_ratio is not None:
         lines.append(f"  bound_ratio of plain under an {ex.problem.out_dtype} accumulator: {num(ex.plain.low_acc_ratio)}")
+    if ex.plain.measured_ratio is not None:
+        lines.append(f"  bound_ratio of plain under the measured arithmetic: {num(ex.plain.measured_ratio)}")
     if search is not None:
         lines.append("")
         lines.append(f"Accumulator models ({search.tried} tried on {search.sample} of {search.elements} elements, "
                      f"the worst included; plain there: max_eps_diff {num(search.plain_eps)}, bound_ratio "
-                     f"{num(search.plain_ratio)}, not reproduced {_pct(search.plain_miss)})")
-        lines += text_table(["model", "max_eps_diff", "bound_ratio", "not reproduced"],
-                            [[m.describe(), num(e), num(r), _pct(miss)] for m, e, r, miss in search.ranked[:3]])
-        if search.full is None and search.ranked:
+                     f"{num(search.plain_ratio)}, reproduces {_reproduced(search.plain_miss)})")
+        lines += text_table(["model", "max_eps_diff", "bound_ratio", "reproduces"],
+                            [[m.describe(), num(e), num(r), _reproduced(miss)] for m, e, r, miss in search.ranked[:3]])
+        if search.full is not None:
+            lines.append(f"  the best over all {search.elements} elements: {search.full.label.removeprefix('model: ')} "
+                         f"reproduces {_reproduced(search.full.miss)} of elements")
+        elif search.ranked:
             lines.append("  (the best model is too costly to compute over every element; its figures are on the sample)")
+        from e2egen.diagnose.causes import REPRODUCE_MAX_MISS
+        lines.append(f"  (a model is named as the cause only when it reproduces >= {_reproduced(REPRODUCE_MAX_MISS)} "
+                     f"of elements bit for bit)")
+    if ex.rms_margin is not None:
+        lines.append("")
+        lines.append(f"Other seeds: {ex.rms_margin.describe()}")
+        lines += [f"  not run: {note}" for note in ex.rms_margin.notes]
     if ex.ranges:
         lines.append("")
         lines.append("Input ranges (the kernel rerun on fresh inputs of each range, plain reference)")
@@ -96,6 +118,25 @@ def render(ex, catalogue: str | None = None) -> str:
     lines.append("time: " + ", ".join(f"{k} {v:.2f} s" for k, v in ex.timings.items()))
     lines.append(f"repro: {repro_command(case, ex.device, catalogue)}")
     return "\n".join(lines)
+
+
+def _arithmetic(ex) -> list[str]:
+    m = ex.arithmetic
+    a = m.arithmetic
+    lines = ["Arithmetic (probes)",
+             f"  {a.describe()}",
+             f"  cell {m.cell} on {m.device.device}, kernel {m.device.impl}: {m.origin}"]
+    if not m.measured:
+        lines.append("  (not measured: the bounds assume the dtype's arithmetic)")
+    for text in a.unexplained:
+        lines.append(f"  UNEXPLAINED (a kernel bug): {text}")
+    for note in a.notes:
+        lines.append(f"  note: {note}")
+    for violation in ex.violations:
+        lines.append(f"  REQUIREMENT BROKEN: {violation.message}")
+    for violation, entry in ex.accepted:
+        lines.append(f"  accepted deviation: {violation.message} — {entry.reason} ([[accept]] device={entry.device})")
+    return lines
 
 
 def _findings(ex) -> list[str]:

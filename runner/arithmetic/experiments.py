@@ -77,10 +77,15 @@ class IndexStructure:
         self.logical_of_lowered = torch.empty_like(lowered_of_logical)
         self.logical_of_lowered[lowered_of_logical] = torch.arange(len(lowered_of_logical))
         self.shape = (groups, rows, cols)
+        self._slots: dict[int, Slot] = {}  # built once each: kernel calls draw from the same candidates
 
     def slot(self, g: int, m: int, n: int) -> Slot:
         _, rows, cols = self.shape
-        return Slot(int(self.logical_of_lowered[(g * rows + m) * cols + n]), self.lhs_index[g, m], self.rhs_index[g, :, n])
+        flat = (g * rows + m) * cols + n
+        found = self._slots.get(flat)
+        if found is None:
+            found = self._slots[flat] = Slot(int(self.logical_of_lowered[flat]), self.lhs_index[g, m], self.rhs_index[g, :, n])
+        return found
 
     def widest_slot(self) -> Slot:
         """An output element with the most valid products (an interior one)."""

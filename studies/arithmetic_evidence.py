@@ -5,7 +5,8 @@ follows the measured arithmetic, and what the catalogue's policy makes of wrong 
 
 1. torch on this device, every case of the catalogue (or those matching --filter): per cell
    (op, direction, dtype), the bound over the observed error, as medians over each run's elements
-   (median B / median |ref − out|), and the worst bound_ratio; "before" evaluates the same runs under
+   whose error is not 0 (median B / median |ref − out|: exact elements would make it infinite), and
+   the worst bound_ratio; "before" evaluates the same runs under
    the model the catalogue declared before profiles (bound.acc = "f16" for f16 bwd_data / bwd_weight,
    f32 elsewhere, inputs as the dtype says), "after" under the measured arithmetic.
 2. planted kernels (studies/wrong_kernels.py: WRONG and PLANTED) on the cells the issue names, through
@@ -65,10 +66,11 @@ def measure(case) -> Run | None:
     err = (ref - out).abs()[ok]
     after = result.bound[ok]
     before = result.primary.error_bound.evaluate(before_model(case), ref)[ok]
-    if not err.numel():
+    inexact = err > 0
+    if not bool(inexact.any()):
         return None
-    median_err = _median(err)
-    tight = (lambda b: _median(b) / median_err if median_err > 0 else math.inf)
+    median_err = _median(err[inexact])
+    tight = (lambda b: _median(b[inexact]) / median_err)
     ratio = (lambda b: float((err / b).max()))
     return Run((case.op, case.direction, case.dtype), case.id, tight(before), tight(after), ratio(before), ratio(after),
                result.arithmetic.arithmetic.describe_accumulation() if result.arithmetic else "")
@@ -78,7 +80,7 @@ def cell_table(runs: list[Run]) -> list[str]:
     by_cell: dict[tuple, list[Run]] = defaultdict(list)
     for r in runs:
         by_cell[r.cell].append(r)
-    lines = ["| cell | runs | arithmetic (measured) | median B / median err, before | after | worst, after "
+    lines = ["| cell | runs | arithmetic (measured) | median B / median err (inexact elements), before | after | worst run, after "
              "| worst bound_ratio, before | after |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for cell in sorted(by_cell):
         group = by_cell[cell]

@@ -7,7 +7,10 @@ not a fit.
 
 inputs      one product v·2^j per element, v with every bit of the input
             format: the output is v·2^j if the kernel uses v as given, or
-            round(v)·2^j for the format and rounding it narrows v to.
+            round(v)·2^j for the format and rounding it narrows v to. tf32 and
+            f16 keep the same 11 bits: a factor 2^16 (beyond f16's largest
+            value) tells them apart, and after an f16 finding the other probes
+            keep their factors within f16's range.
 acc_bits    +2^E, 2^(E-g) and -2^E in one element (far apart in the
             reduction, in two placements): the small term survives iff the
             partial sums that meet it keep more than g bits, so the smallest
@@ -122,17 +125,34 @@ def probe_inputs(ctx: ProbeContext) -> tuple[str, str, list[str]]:
         return "exact", "nearest", []
     candidates = [(fmt, mode) for fmt in ("tf32", "bf16", "f16") for mode in ("nearest", "toward-zero")
                   if FORMAT_BITS[fmt] < ctx.in_bits]
+    narrowed: list[bool] = []  # measured once, when a candidate needs it
     for fmt, mode in candidates:
         bits = FORMAT_BITS[fmt]
         rounding = "nearest-even" if mode == "nearest" else "toward-zero"
-        if all(out == round_bits(value, bits, rounding) * scale for (value, scale), out in pairs):
+        if all(out == round_bits(value, bits, rounding) * scale for (value, scale), out in pairs) and \
+                _range_fits(ctx, fmt, narrowed):
             if _products_exact(ctx, bits):
                 return fmt, mode, []
             return "exact", "nearest", [f"single products come back rounded to {bits} bits, but products of two "
                                         f"{bits}-bit inputs are exact: the narrowing is the accumulator's"]
-    shown = ", ".join(f"{v * s!r} -> {o!r}" for (v, s), o in pairs[:3])
+    wrong = [((v, s), o) for (v, s), o in pairs if o != v * s]
+    shown = ", ".join(f"{v * s!r} -> {o!r}" for (v, s), o in wrong[:3])
     ctx.unexplained.append(f"single products v·2^j came back as no input rounding explains ({shown})")
     return "exact", "nearest", []
+
+
+def _range_fits(ctx: ProbeContext, fmt: str, narrowed: list[bool]) -> bool:
+    """Does the kernel's input range agree with `fmt`'s? tf32 and f16 keep the same 11 bits, so the significands
+    cannot tell them apart: a factor 2^16, beyond f16's largest value, comes back as itself unless the inputs are
+    narrowed to f16 (inf, or 65504 rounding toward zero)."""
+    f16 = metrics.get_format("f16")
+    if ctx.in_fmt.emax <= f16.emax:
+        return True  # the storage format is no wider than f16: nothing to tell apart
+    if not narrowed:
+        big, partner = math.ldexp(1.0, f16.emax + 1), 2.0 ** -4
+        seen = ctx.run([Experiment(((ctx.pick(1)[0], big, partner),), big * partner)])
+        narrowed.append(seen[0] is not None and seen[0] != big * partner)
+    return narrowed[0] == (fmt == "f16")
 
 
 def _products_exact(ctx: ProbeContext, bits: int) -> bool:
@@ -310,8 +330,9 @@ def probe_rounding(ctx: ProbeContext, acc_bits: int) -> tuple[str, list[str]]:
                 ulp_exponent = -bits if below else 1 - bits  # the gap under 2^0 is half the one above it
                 offset = quarters * math.ldexp(1.0, ulp_exponent - 2) * (-1 if below else 1)
                 exact = sign * (1.0 + offset)
-                a, b = (sign * 3.0 if quarters == 3 else sign), math.ldexp(1.0, ulp_exponent - 2) * (-1 if below else 1) * (
-                    1 if quarters == 3 else quarters)
+                small_a, small_b = ctx.power(ulp_exponent - 2)  # two factors: each stays in the inputs' range
+                a = (sign * 3.0 if quarters == 3 else sign) * small_a
+                b = small_b * (-1 if below else 1) * (1 if quarters == 3 else quarters)
                 terms = ((first, sign, 1.0), (last, a, b)) if len(ctx.positions) > 1 else ((first, exact, 1.0),)
                 experiments.append(Experiment(terms, exact))
     seen = ctx.run(experiments)
@@ -333,8 +354,9 @@ def probe_subnormals(ctx: ProbeContext) -> tuple[str, str]:
     lift = math.ldexp(1.0, min(-ctx.in_fmt.emin, ctx.in_fmt.emax))
     tiny_out_exponent = ctx.out_fmt.emin - 2
     a, b = ctx.power(tiny_out_exponent)
-    experiments = [Experiment(((r, tiny_in, lift),), "in"), Experiment(((r, -lift, tiny_in),), "in"),
-                   Experiment(((r, a, b),), "out"), Experiment(((r, -a, b),), "out")]
+    experiments = [Experiment(((r, tiny_in, lift),), "in"), Experiment(((r, -lift, tiny_in),), "in")]
+    if min(math.frexp(a)[1], math.frexp(b)[1]) - 1 >= ctx.in_fmt.emin:  # else no product of normal inputs is that small
+        experiments += [Experiment(((r, a, b),), "out"), Experiment(((r, -a, b),), "out")]
     seen = ctx.run(experiments)
     flushed = {"in": False, "out": False}
     for exp, out in zip(experiments, seen):
@@ -367,6 +389,8 @@ def probe_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch
     """Every probe on one problem of a cell. Raises the runner's KernelFailure / Skip if the kernel fails."""
     ctx = ProbeContext(problem, kernel, device, label)
     inputs, inputs_rounding, notes = probe_inputs(ctx)
+    if inputs == "f16" and ctx.in_fmt.emax > metrics.get_format("f16").emax:
+        ctx.in_fmt = metrics.get_format("f16")  # the products see f16's range: the other probes' factors stay in it
     acc_bits, acc_exact = probe_acc_bits(ctx)
     groups, group_size, reverse, partials, inner_bits = "none", 0, False, "stored", 0
     if acc_exact and acc_bits < F32_BITS:

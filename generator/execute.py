@@ -87,7 +87,9 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
     outcome.timings = dict(result.timings)
     start = time.perf_counter()
     for name, output in result.outputs.items():
-        comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz, bound=output.bound)
+        rounding = result.arithmetic.arithmetic.rounding if result.arithmetic is not None else "nearest-even"
+        comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz, bound=output.bound,
+                                     rounding=rounding)
         outcome.outputs[name] = (comparison, comparison.check(tolerances_for(case.tolerances, comparison)))
     outcome.timings["compare"] = time.perf_counter() - start
     outcome.comparison, outcome.verdict = outcome.outputs[result.primary.name]

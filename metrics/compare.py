@@ -17,6 +17,23 @@ Rules for each element (ref exact in float64, out in T, round_T nearest-even):
 So no NaN, inf or overflowed element ever reaches the maxima, RMS or
 histogram; they are counted, and check() fails on any count it is not told
 to allow.
+
+Aggregates over the compared elements (n of them; an ftz-accepted element
+counts with difference 0):
+
+* bound_rms = sqrt(mean((|ref - out| / B)**2)), with bound=B only (0/0 = 0).
+* bias_z: with u = (out - R(ref)) / ulp_T(ref), the deviation of the output
+  from the correctly rounded result R(ref) in ulps (R rounds as the kernel
+  does: `rounding` "toward-zero", "up", "down", else to nearest even; u = 0
+  where ftz accepted the element) and v = u * sign(ref) (sign(0) = 0):
+  z1 = sum(u) / sqrt(sum(u**2)), z2 = sum(v) / sqrt(sum(v**2)),
+  bias_z = max(|z1|, |z2|) (a z is 0 when its denominator is). A correctly
+  rounded result has u = 0 everywhere; a correct kernel's accumulation errors
+  move some elements one ulp either way, with mean zero, so each z is about
+  N(0, 1) even where the references cluster at one spot between two values
+  of T (measuring s = (out - ref) / ulp instead would not be). A systematic
+  error of a fraction of an ulp (a scaled result, truncation, a dropped term)
+  makes it grow like sqrt(n).
 """
 from __future__ import annotations
 
@@ -30,7 +47,7 @@ from e2egen.metrics import fused_numba, fused_torch
 from e2egen.metrics.comparison import FloatComparison, IntegerComparison, WorstElement
 from e2egen.metrics.formats import Format, IntegerFormat, get_format
 from e2egen.metrics.integers import integer_totals
-from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.metrics.names import HISTOGRAM_BUCKETS, ROUNDING_CODES
 from e2egen.metrics.partials import combine
 
 # numpy has no bf16/fp8; ml_dtypes arrays carry torch's names for them.
@@ -96,11 +113,14 @@ def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, b
 
 
 def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=None, *,
-            backend: str | None = None, chunk: int | None = None):
+            rounding: str = "nearest-even", backend: str | None = None, chunk: int | None = None):
     """Every metric of out (the kernel's result, in format `dtype`) against ref (float64).
 
     ref, out (and bound): torch tensors on any device or numpy arrays, same
     shape. Returns a FloatComparison, or an IntegerComparison for i8/i32.
+    rounding: the kernel's final rounding ("nearest-even", "toward-zero", "up",
+    "down", ...): bias_z measures the deviation from the result rounded that way; any other name: from
+    the result rounded to nearest even.
     backend: 'numba', 'torch' or 'auto' (default: $E2E_METRICS_BACKEND, else
     auto). chunk: elements per chunk (tuning and tests only).
     """
@@ -109,6 +129,8 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
         raise ValueError(f"chunk must be a positive number of elements, got {chunk!r}")
     if isinstance(rel_floor, bool) or not isinstance(rel_floor, (int, float)) or not (0 <= rel_floor < math.inf):
         raise ValueError(f"rel_floor must be a finite number >= 0, got {rel_floor!r}")
+    if not isinstance(rounding, str):
+        raise ValueError(f"rounding must be the name of a rounding mode (e.g. 'nearest-even'), got {rounding!r}")
     ref_t, out_t = _as_tensor(ref, "ref"), _as_tensor(out, "out")
     _validate(ref_t, out_t, fmt)
     shape = tuple(ref_t.shape)
@@ -119,7 +141,8 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
             raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
         return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
     bound_flat = None if bound is None else _flat_bound(bound, shape, device)
-    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk)
+    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk,
+                           rounding)
 
 
 def _flat_bound(bound, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -141,16 +164,24 @@ def _safe_ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator != 0 else math.inf
 
 
+def _z(centred_sum: float, centred_sum_sq: float) -> float:
+    """sum(x - c) / sqrt(sum((x - c)**2)), 0 where the denominator is 0."""
+    if centred_sum == 0 or not centred_sum_sq > 0:
+        return 0.0
+    return centred_sum / math.sqrt(centred_sum_sq)
+
+
 def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: float, backend: str | None,
-                    chunk: int | None) -> FloatComparison:
+                    chunk: int | None, rounding: str = "nearest-even") -> FloatComparison:
     chosen = backends.choose(backend, ref.device)
     chunk = chunk or backends.default_chunk(chosen, ref.device)
     out_bits = out.view(_SAME_SIZE_INT[out.element_size()])
+    mode = ROUNDING_CODES.get(rounding, 0)
     if chosen == "numba":
         floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if bound is None else bound.numpy(),
-                                            fmt, ftz, rel_floor, chunk)
+                                            fmt, ftz, rel_floor, chunk, mode)
     else:
-        floats, ints = fused_torch.partials(ref, out, out_bits, bound, fmt, ftz, rel_floor, chunk)
+        floats, ints = fused_torch.partials(ref, out, out_bits, bound, fmt, ftz, rel_floor, chunk, mode)
     totals = combine(floats, ints)
 
     maxima = {name: max(value, 0.0) for name, (value, _) in totals.maxima.items()}  # no element: 0
@@ -158,6 +189,8 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     scale = math.sqrt(max(totals.compared, 1)) * max(totals.max_abs_ref, totals.max_abs_out)
     rms = _safe_ratio(root_sum_sq, scale)
     rel_l2 = _safe_ratio(root_sum_sq, math.sqrt(totals.sum_sq_ref))
+    bound_rms = math.sqrt(totals.sum_sq_bound / max(totals.compared, 1)) if bound is not None else None
+    bias_z = max(abs(_z(totals.sum_s, totals.sum_sq_s)), abs(_z(totals.sum_t, totals.sum_sq_t)))
 
     # rms and rel_l2 point at the element with the largest difference
     indices = {name: index for name, (_, index) in totals.maxima.items()}
@@ -174,11 +207,11 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
         max_abs_diff=maxima["max_abs_diff"], max_rel_diff=maxima["max_rel_diff"],
         max_rel_diff_old=maxima["max_rel_diff_old"], max_eps_diff=maxima["max_eps_diff"],
         max_ulp_diff=maxima["max_ulp_diff"], rms=rms, rel_l2=rel_l2,
-        bound_ratio=maxima["bound_ratio"] if bound is not None else None,
+        bound_ratio=maxima["bound_ratio"] if bound is not None else None, bound_rms=bound_rms, bias_z=bias_z,
         nan_mismatch=totals.counts["nan_mismatch"][0], inf_mismatch=totals.counts["inf_mismatch"][0],
         overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
-        worst=worst, backend=chosen,
+        worst=worst, backend=chosen, rounding=rounding,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from e2egen.metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, METRIC_NAMES
+from e2egen.metrics.names import ALLOWANCE_NAMES, BOUND_METRIC_NAMES, INTEGER_METRIC_NAMES, METRIC_NAMES
 from e2egen.metrics.verdict import Verdict, check
 
 
@@ -50,7 +50,9 @@ class FloatComparison:
     max_ulp_diff: float
     rms: float
     rel_l2: float
-    bound_ratio: float | None
+    bound_ratio: float | None  # max |ref - out| / B; None without a bound
+    bound_rms: float | None  # sqrt(mean((|ref - out| / B)**2)); None without a bound
+    bias_z: float  # max |z| of the mean signed error in ulps (compare.py)
     nan_mismatch: int
     inf_mismatch: int
     overflow: int
@@ -58,6 +60,7 @@ class FloatComparison:
     histogram: dict[str, int]
     worst: dict[str, WorstElement]
     backend: str
+    rounding: str = "nearest-even"  # the rounding bias_z was centred for
 
     is_integer = False
 
@@ -65,8 +68,9 @@ class FloatComparison:
     def metric_values(self) -> dict[str, float]:
         """The float metrics this comparison computed, by name."""
         values = {name: getattr(self, name) for name in METRIC_NAMES}
-        if self.bound_ratio is None:
-            del values["bound_ratio"]
+        for name in BOUND_METRIC_NAMES:
+            if values[name] is None:
+                del values[name]
         return values
 
     @property
@@ -75,8 +79,8 @@ class FloatComparison:
 
     def why_not_applicable(self, key: str) -> str | None:
         """Why a known tolerance key cannot be checked here, or None if it can."""
-        if key == "bound_ratio" and self.bound_ratio is None:
-            return "bound_ratio was not computed: pass compare(..., bound=B) with the per-element error bounds"
+        if key in BOUND_METRIC_NAMES and getattr(self, key) is None:
+            return f"{key} was not computed: pass compare(..., bound=B) with the per-element error bounds"
         if key == "mismatches":
             return (f"mismatches applies to integer outputs (i8, i32); this comparison is {self.dtype}: "
                     f"use {', '.join(METRIC_NAMES)}")
@@ -89,7 +93,7 @@ class FloatComparison:
         """Every field as plain JSON types (non-finite floats stay floats: Python's json writes them)."""
         return {
             "dtype": self.dtype, "shape": list(self.shape), "n": self.n, "compared": self.compared,
-            "ftz": self.ftz, "rel_floor": self.rel_floor, "backend": self.backend,
+            "ftz": self.ftz, "rel_floor": self.rel_floor, "backend": self.backend, "rounding": self.rounding,
             **{name: getattr(self, name) for name in METRIC_NAMES},
             **self.counts,
             "ftz_allowed": self.ftz_allowed,

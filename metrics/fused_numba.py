@@ -106,7 +106,7 @@ if AVAILABLE:
     _classify = numba.njit(inline="always", error_model="numpy")(_classify)
 
     def _measure(x, raw_out, bound_value, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
-                 max_bits, min_normal_bits):
+                 max_bits, min_normal_bits, mode):
         """What one element contributes to the maxima, sums and histogram (zeros unless compared)."""
         rb = _bits(x)
         rmag = rb & _F64_MAGNITUDE
@@ -137,30 +137,44 @@ if AVAILABLE:
         exponent = max(biased, 1) - 1023
         # 1/ulp_T(x): at a power of two the gap below (rounding.ulp_exponent)
         ulp_exp = min(max(exponent - ((mantissa == 0) & (biased > 0)), emin), emax)
-        eps = d * _float((m - ulp_exp + 1023) << 52)
+        inverse_ulp = _float((m - ulp_exp + 1023) << 52)
+        eps = d * inverse_ulp
         # round_T(x) as a pattern: |x| in units of T's quantum at x (an exact
         # scaling), rounded to the nearest even integer by the hardware; in the
         # normal range that count includes the implicit bit, and a carry moves
         # into the exponent field (rounding.rounded_pattern does it with shifts)
         quantum_exp = max(exponent, emin)
-        quanta = np.int64(np.rint(ax * _float((m - quantum_exp + 1023) << 52)))
+        in_quanta = ax * _float((m - quantum_exp + 1023) << 52)
+        quanta = np.int64(np.rint(in_quanta))
         rounded = ((quantum_exp - emin) << m) + quanta
+        # the deviation from the result rounded as the kernel rounds (partials.py), in ulps: in quanta
+        # of T at x, nearest-even (0), toward zero (1), up (2) or down (3), back to a value exactly
+        if mode == 0:
+            kept = np.float64(quanta)
+        elif mode == 1 or (mode == 2 and rsign) or (mode == 3 and not rsign):
+            kept = np.floor(in_quanta)
+        else:
+            kept = np.ceil(in_quanta)
+        expected = kept * _float((quantum_exp - m + 1023) << 52)
+        expected = -expected if rsign else expected
+        u1 = ((os - expected) * inverse_ulp) if measured else 0.0
+        u2 = 0.0 if rmag == 0 else (-u1 if rsign else u1)
         # ordered patterns: negate by sign (two's complement without a branch)
         ulp_distance = abs(((rounded ^ rsign) - rsign) - ((op ^ -osign) + osign)) if measured else 0
         ratio = 0.0
         if bound_value >= 0.0:  # callers pass -1 when there is no bound
             ratio = d / bound_value if d != 0.0 else 0.0
         rel_old_ok = compared & (rmag > rel_floor_bits)
-        return compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, abs(os)
+        return compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, abs(os), u1, u2
 
     _measure = numba.njit(inline="always", error_model="numpy")(_measure)
 
     def _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
-                      max_pattern, max_bits, min_normal_bits):
+                      max_pattern, max_bits, min_normal_bits, mode):
         """The vectorised pass: maxima (as float bits), sums and packed counts of ref[lo:hi]."""
         best_abs = best_rel = best_eps = best_bound = best_ulp = max_ref = max_out = 0
         best_rel_old = -1
-        sum_sq_diff = sum_sq_ref = 0.0
+        sum_sq_diff = sum_sq_ref = sum_sq_bound = sum_s = sum_sq_s = sum_t = sum_sq_t = 0.0
         # Eleven counters in four int64 registers, 21 bits each (chunks are
         # shorter than 2**21): fewer live accumulators, no spills.
         counts_a = counts_b = counts_c = counts_d = 0
@@ -171,9 +185,9 @@ if AVAILABLE:
         bound_c = None if bound is None else bound[lo:hi]
         for i in range(hi - lo):
             b = -1.0 if bound_c is None else bound_c[i]
-            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao) = _measure(
-                ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
-                max_bits, min_normal_bits)
+            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
+             u1, u2) = _measure(ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+                                max_bits, min_normal_bits, mode)
             # Lanes not compared hold zeros, which cannot raise a maximum; a
             # chunk without compared elements is told apart by its counts.
             best_abs = max(best_abs, _bits(d))
@@ -186,6 +200,11 @@ if AVAILABLE:
             max_out = max(max_out, _bits(ao))
             sum_sq_diff += d * d
             sum_sq_ref += ax * ax
+            sum_sq_bound += ratio * ratio
+            sum_s += u1
+            sum_sq_s += u1 * u1
+            sum_t += u2
+            sum_sq_t += u2 * u2
             # One masked add per count; rel is 0 where ref is 0 or not compared.
             counts_a += 0 if compared else 1
             counts_a += (1 << 21) if ftz_allowed else 0
@@ -199,9 +218,10 @@ if AVAILABLE:
             counts_d += 1 if rel >= _E6 else 0
             counts_d += (1 << 21) if rel >= _E7 else 0
         return (best_abs, best_rel, best_rel_old, best_eps, best_bound, best_ulp, max_ref, max_out,
-                sum_sq_diff, sum_sq_ref, counts_a, counts_b, counts_c, counts_d)
+                sum_sq_diff, sum_sq_ref, counts_a, counts_b, counts_c, counts_d,
+                sum_sq_bound, sum_s, sum_sq_s, sum_t, sum_sq_t)
 
-    # reassoc lets the two float sums vectorise; every other float op here is
+    # reassoc lets the float sums vectorise; every other float op here is
     # a single correctly rounded operation, so it changes nothing else.
     _reduce_chunk = numba.njit(error_model="numpy", fastmath={"reassoc"}, cache=True, nogil=True)(_reduce_chunk)
 
@@ -235,18 +255,23 @@ if AVAILABLE:
 
     @numba.njit(cache=True, error_model="numpy", nogil=True)
     def _kernel(ref, out_bits, bound, chunk, first_chunk, end_chunk, ftz, rel_floor_bits, m, bias, emin, emax,
-                bits, max_pattern, has_inf, max_bits, limit_bits, min_normal_bits, maxima_bits, floats, ints):
+                bits, max_pattern, has_inf, max_bits, limit_bits, min_normal_bits, mode, maxima_bits, floats, ints):
         """Rows first_chunk .. end_chunk - 1 of the per-chunk tables (one thread's share)."""
         n = ref.shape[0]
         for c in range(first_chunk, end_chunk):
             lo = c * chunk
             hi = min(lo + chunk, n)
             r = _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
-                              max_pattern, max_bits, min_normal_bits)
+                              max_pattern, max_bits, min_normal_bits, mode)
             floats[c, P.F_MAX_ABS_REF] = _float(r[6])
             floats[c, P.F_MAX_ABS_OUT] = _float(r[7])
             floats[c, P.F_SUM_SQ_DIFF] = r[8]
             floats[c, P.F_SUM_SQ_REF] = r[9]
+            floats[c, P.F_SUM_SQ_BOUND] = r[14]
+            floats[c, P.F_SUM_S] = r[15]
+            floats[c, P.F_SUM_SQ_S] = r[16]
+            floats[c, P.F_SUM_T] = r[17]
+            floats[c, P.F_SUM_SQ_T] = r[18]
             not_compared = _field(r[10], 0)
             ints[c, P.I_FTZ] = _field(r[10], 1)
             nonzero = _field(r[10], 2)
@@ -278,7 +303,7 @@ if AVAILABLE:
 
     @numba.njit(cache=True, error_model="numpy")
     def _locate(ref, out_bits, bound, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax, bits,
-                max_pattern, max_bits, min_normal_bits):
+                max_pattern, max_bits, min_normal_bits, mode):
         """First index in [lo, hi) reaching each maximum in targets (by ABS..ULP; -1: not wanted)."""
         found = np.full(targets.shape[0], -1, np.int64)
         missing = 0
@@ -288,9 +313,9 @@ if AVAILABLE:
             if missing == 0:
                 break
             b = -1.0 if bound is None else bound[i]
-            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao) = _measure(
-                ref[i], out_bits[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
-                max_bits, min_normal_bits)
+            (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
+             u1, u2) = _measure(ref[i], out_bits[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+                                max_bits, min_normal_bits, mode)
             hits = (compared and _bits(d) == targets[ABS],
                     nonzero_ref and _bits(rel) == targets[REL],
                     rel_old_ok and _bits(rel) == targets[REL_OLD],
@@ -304,11 +329,11 @@ if AVAILABLE:
         return found
 
 
-def _format_args(fmt: Format, ftz: bool, rel_floor: float) -> dict:
+def _format_args(fmt: Format, ftz: bool, rel_floor: float, mode: int) -> dict:
     return dict(ftz=bool(ftz), rel_floor_bits=_float_bits_of(rel_floor), m=fmt.mantissa_bits, bias=fmt.bias,
                 emin=fmt.emin, emax=fmt.emax, bits=fmt.bits, max_pattern=fmt.max_pattern, has_inf=fmt.has_inf,
                 max_bits=_float_bits_of(fmt.max), limit_bits=_float_bits_of(fmt.overflow_limit),
-                min_normal_bits=_float_bits_of(fmt.min_normal))
+                min_normal_bits=_float_bits_of(fmt.min_normal), mode=int(mode))
 
 
 # 21-bit packed counters (see _reduce_chunk) cap a chunk's length.
@@ -316,8 +341,10 @@ MAX_CHUNK = (1 << 21) - 1
 
 
 def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fmt: Format,
-             ftz: bool, rel_floor: float, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits."""
+             ftz: bool, rel_floor: float, chunk: int,
+             mode: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits; mode: the
+    rounding the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest)."""
     if not AVAILABLE:
         raise RuntimeError("numba is not installed; use the torch backend")
     chunk = min(chunk, MAX_CHUNK)
@@ -325,7 +352,7 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     floats = np.full((n_chunks, P.N_FLOAT), -1.0)
     ints = np.full((n_chunks, P.N_INT), -1, np.int64)
     maxima_bits = np.empty((n_chunks, 5), np.int64)
-    args = _format_args(fmt, ftz, rel_floor)
+    args = _format_args(fmt, ftz, rel_floor, mode)
     # one contiguous share of the chunks per thread (see threads.py)
     edges = np.linspace(0, n_chunks, threads.thread_count(n_chunks) + 1).astype(np.int64)
     threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]),
@@ -337,6 +364,7 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
         floats[:, float_col] = np.where(column >= 0, column.view(np.float64), -1.0)
     if bound is None:
         floats[:, P.F_BOUND] = -1.0
+        floats[:, P.F_SUM_SQ_BOUND] = 0.0
     _fill_indices(ref, out_bits, bound, chunk, args, floats, ints)
     return floats, ints
 

@@ -18,7 +18,7 @@ from e2egen.metrics import partials as P
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
 from e2egen.metrics.names import HISTOGRAM_EDGES
-from e2egen.metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
+from e2egen.metrics.rounding import inverse_ulp, ordered, pattern_value, rounded_pattern, split_float64
 
 MISSING = -1.0  # below every real value of a maximum (all are >= 0)
 
@@ -61,7 +61,7 @@ def _classes(ref, negative, out_negative, out_pattern, fmt: Format):
     return nan_mismatch, inf_mismatch, overflow, in_range & ~out_nonfinite
 
 
-def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, offset: int, edges):
+def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, offset: int, edges, mode: int):
     """One row of each per-chunk table (partials.py) for a chunk starting at flat index `offset`."""
     negative, biased, mantissa = split_float64(ref)
     abs_ref = ref.abs()
@@ -81,8 +81,24 @@ def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, 
     diff = torch.where(measured, (ref - out).abs(), zero)
     rel = diff / abs_ref
     nonzero_ref = compared & (ref != 0)
-    eps = diff * inverse_ulp(biased, mantissa, fmt)
-    ulp_distance = (ordered(negative, rounded_pattern(biased, mantissa, fmt))
+    inverse = inverse_ulp(biased, mantissa, fmt)
+    eps = diff * inverse
+    rounded = rounded_pattern(biased, mantissa, fmt)
+    # the deviation from the result rounded as the kernel rounds (partials.py), in ulps: |ref| in quanta
+    # of T, nearest-even (0), toward zero (1), up (2) or down (3), back to a value exactly
+    quantum = torch.ldexp(torch.ones_like(abs_ref), (torch.clamp(biased, min=1) - 1023).clamp(min=fmt.emin) - fmt.mantissa_bits)
+    in_quanta = abs_ref / quantum
+    if mode == 0:
+        kept = torch.round(in_quanta)
+    elif mode == 1:
+        kept = torch.floor(in_quanta)
+    else:
+        up = (mode == 2) != negative  # rounding up raises a positive magnitude, lowers a negative one
+        kept = torch.where(up, torch.ceil(in_quanta), torch.floor(in_quanta))
+    expected = torch.where(negative, -kept * quantum, kept * quantum)
+    u1 = torch.where(measured, (out - expected) * inverse, zero)
+    u2 = torch.where(ref == 0, zero, torch.where(negative, -u1, u1))
+    ulp_distance = (ordered(negative, rounded)
                     - ordered(out_negative, out_pattern)).abs()
     ulp_distance = torch.where(measured, ulp_distance, torch.where(compared, 0, -1))
 
@@ -95,6 +111,9 @@ def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, 
     if bound is not None:
         ratio = torch.where(diff == 0, zero, diff / bound)
         maxima[P.F_BOUND] = torch.where(compared, ratio, missing)
+        sum_sq_bound = torch.where(compared, ratio * ratio, zero).sum()
+    else:
+        sum_sq_bound = zero
 
     floats = [missing] * P.N_FLOAT
     ints = [torch.full((), -1, dtype=torch.int64, device=ref.device)] * P.N_INT
@@ -106,6 +125,9 @@ def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, 
         ints[count_col], ints[first_col] = _first_true(mask)
     floats[P.F_SUM_SQ_DIFF] = (diff * diff).sum()
     floats[P.F_SUM_SQ_REF] = torch.where(compared, ref * ref, zero).sum()
+    floats[P.F_SUM_SQ_BOUND] = sum_sq_bound
+    floats[P.F_SUM_S], floats[P.F_SUM_SQ_S] = u1.sum(), (u1 * u1).sum()
+    floats[P.F_SUM_T], floats[P.F_SUM_SQ_T] = u2.sum(), (u2 * u2).sum()
     floats[P.F_MAX_ABS_REF] = torch.where(compared, abs_ref, zero).max()
     floats[P.F_MAX_ABS_OUT] = torch.where(compared, out.abs(), zero).max()
     ints[P.I_FTZ] = ftz_allowed.sum()
@@ -125,8 +147,9 @@ def _chunk(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, 
 
 
 def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float,
-             chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chunk rows (see partials.py) for flat ref (float64), out (T) and out's bits."""
+             chunk: int, mode: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chunk rows (see partials.py) for flat ref (float64), out (T) and out's bits; mode: the rounding
+    the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest)."""
     # Histogram edges; the first, the smallest positive double, splits rel == 0 from rel > 0.
     edges = torch.tensor((math.ulp(0.0),) + HISTOGRAM_EDGES, dtype=torch.float64, device=ref.device)
 
@@ -134,7 +157,8 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
         stop = start + chunk
         out_f64 = out[start:stop].to(torch.float64)
         bound_chunk = None if bound is None else bound[start:stop]
-        return _chunk(ref[start:stop], out_f64, out_bits[start:stop], bound_chunk, fmt, ftz, rel_floor, start, edges)
+        return _chunk(ref[start:stop], out_f64, out_bits[start:stop], bound_chunk, fmt, ftz, rel_floor, start, edges,
+                      mode)
 
     starts = range(0, ref.numel(), chunk)
     # On the CPU, chunks small enough that each torch op runs serially go to

@@ -16,7 +16,20 @@ METRIC_NAMES = (
     "rms",
     "rel_l2",
     "bound_ratio",
+    "bound_rms",
+    "bias_z",
 )
+
+# Metrics that need compare(..., bound=B); absent (None) without one.
+BOUND_METRIC_NAMES = ("bound_ratio", "bound_rms")
+
+# Tolerances the error model itself gives (README "Metrics"): every element within its bound; the rms of
+# error/bound at a correct kernel's level (final rounding alone: <= 1/sqrt(12) = 0.29); a mean signed error
+# within 6 standard deviations of zero. The shipped catalogue uses them; calibrate never proposes less.
+MODEL_TOLERANCES = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
+# compare(..., rounding=...): the rounding bias_z measures deviations from (runner.arithmetic's names);
+# every other name (nearest-even, nearest-away, faithful) is measured against round-to-nearest-even.
+ROUNDING_CODES = {"toward-zero": 1, "up": 2, "down": 3}
 
 # Counts that fail a check whenever they are non-zero, unless a tolerance
 # names them with the number of elements it allows.

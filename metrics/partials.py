@@ -21,8 +21,18 @@ import numpy as np
 from e2egen.metrics.names import HISTOGRAM_BUCKETS
 
 # Float columns.
-F_ABS, F_REL, F_REL_OLD, F_EPS, F_BOUND, F_SUM_SQ_DIFF, F_SUM_SQ_REF, F_MAX_ABS_REF, F_MAX_ABS_OUT = range(9)
-N_FLOAT = 9
+(
+    F_ABS, F_REL, F_REL_OLD, F_EPS, F_BOUND, F_SUM_SQ_DIFF, F_SUM_SQ_REF, F_MAX_ABS_REF, F_MAX_ABS_OUT,
+    F_SUM_SQ_BOUND, F_SUM_S, F_SUM_SQ_S, F_SUM_T, F_SUM_SQ_T,
+) = range(14)
+N_FLOAT = 14
+# The bias sums (bias_z), over compared elements: with u = (out - R(ref)) /
+# ulp_T(ref), the output's deviation from the reference rounded as the kernel
+# rounds (names.ROUNDING_CODES; u = 0 where ftz accepted the element):
+# F_SUM_S = sum(u), F_SUM_SQ_S = sum(u**2),
+# F_SUM_T = sum(u * sign(ref)), F_SUM_SQ_T = sum((u * sign(ref))**2)
+# (sign(0) = 0). F_SUM_SQ_BOUND = sum((|ref - out| / B)**2) (bound_rms; 0
+# without a bound).
 # Int columns.
 (
     I_IDX_ABS, I_IDX_REL, I_IDX_REL_OLD, I_IDX_EPS, I_IDX_BOUND,
@@ -56,6 +66,11 @@ class Totals:
     counts: dict[str, tuple[int, int]]  # class -> (count, first flat index or -1)
     sum_sq_diff: float
     sum_sq_ref: float
+    sum_sq_bound: float
+    sum_s: float
+    sum_sq_s: float
+    sum_t: float
+    sum_sq_t: float
     max_abs_ref: float
     max_abs_out: float
     ftz_allowed: int
@@ -86,6 +101,11 @@ def combine(floats: np.ndarray, ints: np.ndarray) -> Totals:
         counts=counts,
         sum_sq_diff=float(floats[:, F_SUM_SQ_DIFF].sum()),
         sum_sq_ref=float(floats[:, F_SUM_SQ_REF].sum()),
+        sum_sq_bound=float(floats[:, F_SUM_SQ_BOUND].sum()),
+        sum_s=float(floats[:, F_SUM_S].sum()),
+        sum_sq_s=float(floats[:, F_SUM_SQ_S].sum()),
+        sum_t=float(floats[:, F_SUM_T].sum()),
+        sum_sq_t=float(floats[:, F_SUM_SQ_T].sum()),
         max_abs_ref=float(floats[:, F_MAX_ABS_REF].max()),
         max_abs_out=float(floats[:, F_MAX_ABS_OUT].max()),
         ftz_allowed=int(ints[:, I_FTZ].sum()),

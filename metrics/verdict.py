@@ -85,9 +85,16 @@ def _count_reason(comparison, name: str, count: int, tolerance: float, worst) ->
     return text
 
 
-def _metric_reason(name: str, value: float, tolerance: float, ratio: float, worst) -> str:
+def _metric_reason(comparison, name: str, value: float, tolerance: float, ratio: float, worst) -> str:
     where = f"; worst element {worst.describe()}" if worst is not None else ""
-    return f"{name} = {value:.6g} exceeds its tolerance {tolerance:g} ({ratio:.3g}x){where}"
+    text = f"{name} = {value:.6g} exceeds its tolerance {tolerance:g} ({ratio:.3g}x){where}"
+    if name == "bias_z":  # an aggregate: no element is to blame
+        text += (f": the mean signed error in ulps is {value:.3g} standard errors away from what "
+                 f"{getattr(comparison, 'rounding', 'nearest-even')} rounding gives, a systematic error "
+                 f"(a scaled result, truncation, a dropped or added term)")
+    elif name == "bound_rms":
+        text += ": the errors sit near their bounds on average, more than a correctly rounded result's do"
+    return text
 
 
 def check(comparison, tolerances: Mapping[str, float]) -> "Verdict":
@@ -129,7 +136,7 @@ def check(comparison, tolerances: Mapping[str, float]) -> "Verdict":
         rows.append(Row(name, value, tolerance, ratio, passed, worst))
         if not passed:
             failures.append(Failure(name, value, tolerance, ratio,
-                                    _metric_reason(name, value, tolerance, ratio, worst)))
+                                    _metric_reason(comparison, name, value, tolerance, ratio, worst)))
     return Verdict(passed=not failures, failures=tuple(failures), rows=tuple(rows),
                    comparison=comparison, tolerances=checked)
 

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from e2egen.generator.cases import Case
 from e2egen.generator.catalogue import Catalogue
 from e2egen.generator.layers import Source, existing_entries, resolve_with_sources, sources_for
+from e2egen.metrics.names import MODEL_TOLERANCES
 from e2egen.runner.dtypes import DTYPES
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.evidence import Evidence
@@ -51,7 +52,9 @@ from e2egen.nightly.evidence import Evidence
 DEFAULT_MARGIN = 2.0
 DEFAULT_BAND = 10.0
 LOOSE_FACTOR = 100.0  # a tolerance that lets an error this many times the observed maximum pass is "loose"
-CEILING_METRICS = {"bound_ratio": 1.0}
+# The model's own tolerances, kept unless the evidence exceeds them: bound_ratio and bias_z are absolute
+# (a bound, a z-score); bound_rms is "a correct kernel's level", which the evidence may tighten per cell.
+CEILING_METRICS = {name: MODEL_TOLERANCES[name] for name in ("bound_ratio", "bias_z")}
 _REL = 1e-9  # readable values compare equal within this relative distance
 
 

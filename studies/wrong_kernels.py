@@ -32,6 +32,13 @@ WRONG (one bug each):
     swap_channels  the last two channels of the first input (gemm: the last two
                    columns of A) are swapped, as a channel-stride bug would
 
+SYSTEMATIC (small, one-signed errors; judged by studies/aggregate_evidence.py):
+    scale_1ulp     the result is multiplied by (1 + eps_T): one ulp too large in magnitude
+    bias_half_ulp  half an ulp of the result is added before the final rounding
+    toward_zero    the f32 result is rounded toward zero to T instead of to nearest
+    (and drop_last above: on a 1x1 conv with 1,024 channels or a gemm with K = 4,096
+    it drops one channel / one K-slice: a 0.1 % or 0.02 % error of one sign on r4)
+
 PLANTED (issue 12's blind cells; judged by studies/arithmetic_evidence.py):
     zero_output    returns all zeros (an unwritten dW)
     scale_5pct     the result is 5 % too large
@@ -252,11 +259,41 @@ def _round_inputs_bf16(direction, first, second):
     return first.to(torch.bfloat16).to(first.dtype), second.to(torch.bfloat16).to(second.dtype)
 
 
+def _scaled_1ulp(lhs, rhs, out_dtype):
+    return torch.bmm(lhs, rhs).double() * (1 + torch.finfo(out_dtype).eps)
+
+
+def _ulp_of(values: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The gap above |values| in the output format (float64)."""
+    from e2egen import metrics
+
+    name = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[out_dtype]
+    return metrics.ulp(values, name)
+
+
+def _bias_half_ulp(lhs, rhs, out_dtype):
+    exact = torch.bmm(lhs.double(), rhs.double())
+    return exact + 0.5 * _ulp_of(exact, out_dtype)
+
+
+def _round_toward_zero(lhs, rhs, out_dtype):
+    exact = torch.bmm(lhs.double(), rhs.double())
+    nearest = exact.to(out_dtype).double()
+    # a neighbour of larger magnitude than the exact value steps one value back toward zero
+    too_big = nearest.abs() > exact.abs()
+    down = torch.nextafter(nearest.to(out_dtype), torch.zeros_like(nearest).to(out_dtype)).double()
+    return torch.where(too_big, down, nearest)
+
+
+scale_1ulp = _kernel(_scaled_1ulp)
+bias_half_ulp = _kernel(_bias_half_ulp)
+toward_zero = _kernel(_round_toward_zero)
 zero_output = _kernel(_bmm_f32, finish=_zero)
 scale_5pct = _kernel(_bmm_f32, finish=_scale_5pct)
 bf16_inputs = _kernel(_bmm_f32, prepare=_round_inputs_bf16)
 
 CORRECT = ("im2col_f32", "split_k", "sequential_f32", "pairwise_f32")
 PLANTED = ("zero_output", "scale_5pct", "bf16_inputs")
+SYSTEMATIC = ("drop_last", "scale_1ulp", "bias_half_ulp", "toward_zero")
 WRONG = ("acc_lowp", "drop_last", "scale_3ulp", "shift_window", "one_element", "swap_channels")
 CONV_ONLY = ("shift_window",)

@@ -16,7 +16,7 @@ def f16_pair(ref_values, out_values):
 
 def test_names_are_the_single_source_of_truth():
     assert metrics.METRIC_NAMES == ("max_abs_diff", "max_rel_diff", "max_rel_diff_old", "max_eps_diff",
-                                    "max_ulp_diff", "rms", "rel_l2", "bound_ratio")
+                                    "max_ulp_diff", "rms", "rel_l2", "bound_ratio", "bound_rms", "bias_z")
     assert metrics.ALLOWANCE_NAMES == ("nan_mismatch", "inf_mismatch", "overflow")
     assert set(metrics.TOLERANCE_KEYS) == set(metrics.METRIC_NAMES) | set(metrics.ALLOWANCE_NAMES) | {"mismatches"}
 
@@ -125,7 +125,8 @@ def test_integer_key_on_a_float_comparison_is_an_error():
 
 def test_all_zero_inputs_pass_tight_tolerances():
     ref, out = f16_pair([0.0] * 4, [0.0] * 4)
-    v = compare(ref, out, "f16").check({name: 0 for name in metrics.METRIC_NAMES if name != "bound_ratio"})
+    v = compare(ref, out, "f16").check({name: 0 for name in metrics.METRIC_NAMES
+                                             if name not in ("bound_ratio", "bound_rms")})
     assert v.passed
 
 
@@ -142,7 +143,8 @@ def test_report_lists_every_metric_with_tolerance_margin_and_worst_element():
     text = str(v)
     lines = text.splitlines()
     assert lines[0].startswith("FAIL: f16 output, shape (3,), 3 elements, 3 compared")
-    for name in metrics.METRIC_NAMES[:-1] + metrics.ALLOWANCE_NAMES:
+    without_bound = tuple(n for n in metrics.METRIC_NAMES if n not in ("bound_ratio", "bound_rms"))
+    for name in without_bound + metrics.ALLOWANCE_NAMES:
         assert any(line.split()[0] == name for line in lines[2:]), name
     rel_line = next(line for line in lines if line.split()[0] == "max_rel_diff")
     assert "0.125" in rel_line and "0.1" in rel_line and "1.25" in rel_line and "#2 (2,)" in rel_line

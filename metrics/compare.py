@@ -22,6 +22,10 @@ Aggregates over the compared elements (n of them; an ftz-accepted element
 counts with difference 0):
 
 * bound_rms = sqrt(mean((|ref - out| / B)**2)), with bound=B only (0/0 = 0).
+* rounding_rms = sqrt(mean(u**2)), u below: how far, in ulps, the output is
+  from the correctly rounded result on average (0 for a correctly rounded
+  output; a correct kernel's level depends on its accumulation, so its
+  tolerance comes from evidence, `e2egen calibrate`).
 * bias_z: with u = (out - R(ref)) / ulp_T(ref), the deviation of the output
   from the correctly rounded result R(ref) in ulps (R rounds as the kernel
   does: `rounding` "toward-zero", "up", "down", else to nearest even; u = 0
@@ -191,6 +195,7 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     rel_l2 = _safe_ratio(root_sum_sq, math.sqrt(totals.sum_sq_ref))
     bound_rms = math.sqrt(totals.sum_sq_bound / max(totals.compared, 1)) if bound is not None else None
     bias_z = max(abs(_z(totals.sum_s, totals.sum_sq_s)), abs(_z(totals.sum_t, totals.sum_sq_t)))
+    rounding_rms = math.sqrt(totals.sum_sq_s / max(totals.compared, 1))
 
     # rms and rel_l2 point at the element with the largest difference
     indices = {name: index for name, (_, index) in totals.maxima.items()}
@@ -207,7 +212,7 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
         max_abs_diff=maxima["max_abs_diff"], max_rel_diff=maxima["max_rel_diff"],
         max_rel_diff_old=maxima["max_rel_diff_old"], max_eps_diff=maxima["max_eps_diff"],
         max_ulp_diff=maxima["max_ulp_diff"], rms=rms, rel_l2=rel_l2,
-        bound_ratio=maxima["bound_ratio"] if bound is not None else None, bound_rms=bound_rms, bias_z=bias_z,
+        bound_ratio=maxima["bound_ratio"] if bound is not None else None, bound_rms=bound_rms, bias_z=bias_z, rounding_rms=rounding_rms,
         nan_mismatch=totals.counts["nan_mismatch"][0], inf_mismatch=totals.counts["inf_mismatch"][0],
         overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),

@@ -53,6 +53,7 @@ class FloatComparison:
     bound_ratio: float | None  # max |ref - out| / B; None without a bound
     bound_rms: float | None  # sqrt(mean((|ref - out| / B)**2)); None without a bound
     bias_z: float  # max |z| of the mean signed error in ulps (compare.py)
+    rounding_rms: float  # rms deviation from the correctly rounded result, in ulps (compare.py)
     nan_mismatch: int
     inf_mismatch: int
     overflow: int

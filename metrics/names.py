@@ -18,6 +18,7 @@ METRIC_NAMES = (
     "bound_ratio",
     "bound_rms",
     "bias_z",
+    "rounding_rms",
 )
 
 # Metrics that need compare(..., bound=B); absent (None) without one.

@@ -88,7 +88,9 @@ def _count_reason(comparison, name: str, count: int, tolerance: float, worst) ->
 def _metric_reason(comparison, name: str, value: float, tolerance: float, ratio: float, worst) -> str:
     where = f"; worst element {worst.describe()}" if worst is not None else ""
     text = f"{name} = {value:.6g} exceeds its tolerance {tolerance:g} ({ratio:.3g}x){where}"
-    if name == "bias_z":  # an aggregate: no element is to blame
+    if name == "rounding_rms":  # an aggregate: no element is to blame
+        text += ": the output is further from the correctly rounded result, on average, than a correct kernel's"
+    elif name == "bias_z":  # an aggregate: no element is to blame
         text += (f": the mean signed error in ulps is {value:.3g} standard errors away from what "
                  f"{getattr(comparison, 'rounding', 'nearest-even')} rounding gives, a systematic error "
                  f"(a scaled result, truncation, a dropped or added term)")

@@ -40,7 +40,7 @@ CORRECT = ("torch", "im2col_f32")
 SYSTEMATIC = ("drop_last", "scale_1ulp", "bias_half_ulp", "toward_zero")
 OLD_RMS = {"f32": 1e-6, "f16": 1e-3, "bf16": 5e-3}  # the catalogue's per-dtype rms before this change
 NEW = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
-CALIBRATED = "new, bound_rms calibrated: 2 x the correct kernels' largest per shape and dtype"
+CALIBRATED = "new + bound_rms, rounding_rms calibrated: 2 x the correct kernels' largest per shape and dtype"
 RULES = ("new: bound + bound_rms + bias_z", CALIBRATED, "old: bound + rms", "bound alone", "assert_close", "rms<=1e-3",
          "allclose 1e-2", "FlagGems")
 
@@ -88,19 +88,23 @@ def run_one(label, op, params, dtype, range_name, seed, kernel, allowed: list[fl
         RULES[6]: not torch.allclose(out, ref, rtol=1e-2, atol=1e-2),
         RULES[7]: not bool(torch.isclose(out, ref_t, rtol=FLAGGEMS_RTOL[dtype], atol=1e-4 * k).all()),
     }
-    record.values = {"bound_ratio": c.bound_ratio, "bound_rms": c.bound_rms, "bias_z": c.bias_z, "rms": c.rms}
+    record.values = {"bound_ratio": c.bound_ratio, "bound_rms": c.bound_rms, "bias_z": c.bias_z, "rms": c.rms,
+                     "rounding_rms": c.rounding_rms}
     return record
 
 
 def calibrate_rms(records: list[Record]) -> None:
-    """What `e2egen calibrate` does for bound_rms (margin 2 over the correct runs' largest value), per shape
+    """What `e2egen calibrate` does for bound_rms and rounding_rms (margin 2 over the correct runs' largest), per shape
     and dtype, applied to every run of that cell (in-sample: the evidence it was calibrated on)."""
-    tolerance: dict[tuple[str, str], float] = defaultdict(float)
+    tolerance: dict[tuple[str, str, str], float] = defaultdict(float)
     for r in records:
         if r.kind == "correct":
-            tolerance[(r.shape, r.dtype)] = max(tolerance[(r.shape, r.dtype)], 2 * r.values["bound_rms"])
+            for name in ("bound_rms", "rounding_rms"):
+                key = (r.shape, r.dtype, name)
+                tolerance[key] = max(tolerance[key], 2 * r.values[name])
     for r in records:
-        r.fails[CALIBRATED] = r.fails[CALIBRATED] or r.values["bound_rms"] > tolerance[(r.shape, r.dtype)]
+        r.fails[CALIBRATED] = r.fails[CALIBRATED] or any(
+            r.values[name] > tolerance[(r.shape, r.dtype, name)] for name in ("bound_rms", "rounding_rms"))
 
 
 def report(records: list[Record], seeds: int, seconds: float) -> str:

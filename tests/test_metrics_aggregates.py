@@ -64,7 +64,7 @@ def brute_force(ref, out, name: str, ftz: bool, bound, rounding: str) -> dict:
         num, den = math.fsum(xs), math.fsum(x * x for x in xs)
         return 0.0 if num == 0 or den == 0 else num / math.sqrt(den)
 
-    result = {"bias_z": max(abs(z(u)), abs(z(v)))}
+    result = {"bias_z": max(abs(z(u)), abs(z(v))), "rounding_rms": math.sqrt(math.fsum(x * x for x in u) / max(len(u), 1))}
     if bound is not None:
         result["bound_rms"] = math.sqrt(math.fsum(x * x for x in ratios) / max(len(u), 1))
     return result
@@ -81,6 +81,7 @@ def test_aggregates_match_the_brute_force_definition(name, backend, data):
     want = brute_force(ref.numpy(), out.to(torch.float64).numpy(), name, ftz,
                        None if bound is None else bound.numpy(), rounding)
     assert c.bias_z == pytest.approx(want["bias_z"], rel=1e-9, abs=1e-9)
+    assert c.rounding_rms == pytest.approx(want["rounding_rms"], rel=1e-9, abs=1e-12)
     if bound is None:
         assert c.bound_rms is None and "bound_rms" not in c.metric_values
     else:
@@ -255,3 +256,13 @@ def test_calibrate_proposes_tolerances_for_both(tmp_path, capsys):
     assert "tolerances.f16.bias_z" not in out
     rows = [line for line in out.splitlines() if line.startswith("g ") and " f32 " in line]
     assert any(" bound_rms " in row for row in rows) and any(" bias_z " in row for row in rows)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rounding_rms_is_the_distance_from_the_correctly_rounded_result(backend):
+    g = torch.Generator().manual_seed(3)
+    ref = torch.rand(20_000, generator=g, dtype=torch.float64) * 8 - 4
+    nearest = round_to(ref, "f16").to(torch.float16)
+    assert compare(ref, nearest, "f16", backend=backend).rounding_rms == 0.0
+    up_one = torch.nextafter(nearest, torch.full_like(nearest, math.inf))  # one f16 value above, everywhere
+    assert compare(ref, up_one, "f16", backend=backend).rounding_rms == pytest.approx(1.0, rel=0.01)

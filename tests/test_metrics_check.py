@@ -16,7 +16,8 @@ def f16_pair(ref_values, out_values):
 
 def test_names_are_the_single_source_of_truth():
     assert metrics.METRIC_NAMES == ("max_abs_diff", "max_rel_diff", "max_rel_diff_old", "max_eps_diff",
-                                    "max_ulp_diff", "rms", "rel_l2", "bound_ratio", "bound_rms", "bias_z")
+                                    "max_ulp_diff", "rms", "rel_l2", "bound_ratio", "bound_rms", "bias_z",
+                                    "rounding_rms")
     assert metrics.ALLOWANCE_NAMES == ("nan_mismatch", "inf_mismatch", "overflow")
     assert set(metrics.TOLERANCE_KEYS) == set(metrics.METRIC_NAMES) | set(metrics.ALLOWANCE_NAMES) | {"mismatches"}
 

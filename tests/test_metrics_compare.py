@@ -141,12 +141,13 @@ def test_backends_agree_on_large_random_arrays(name):
         a = compare(ref, out, name, ftz=ftz, bound=bound, backend="torch")
         b = compare(ref, out, name, ftz=ftz, bound=bound, backend="numba")
         da, db = a.as_dict(), b.as_dict()
-        for key in ("rms", "rel_l2", "bound_rms", "bias_z", "backend"):  # sums: summation order differs
+        for key in ("rms", "rel_l2", "bound_rms", "bias_z", "rounding_rms", "backend"):  # sums: order differs
             da.pop(key), db.pop(key)
         assert json.dumps(da, sort_keys=True) == json.dumps(db, sort_keys=True)  # NaN-aware equality
         assert b.rms == pytest.approx(a.rms, rel=1e-12) and b.rel_l2 == pytest.approx(a.rel_l2, rel=1e-12)
         assert b.bound_rms == pytest.approx(a.bound_rms, rel=1e-12)
         assert b.bias_z == pytest.approx(a.bias_z, rel=1e-9, abs=1e-9)
+        assert b.rounding_rms == pytest.approx(a.rounding_rms, rel=1e-12)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -69,6 +69,7 @@ import torch
 from e2egen import metrics
 
 from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
+from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
@@ -140,41 +141,38 @@ PARTIAL_SUMS_HEADROOM = 2.0  # on the first-order worst case of a cut reduction:
 
 @dataclass(frozen=True, eq=False)
 class PartialSums:
-    """Σ_t |P_t| and Σ_t |S_t| of a reduction cut into partials (by tap or by sample), per element."""
+    """Σ_t |P_t| and Σ_t |S_t| of a reduction cut into partials (by tap or by sample), per element, with the
+    partials added in the kernel's order (the documented one, or last first when `reversed`)."""
 
     kind: str  # "taps" | "samples"
+    reversed: bool
     absolute: torch.Tensor  # Σ_t |P_t|, float64
-    running: torch.Tensor  # Σ_t |S_t| with the partials added in the documented order
-    running_reversed: torch.Tensor  # the same, partials added last first
+    running: torch.Tensor  # Σ_t |S_t|
 
     @classmethod
-    def of(cls, kind: str, partials) -> "PartialSums | None":
-        absolute = running = None
-        forward: list[torch.Tensor] = []
+    def of(cls, kind: str, reverse: bool, partials) -> "PartialSums | None":
+        """One pass over the partials (documented order); only a reversed kernel needs them held at once."""
+        if reverse:
+            partials = list(partials)[::-1]
+        absolute = running = total = None
         for part in partials:
-            part = part.contiguous()
-            forward.append(part)
-            absolute = part.abs() if absolute is None else absolute.add_(part.abs())
-        if not forward:
-            return None
-        running, backward = _running_sums(forward), _running_sums(forward[::-1])
-        return cls(kind, absolute, running, backward)
+            if absolute is None:
+                absolute, running, total = part.abs(), part.clone(), part.abs()
+            else:
+                absolute.add_(part.abs())
+                running.add_(part)
+                total.add_(running.abs())
+        return None if absolute is None else cls(kind, reverse, absolute, total)
+
+    def fits(self, arithmetic: Arithmetic) -> bool:
+        return arithmetic.groups == self.kind and arithmetic.reversed == self.reversed
 
     def accumulation(self, arithmetic: Arithmetic) -> torch.Tensor:
         unit = PARTIAL_SUMS_HEADROOM * arithmetic.acc_unit_roundoff * (2 if arithmetic.truncates else 1)
-        total = (self.running_reversed if arithmetic.reversed else self.running).clone()
+        total = self.running.clone()
         if arithmetic.partials == "stored":
             total.add_(self.absolute)
         return total.mul_(unit)
-
-
-def _running_sums(partials: list[torch.Tensor]) -> torch.Tensor:
-    running = torch.zeros_like(partials[0])
-    total = torch.zeros_like(partials[0])
-    for part in partials:
-        running.add_(part)
-        total.add_(running.abs())
-    return total
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,7 +191,7 @@ class ProductSumError:
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         arithmetic = effective_arithmetic(model, self.dtype)
-        if self.partials is None or arithmetic.groups != self.partials.kind:
+        if self.partials is None or not self.partials.fits(arithmetic):
             return self.magnitude * self.factor(model)
         count = arithmetic.group_count(self.reduction_size, self.samples, self.taps)
         inner = growth(math.ceil(self.reduction_size / count), model.strict, model.lam, arithmetic.truncates)
@@ -253,15 +251,9 @@ def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor],
         if arithmetic.group_count(problem.reduction_size, samples, taps) <= PARTIALS_MAX_PASSES:
             produced = problem.spec.reduction_partials(problem, inputs64, arithmetic.groups)
             if produced is not None:
-                partials = PartialSums.of(arithmetic.groups, (_primary(problem, p) for p in produced))
+                primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
+                partials = PartialSums.of(arithmetic.groups, arithmetic.reversed, primary)
     return product_sum_parts(problem, magnitude(problem, inputs64), partials)
-
-
-def _primary(problem: Problem, result) -> torch.Tensor:
-    if isinstance(result, torch.Tensor):
-        return result
-    return dict(zip(problem.output_names, result))[problem.primary_output] if not isinstance(result, Mapping) \
-        else result[problem.primary_output]
 
 
 def product_sum_parts(problem: Problem, terms: torch.Tensor, partials: PartialSums | None = None) -> SumOfBounds:

@@ -84,3 +84,18 @@ def write_catalogue(tmp_path):
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `e2egen ARGS` in a subprocess, as a user would."""
     return subprocess.run([sys.executable, "-m", "e2egen", *args], cwd=cwd or REPO, capture_output=True, text=True, env=env)
+
+
+def problems_of(text: str) -> list[str]:
+    """The loader's messages for a catalogue text that must not load."""
+    from e2egen.generator.errors import CatalogueError
+    from e2egen.generator.loader import parse_catalogue
+
+    with pytest.raises(CatalogueError) as info:
+        parse_catalogue(text, "configs.toml")
+    return [str(p) for p in info.value.problems]
+
+
+def line_number(text: str, needle: str) -> int:
+    """The 1-based line of `text` holding `needle`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)

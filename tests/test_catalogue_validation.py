@@ -3,19 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import TINY_CONV, TINY_GEMM, catalogue_text, run_cli
-from e2egen.generator.errors import CatalogueError
+from conftest import TINY_CONV, TINY_GEMM, catalogue_text, line_number, problems_of, run_cli
 from e2egen.generator.loader import parse_catalogue
-
-
-def problems_of(text: str) -> list[str]:
-    with pytest.raises(CatalogueError) as info:
-        parse_catalogue(text, "configs.toml")
-    return [str(p) for p in info.value.problems]
-
-
-def line_number(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 def test_valid_catalogue_loads():

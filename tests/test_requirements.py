@@ -10,10 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_CONV, TINY_GEMM, catalogue_text, run_cli
+from conftest import TINY_CONV, TINY_GEMM, catalogue_text, line_number, problems_of, run_cli
 from e2egen.generator import codec
 from e2egen.generator.cases import Case, expand
-from e2egen.generator.errors import CatalogueError
 from e2egen.generator.layers import resolve_with_sources
 from e2egen.generator.loader import load_catalogue, parse_catalogue
 from e2egen.runner.arithmetic import lookup
@@ -29,16 +28,6 @@ device = "cpu"
 require = ["acc"]
 reason = "torch's CPU f16 backward convs keep per-tap partials in f16"
 """
-
-
-def problems_of(text: str) -> list[str]:
-    with pytest.raises(CatalogueError) as info:
-        parse_catalogue(text, "configs.toml")
-    return [str(p) for p in info.value.problems]
-
-
-def line_number(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 def cases_of(text: str) -> list[Case]:

@@ -14,6 +14,7 @@ padding or a stride gap makes it 0).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -63,7 +64,7 @@ class IndexStructure:
         names = list(shapes)
         if len(names) != 2:
             raise ValueError(f"probes need an op with two inputs; {problem.op} has {len(names)}")
-        index = {name: torch.arange(1, 1 + _numel(shape), dtype=torch.float64).reshape(shape) for name, shape in shapes.items()}
+        index = {name: torch.arange(1, 1 + math.prod(shape), dtype=torch.float64).reshape(shape) for name, shape in shapes.items()}
         zeros = {name: torch.zeros(shape, dtype=torch.float64) for name, shape in shapes.items()}
         first_is_lhs = bool(lower(problem, {names[0]: index[names[0]], names[1]: zeros[names[1]]}).lhs.any())
         self.lhs_name, self.rhs_name = (names[0], names[1]) if first_is_lhs else (names[1], names[0])
@@ -111,13 +112,6 @@ def divmod_all(flat: int, shape: tuple[int, int, int]) -> tuple[int, int, int]:
     return g, m, n
 
 
-def _numel(shape) -> int:
-    total = 1
-    for d in shape:
-        total *= d
-    return total
-
-
 def observe(problem: Problem, kernel: Callable[..., Any], device: torch.device, experiments: Sequence[Experiment],
             *, label: str = TORCH_IMPL, structure: IndexStructure | None = None, seed: int = 0) -> list[float | None]:
     """The kernel's output for each experiment (float64), None where no slot could hold it.
@@ -135,8 +129,8 @@ def observe(problem: Problem, kernel: Callable[..., Any], device: torch.device, 
         placed = _place(structure, [experiments[i] for i in pending], structure.candidate_slots(generator, candidates))
         if not placed:
             break
-        lhs = torch.zeros(_numel(problem.input_shapes[structure.lhs_name]), dtype=torch.float64)
-        rhs = torch.zeros(_numel(problem.input_shapes[structure.rhs_name]), dtype=torch.float64)
+        lhs = torch.zeros(math.prod(problem.input_shapes[structure.lhs_name]), dtype=torch.float64)
+        rhs = torch.zeros(math.prod(problem.input_shapes[structure.rhs_name]), dtype=torch.float64)
         for position, slot in placed:
             for r, a, b in experiments[pending[position]].terms:
                 lhs[slot.lhs[r]] = a

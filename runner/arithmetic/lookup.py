@@ -1,6 +1,7 @@
 """The arithmetic of the kernel a case runs: from a profile, or probed once and cached."""
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -29,6 +30,7 @@ class Measured:
         return not self.origin.startswith("assumed")
 
 
+@functools.lru_cache(maxsize=None)  # every case asks; the versions and a plug-in's source hash do not change
 def device_key(device: torch.device, impl: str) -> DeviceKey:
     """The device, impl and what decides their arithmetic: versions, and a plug-in kernel's source (so an
     edited kernel is probed again)."""
@@ -108,5 +110,6 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
 
 
 def forget() -> None:
-    """Drop what this process remembers (tests that change the cache directory)."""
+    """Drop what this process remembers (tests that change the cache directory or a kernel's source)."""
     _memo.clear()
+    device_key.cache_clear()

@@ -190,9 +190,6 @@ class Arithmetic:
         return [f"{f.name} {getattr(self, f.name)!r} -> {getattr(other, f.name)!r}" for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
 
-    def with_notes(self, *notes: str) -> "Arithmetic":
-        return replace(self, notes=tuple(self.notes) + tuple(notes))
-
 
 def assumed_arithmetic(dtype: str) -> Arithmetic:
     """What the bound assumes where nothing was measured: inputs as the dtype says (a tf32 kernel rounds

@@ -55,21 +55,12 @@ def round_bits(x: float, bits: int, mode: str = "nearest-even") -> float:
         return x
     mantissa, exponent = math.frexp(x)  # x = mantissa * 2**exponent, 0.5 <= |mantissa| < 1
     scaled = math.ldexp(mantissa, bits)  # exact: float64 holds 53 bits
-    whole = math.floor(scaled)
-    fraction = scaled - whole
-    if mode == "nearest-even":
-        rounded = whole + (1 if fraction > 0.5 or (fraction == 0.5 and whole % 2) else 0)
-    elif mode == "nearest-away":
-        rounded = whole + (1 if fraction > 0.5 or (fraction == 0.5 and scaled > 0) else 0) if scaled > 0 else \
-            whole + (1 if fraction > 0.5 else 0)
-    elif mode == "toward-zero":
-        rounded = whole if scaled >= 0 else math.ceil(scaled)
-    elif mode == "up":
-        rounded = math.ceil(scaled)
-    elif mode == "down":
-        rounded = whole
-    else:
+    modes = {"nearest-even": round,  # Python rounds half to even
+             "nearest-away": lambda v: math.copysign(math.floor(abs(v) + 0.5), v),
+             "toward-zero": math.trunc, "up": math.ceil, "down": math.floor}
+    if mode not in modes:
         raise ValueError(f"unknown rounding mode {mode!r}")
+    rounded = modes[mode](scaled)
     return math.ldexp(rounded, exponent - bits)
 
 

@@ -20,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from e2egen.errors import UserError
+
 from .model import Arithmetic, CellKey
 
 PROFILES_ENV = "E2EGEN_PROFILES"
@@ -118,12 +120,25 @@ def shipped_profiles() -> list[Profile]:
     return profiles
 
 
+class ProfileError(UserError):
+    """A profile file that cannot be read: not TOML, or keys and values the findings do not have."""
+
+
 def read_profile(path: Path) -> Profile | None:
+    """The profile at `path` (None when there is none); ProfileError naming the file when it is damaged."""
+    import tomllib
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    return Profile.from_toml(text, path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProfileError(f"cannot read the arithmetic profile: {err}", where=str(path)) from None
+    try:
+        return Profile.from_toml(text, path)
+    except (tomllib.TOMLDecodeError, ValueError, TypeError) as err:
+        raise ProfileError(f"damaged arithmetic profile ({err}); delete it or write it again with "
+                           f"`e2egen arithmetic`", where=str(path)) from None
 
 
 def matches(profile: Profile, key: DeviceKey) -> bool:
@@ -141,7 +156,10 @@ def _shipped() -> tuple[Profile, ...]:
 def find_profiles(key: DeviceKey) -> list[Profile]:
     """The cached profile (first) and the shipped ones for this device, impl and versions."""
     found = []
-    cached = read_profile(cache_dir() / key.file_name)
+    try:
+        cached = read_profile(cache_dir() / key.file_name)
+    except ProfileError:  # a run does not stop for a damaged cache: it probes again and rewrites the file
+        cached = None
     if cached is not None and matches(cached, key):
         found.append(cached)
     found += [p for p in _shipped() if matches(p, key)]
@@ -152,7 +170,10 @@ def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Pa
     """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
     path = cache_dir() / key.file_name
     with _lock:
-        profile = read_profile(path)
+        try:
+            profile = read_profile(path)
+        except ProfileError:
+            profile = None
         if profile is None or not matches(profile, key):
             profile = Profile(key)
         profile.cells[str(cell)] = arithmetic

@@ -73,7 +73,9 @@ from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-__all__ = ["ACCUMULATORS", "BoundModel", "ErrorBound", "OutputRounding", "ProductSumError", "SumOfBounds",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "FormatRounding",
+           "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "ScaledMagnitude",
+           "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
            "magnitude", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
 
@@ -212,6 +214,21 @@ class OutputRounding:
 
 
 @dataclass(frozen=True, eq=False)
+class ScaledMagnitude:
+    """One error source of a composed bound: coefficient(model) · magnitude, per element.
+
+    The magnitude (float64, the output's shape) is computed once from the exact values; the coefficient
+    is one of the pieces below, so the same term can be evaluated under any model."""
+
+    coefficient: "Coefficient"
+    magnitude: torch.Tensor
+    source: str  # what error it is, for reports and tests
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return self.magnitude * self.coefficient(model)
+
+
+@dataclass(frozen=True, eq=False)
 class SumOfBounds:
     """Independent error sources of one output add up (first order)."""
 
@@ -226,6 +243,70 @@ class SumOfBounds:
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""
         return next(p for p in self.parts if isinstance(p, kind))
+
+
+# -- coefficients: the relative error of one step of a composed computation -------------
+class Coefficient(Protocol):
+    def __call__(self, model: BoundModel) -> float: ...
+
+
+@dataclass(frozen=True)
+class ProductSumCoefficient:
+    """u_in + A of a sum of `count` products: the gemm piece (relative to Σ|a·b|)."""
+
+    count: int
+    dtype: str
+
+    def __call__(self, model: BoundModel) -> float:
+        return product_sum_factor(self.count, self.dtype, model)
+
+
+@dataclass(frozen=True)
+class ComputeRoundings:
+    """`roundings` · u of the compute (accumulator) format: that many element-wise operations in it,
+    each off by at most one rounding of its result (two toward zero)."""
+
+    roundings: float
+    dtype: str
+
+    def __call__(self, model: BoundModel) -> float:
+        arithmetic = effective_arithmetic(model, self.dtype)
+        return self.roundings * arithmetic.acc_unit_roundoff * (2 if arithmetic.truncates else 1)
+
+
+@dataclass(frozen=True)
+class PositiveSumCoefficient:
+    """G(count) · u: the relative error of summing `count` non-negative terms in the compute format
+    (no cancellation, so relative to the sum itself), `per_step` roundings per addition."""
+
+    count: int
+    dtype: str
+    per_step: float = 1.0
+
+    def __call__(self, model: BoundModel) -> float:
+        arithmetic = effective_arithmetic(model, self.dtype)
+        return (self.per_step * growth(self.count, model.strict, model.lam, arithmetic.truncates)
+                * arithmetic.acc_unit_roundoff)
+
+
+@dataclass(frozen=True)
+class FormatRounding:
+    """u of a format values are rounded to on the way (attention's P before P·V): a constant."""
+
+    fmt: str
+
+    def __call__(self, model: BoundModel) -> float:
+        return unit_roundoff(self.fmt)
+
+
+@dataclass(frozen=True)
+class SubnormalRounding:
+    """Half the subnormal spacing of a format: the absolute error of rounding a value that tiny."""
+
+    fmt: str
+
+    def __call__(self, model: BoundModel) -> float:
+        return metrics.get_format(self.fmt).min_subnormal / 2
 
 
 # -- the bounds of product-sum ops (conv, gemm) -------------------------------------

@@ -3,7 +3,8 @@
 Values are drawn uniformly from the case's range in float64 by a CPU
 torch.Generator seeded with the case's seed, one tensor after the other in
 the op's input order and in logical shape order, then rounded (to nearest,
-ties to even) to the input format. So the values depend on the seed, shapes
+ties to even) to the input format; an op may shape the drawn values first
+(Op.adjust_inputs: attention's peaky and offset scores). So the values depend on the seed, shapes
 and dtype only: not on the layout, not on the device. The reference gets
 exactly these rounded values, upcast to float64.
 """
@@ -20,12 +21,11 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
     generator = torch.Generator(device="cpu")
     generator.manual_seed(problem.seed)
     lo, hi = problem.input_range
-    inputs = {}
+    drawn = {}
     for name, shape in problem.input_shapes.items():
-        drawn = torch.rand(shape, generator=generator, dtype=torch.float64)
-        drawn.mul_(hi - lo).add_(lo)
-        inputs[name] = round_to_input_format(drawn, problem)
-    return inputs
+        drawn[name] = torch.rand(shape, generator=generator, dtype=torch.float64).mul_(hi - lo).add_(lo)
+    problem.spec.adjust_inputs(problem.params, drawn)
+    return {name: round_to_input_format(values, problem) for name, values in drawn.items()}
 
 
 def round_to_input_format(values: torch.Tensor, problem: Problem) -> torch.Tensor:

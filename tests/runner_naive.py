@@ -74,9 +74,59 @@ def gemm(a, b):
     return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
 
 
+def attention_allowed(p, b, i, j):
+    """The mask, key by key, from the definitions in runner/ops/attention_params.py."""
+    o = (0 if p.align == "top-left" else p.seq_k - p.seq_q) + (p.prefix_offset[b] if p.prefix_offset else 0)
+    if p.kv_lengths is not None and j >= p.kv_lengths[b]:
+        return False
+    if p.causal and j > i + o:
+        return False
+    if p.window is not None:
+        left, right = p.window
+        if left >= 0 and j < i + o - left:
+            return False
+        if right >= 0 and j > i + o + right:
+            return False
+    return True
+
+
+def attention(p, tensors):
+    """(o, lse) one row at a time: python floats and math.exp, no torch ops on whole tensors."""
+    q, k, v = (tensors[n].tolist() for n in ("q", "k", "v"))
+    scale_t = tensors["score_scale"].tolist() if p.score_scale else None
+    bias_t = tensors["score_bias"].tolist() if p.score_bias else None
+    o = torch.zeros(p.batch, p.heads_q, p.seq_q, p.head_dim_v, dtype=torch.float64)
+    lse = torch.full((p.batch, p.heads_q, p.seq_q), -math.inf, dtype=torch.float64)
+    for b in range(p.batch):
+        for h in range(p.heads_q):
+            kv = h // (p.heads_q // p.heads_kv)
+            for i in range(p.seq_q):
+                scores = {}
+                for j in range(p.seq_k):
+                    if not attention_allowed(p, b, i, j):
+                        continue
+                    s = sum(x * y for x, y in zip(q[b][h][i], k[b][kv][j])) * p.softmax_scale
+                    if scale_t is not None:
+                        s *= scale_t[b][h][i][j]
+                    if bias_t is not None:
+                        s += bias_t[b][h][i][j]
+                    scores[j] = s
+                if not scores:
+                    continue
+                m = max(scores.values())
+                weights = {j: math.exp(s - m) for j, s in scores.items()}
+                total = math.fsum(weights.values())
+                for e in range(p.head_dim_v):
+                    o[b, h, i, e] = math.fsum(w * v[b][kv][j][e] for j, w in weights.items()) / total
+                lse[b, h, i] = m + math.log(total)
+    return o, lse
+
+
 def evaluate(problem, tensors):
-    """The problem's op on float64 logical tensors."""
+    """The problem's op on float64 logical tensors (the primary output)."""
     p = problem.params
+    if problem.op == "attention":
+        return attention(p, tensors)[0]
     if problem.op == "gemm":
         return gemm(tensors["a"], tensors["b"])
     geometry = (p.stride, p.pad, p.dilation, p.groups)

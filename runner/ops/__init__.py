@@ -8,11 +8,13 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
+from .attention import AttentionOp
+from .attention_params import AttentionParams
 from .base import Op, ProductSumOp, TensorSpec
 from .conv import ConvOp, ConvParams
 from .gemm import GemmOp, GemmParams
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp())
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp())
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 
@@ -33,5 +35,5 @@ def unregister_op(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "ConvOp", "ConvParams", "GemmOp", "GemmParams",
+__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "GemmOp", "GemmParams",
            "register_op", "unregister_op"]

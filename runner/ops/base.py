@@ -10,6 +10,7 @@ The protocol, in the order a case uses it:
     outputs           named outputs, each with its logical shape and format
                       (several for ops such as attention's (O, LSE); integer
                       formats for integer ops); the first is the primary one
+    adjust_inputs     (optional) shape the drawn values into the op's input kinds
     arrange / call    how a layout stores each input, how a kernel is called
     reference         each output in float64 from the float64 inputs
     error_bound       each output's bound, composed of runner.bound's pieces
@@ -101,6 +102,10 @@ class Op(ABC):
 
         (name,) = self.output_names(params, direction)
         return {name: TensorSpec(self.output_shape(params, direction), output_dtype_name(dtype))}
+
+    def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
+        """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
+        attention's peaky or offset scores). By default the uniform draw stays as it is."""
 
     @abstractmethod
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:

@@ -1,0 +1,145 @@
+"""Scaled dot-product attention, forward: O = softmax(S) · V with S = scale · Q·Kᵀ (· score_scale + score_bias).
+
+Logical shapes (whatever the layout):
+    q (batch, heads_q, seq_q, head_dim_qk)     k (batch, heads_kv, seq_k, head_dim_qk)
+    v (batch, heads_kv, seq_k, head_dim_v)     o (batch, heads_q, seq_q, head_dim_v)
+    score_scale, score_bias (batch, heads_q, seq_q, seq_k), when asked for
+    lse (batch, heads_q, seq_q), f32, when return_lse: log Σ_j exp(S_ij) over the allowed keys (natural log)
+q head h uses kv head h // (heads_q / heads_kv) (MHA, GQA, MQA). Masks: attention_params.py.
+
+Kernel contract: f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale,
+score_bias, return_lse) -> o, or (o, lse) when return_lse. Every keyword is always passed:
+scale a float; causal, return_lse bools; align "top-left" | "bottom-right"; window None or (left, right)
+with -1 for an unbounded side; kv_lengths, prefix_offset None or an int64 tensor of `batch` entries on
+the device; score_scale, score_bias None or a tensor in the case's dtype. A fully masked row must give
+o = 0 and lse = -inf.
+
+Layouts: "bhsd" stores q, k, v as their logical shapes; "bshd" stores each (batch, seq, heads, dim)
+(the kernel receives the permuted view, logical shape unchanged). A suffix "-qt", "-kt", "-vt" (in
+that order, any subset) stores that tensor with its last two dims swapped (dim before seq), as
+rocMLIR's --transQ/K/V do; rocMLIR's default K is "-kt".
+
+torch is imported when a case runs, so generating a suite stays fast.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from .attention_params import OPTIONAL_PARAMS, AttentionParams, build_params
+from .base import Op, Shape, TensorSpec, frozen_mapping
+
+if TYPE_CHECKING:
+    import torch
+
+_TRANSPOSABLE = ("q", "k", "v")
+ATTENTION_LAYOUTS = tuple(
+    base + "".join(f"-{name}t" for name, on in zip(_TRANSPOSABLE, flags) if on)
+    for base in ("bhsd", "bshd") for flags in itertools.product((False, True), repeat=3))
+
+
+def transposed_tensors(layout: str) -> set[str]:
+    """Which of q, k, v the layout stores with (dim, seq) swapped."""
+    return {part[0] for part in layout.split("-")[1:]}
+
+
+class AttentionOp(Op):
+    name = "attention"
+    directions = ("fwd",)
+    layouts = ATTENTION_LAYOUTS
+    param_names = ("seq_q", "seq_k", "head_dim_qk")
+    optional_params = frozen_mapping(OPTIONAL_PARAMS)
+
+    def __repr__(self) -> str:
+        return "AttentionOp(attention)"
+
+    @property
+    def params_type(self) -> type:
+        return AttentionParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> AttentionParams:
+        return build_params(dict(raw))
+
+    # -- tensors ------------------------------------------------------------------
+    def input_shapes(self, params: AttentionParams, direction: str) -> dict[str, Shape]:
+        return params.shapes()
+
+    def output_shape(self, params: AttentionParams, direction: str) -> Shape:
+        return params.out_shape
+
+    def output_names(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
+        return ("o", "lse") if params.return_lse else ("o",)
+
+    def outputs(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
+        from ..dtypes import output_dtype_name
+
+        specs = {"o": TensorSpec(params.out_shape, output_dtype_name(dtype))}
+        if params.return_lse:
+            specs["lse"] = TensorSpec(params.lse_shape, "f32")
+        return specs
+
+    def adjust_inputs(self, params: AttentionParams, drawn: dict[str, torch.Tensor]) -> None:
+        """Shape the drawn float64 values (before rounding) into the input kinds the params ask for:
+        q scaled by q_gain (peaky scores); q's and k's feature 0 set so that every score gains about
+        score_offset (a kernel without the max subtraction overflows in exp)."""
+        if params.q_gain != 1.0:
+            drawn["q"].mul_(params.q_gain)
+        if params.score_offset:
+            feature = math.sqrt(params.score_offset / abs(params.softmax_scale))
+            drawn["q"][..., 0] = feature * (1 if params.softmax_scale > 0 else -1)
+            drawn["k"][..., 0] = feature
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        stored = tensor
+        if layout.startswith("bshd") and name in _TRANSPOSABLE:
+            stored = stored.transpose(1, 2)
+        if name in transposed_tensors(layout):
+            stored = stored.mT
+        stored = stored.contiguous()
+        if name in transposed_tensors(layout):
+            stored = stored.mT
+        return stored.transpose(1, 2) if layout.startswith("bshd") and name in _TRANSPOSABLE else stored
+
+    # -- cost -------------------------------------------------------------------------
+    def reduction_size(self, params: AttentionParams, direction: str) -> int:
+        return params.seq_k
+
+    def flops(self, params: AttentionParams, direction: str) -> int:
+        rows = params.batch * params.heads_q * params.seq_q * params.seq_k
+        return 2 * rows * (params.head_dim_qk + params.head_dim_v)
+
+    # -- kernels ------------------------------------------------------------------------
+    def default_kernel(self, direction: str) -> Callable[..., Any]:
+        from .attention_torch import torch_attention
+
+        return torch_attention
+
+    def call(self, kernel: Callable[..., Any], direction: str, params: AttentionParams,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        import torch
+
+        device = tensors["q"].device
+
+        def per_batch(values: tuple[int, ...] | None) -> torch.Tensor | None:
+            return None if values is None else torch.tensor(values, dtype=torch.int64, device=device)
+
+        return kernel(tensors["q"], tensors["k"], tensors["v"], scale=params.softmax_scale, causal=params.causal,
+                      align=params.align, window=params.window, kv_lengths=per_batch(params.kv_lengths),
+                      prefix_offset=per_batch(params.prefix_offset), score_scale=tensors.get("score_scale"),
+                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse)
+
+    # -- reference and bound ----------------------------------------------------------------
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        from .attention_math import attention_float64
+
+        rows = attention_float64(problem.params, inputs64)
+        values = {"o": rows.o}
+        if problem.params.return_lse:
+            values["lse"] = rows.lse
+        return values
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        from ..softmax_bound import attention_bound
+
+        return attention_bound(problem, inputs64)

@@ -81,13 +81,16 @@ class AttentionOp(Op):
 
     def adjust_inputs(self, params: AttentionParams, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values (before rounding) into the input kinds the params ask for:
-        q scaled by q_gain (peaky scores); q's and k's feature 0 set so that every score gains about
-        score_offset (a kernel without the max subtraction overflows in exp)."""
+        q scaled by q_gain (peaky scores); q's and k's feature 0 set so that every score of query row i
+        gains the same c_i, within 5 % of score_offset (a kernel without the max subtraction overflows
+        in exp). c_i varies between rows (with q's drawn feature 0) so that the rounding of the large
+        common term is not one and the same error in every row, which would bias a correct kernel."""
         if params.q_gain != 1.0:
             drawn["q"].mul_(params.q_gain)
         if params.score_offset:
             feature = math.sqrt(params.score_offset / abs(params.softmax_scale))
-            drawn["q"][..., 0] = feature * (1 if params.softmax_scale > 0 else -1)
+            spread = drawn["q"][..., 0] / max(drawn["q"][..., 0].abs().max().item(), 1e-300)
+            drawn["q"][..., 0] = spread.mul_(0.05).add_(1.0).mul_(feature * (1 if params.softmax_scale > 0 else -1))
             drawn["k"][..., 0] = feature
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:

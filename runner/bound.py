@@ -73,7 +73,7 @@ from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "FormatRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -243,6 +243,21 @@ class SumOfBounds:
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""
         return next(p for p in self.parts if isinstance(p, kind))
+
+
+@dataclass(frozen=True, eq=False)
+class ExactWhere:
+    """A bound that is 0 where the result is exact by construction (attention's fully masked rows)."""
+
+    exact: torch.Tensor  # bool, the output's shape
+    bound: SumOfBounds
+
+    @property
+    def parts(self) -> tuple[ErrorBound, ...]:
+        return self.bound.parts
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        return self.bound.evaluate(model, torch.where(self.exact, 0.0, ref)).masked_fill_(self.exact, 0.0)
 
 
 # -- coefficients: the relative error of one step of a composed computation -------------

@@ -31,7 +31,7 @@ from typing import Mapping
 
 import torch
 
-from .bound import (ComputeRoundings, FormatRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient,
+from .bound import (ComputeRoundings, ExactWhere, FormatRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient,
                     ScaledMagnitude, SubnormalRounding, SumOfBounds)
 from .dtypes import input_format_name
 from .problem import Problem
@@ -92,11 +92,12 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
         ScaledMagnitude(ComputeRoundings(1, dtype), o_abs, "division by the row sum"),
         OutputRounding(problem.outputs["o"].dtype),
     )
-    bounds = {"o": SumOfBounds(out_parts)}
+    empty = rows.row_sum == 0  # a fully masked row: o = 0 and lse = -inf exactly
+    bounds = {"o": ExactWhere(empty.expand_as(rows.o), SumOfBounds(out_parts))}
     if params.return_lse:
         log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
         lse_abs = torch.where(torch.isfinite(rows.lse), rows.lse, 0.0).abs()
-        empty = (rows.row_sum == 0).squeeze(-1)
+        empty = empty.squeeze(-1)
         bounds["lse"] = ExactWhere(empty, SumOfBounds((
             ScaledMagnitude(ProductSumCoefficient(qk, dtype), (rows.p * product_terms).sum(dim=-1), "Q·Kᵀ product sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), (rows.p * roundings).sum(dim=-1), "scores, exp"),
@@ -106,13 +107,3 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds
-
-
-class ExactWhere:
-    """A bound that is 0 where the result is exact by construction (a fully masked row's -inf)."""
-
-    def __init__(self, exact: torch.Tensor, bound) -> None:
-        self.exact, self.bound = exact, bound
-
-    def evaluate(self, model, ref: torch.Tensor) -> torch.Tensor:
-        return self.bound.evaluate(model, torch.where(self.exact, 0.0, ref)).masked_fill_(self.exact, 0.0)

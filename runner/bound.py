@@ -206,6 +206,7 @@ class OutputRounding:
     """The final rounding to the output format: c_out · ulp_T(ref)."""
 
     out_dtype: str
+    source = "output rounding"
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         if not model.c_out:

@@ -41,6 +41,12 @@ def explain(args) -> int:
             raise UsageError(f"--seed: expected an integer >= 0, got {args.seed}")
         case = case.with_seed(args.seed)
     try:
+        if not isinstance(runner.OPS[case.op], runner.ProductSumOp):  # a composed bound: explain its terms
+            from e2egen.diagnose.explain_terms import explain_terms, render_terms
+
+            explanation = explain_terms(case, device=args.device)
+            print(render_terms(explanation))
+            return EXIT_OK if explanation.passed else EXIT_FAILED
         explanation = explain_case(case, device=args.device, search=not args.no_search)
     except (runner.ProblemError, runner.ImplError) as err:  # name the case: the catalogue passed, this run did not
         raise UsageError(str(err), where=case.id) from None

@@ -21,12 +21,13 @@ entry's values). The converter works in three steps:
 Mapping:
 - `--operation` conv2d | conv2d_bwd_data | conv2d_bwd_weight (and the older
   conv, conv_bwd_data, conv_bwd_weight) -> op conv2d, direction fwd |
-  bwd_data | bwd_weight; gemm -> op gemm, direction fwd. No --operation:
-  rocmlir-gen's default, conv2d fwd. A rocMLIR suite whose tests use two ops
-  becomes two suites.
+  bwd_data | bwd_weight; gemm -> op gemm, direction fwd; attention -> op
+  attention, direction fwd. No --operation: rocmlir-gen's default, conv2d
+  fwd. A rocMLIR suite whose tests use two ops becomes two suites.
 - `-t`: f32, f16, bf16 as they are (default f32); i8 and the fp8 variants
   (fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8) are reported and left out, of the
-  axes and of the excludes alike.
+  axes and of the excludes alike (i8 attention is rocMLIR's quantized
+  attention: i8 Q and K with a quantization bias and scale, f16 V).
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   anything else is reported and its cases left out. gemm layouts: the first
@@ -38,6 +39,29 @@ Mapping:
   padding (l != r) cannot be expressed (torch pads symmetrically): the config
   is reported and skipped. gemm shape: -m -n -k, -g (or -groupsize) the batch;
   g = 1 is a plain 2-d gemm (no `batch` key).
+- attention (rocmlir-gen's CPU reference: S = Q·Kᵀ, times the
+  --with-attn-scale tensor, plus the --with-attn-bias tensor, masks, softmax
+  over the keys, ·V; no implicit 1/sqrt(d)): -seq_len_q -seq_len_k
+  -head_dim_qk -head_dim_v -> seq_q, seq_k, head_dim_qk, head_dim_v (the last
+  only when it differs); -g -> batch; -num_heads_q -num_heads_kv -> heads_q,
+  heads_kv (q head h uses kv head h // (heads_q / heads_kv), as rocMLIR
+  broadcasts K and V); always scale = 1.0; --with-attn-scale /
+  --with-attn-bias -> score_scale / score_bias; -causal -> causal with align
+  "top-left" (rocMLIR masks key j > query i whatever seq_q and seq_k are);
+  -prefix_offset=a,b,.. (one per batch; key j > i + offset masked, implies
+  causal) -> causal, prefix_offset; -current_seq_len=a,b,.. and its newer
+  name -last_valid_kv_index (one per batch: the inclusive index of the last
+  valid key, keys j > P masked) -> kv_lengths = P + 1; -return_lse ->
+  return_lse. A value the same for every batch is written as one int.
+  Layouts: rocMLIR's tensors are (g * heads, seq, dim), batch outer, so
+  "bhsd", plus "-qt" for --transQ, "-kt" when --transK is false (rocMLIR's
+  default K is stored head_dim x seq_k) and "-vt" for --transV. --transO
+  (the output's storage order), -split_kv (flash decoding: the host
+  recombines the split results, same result), --perf_config,
+  --schedule_version and --reverse_grid are merged. The sliding windows
+  (-sliding_window_size, -sliding_window_look_back: keys before the batch's
+  last valid key minus the window are masked, whatever the query row) and
+  the legacy -seq_len/-num_heads form are reported and skipped.
 - tolerances: -RMS_threshold -> rms, -relDiff_threshold -> max_rel_diff,
   -absDiff_threshold -> max_abs_diff; from the suffix at suite level, from a
   config string at config level. Every dtype used also gets this project's
@@ -46,12 +70,14 @@ Mapping:
   one of rocMLIR's PR-CI catalogues, so the suite gets `pr = true`. Inputs
   use range r0 = [-1, 1]: rocMLIR's random data range differs per type.
 - config names come from the shape (`n64-c128-k128-28x28-f3x3-p1`,
-  `b3-m1024-n1024-k769`); a config with the same shape as an earlier one (it
-  differed only in dropped flags, e.g. --reverse_grid) gets `-2`, `-3`.
+  `b3-m1024-n1024-k769`, `b3-hq4-hkv2-sq1-sk384-d64-scale-bias-causal-kv18x2x33-lse`);
+  a config with the same shape as an earlier one (it differed only in
+  dropped flags, e.g. --reverse_grid) gets `-2`, `-3`.
 - reported as not imported: unknown flags (the config is still imported when
   its shape is complete), flags with no equivalent (--reverse_grid,
-  --perf_config, --transC=true, -rand...), axes with no equivalent
-  (schedule_version: its values are merged, each case runs once), excludes
+  --perf_config, --transC=true, --transO=true, -split_kv, -rand...), axes
+  with no equivalent (schedule_version, transO: their values are merged,
+  each case runs once), excludes
   that no longer exclude anything. Reported as ignored: flags and lit
   substitutions that do not change what is computed (--arch, %pv...).
 """
@@ -83,6 +109,7 @@ OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
     "conv2d_bwd_data": ("conv2d", "bwd_data"), "conv_bwd_data": ("conv2d", "bwd_data"),
     "conv2d_bwd_weight": ("conv2d", "bwd_weight"), "conv_bwd_weight": ("conv2d", "bwd_weight"),
     "gemm": ("gemm", "fwd"),
+    "attention": ("attention", "fwd"),
 }
 DEFAULT_OPERATION = "conv2d"
 DTYPES = ("f32", "f16", "bf16")
@@ -91,6 +118,10 @@ UNSUPPORTED_DTYPES = {
     "i8": "the runner has no integer conv/gemm",
     **{t: "fp8 variants are not supported yet" for t in ("fp8", "bf8", "fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")},
 }
+UNSUPPORTED_ATTENTION_DTYPES = {  # op attention: why, where it differs from UNSUPPORTED_DTYPES
+    "i8": "rocMLIR's i8 attention is a quantized one (i8 Q and K with a quantization bias and scale, f16 V and "
+          "output), which e2egen's attention does not model yet",
+}
 CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> layout
     ("kcyx", "nchw", "nkhw"): "nchw",
     ("kyxc", "nhwc", "nhwk"): "nhwc",
@@ -98,8 +129,9 @@ CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> lay
 DEFAULT_CONV_LAYOUT = ("gkcyx", "ngchw", "ngkhw")
 LAYOUT_FLAGS = ("fil_layout", "in_layout", "out_layout")
 TRANSPOSE_FLAGS = ("transA", "transB")
+ATTENTION_TRANSPOSE_FLAGS = {"transQ": "q", "transK": "k", "transV": "v"}  # flag -> the tensor it stores transposed
 # Flags that pick the case's op, direction, dtype or layout (an axis of ours).
-CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *TRANSPOSE_FLAGS)
+CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS)
 
 TOLERANCE_FLAGS = {"RMS_threshold": "rms", "relDiff_threshold": "max_rel_diff", "absDiff_threshold": "max_abs_diff"}
 
@@ -112,6 +144,19 @@ CONV_SHAPE_FLAGS = {  # rocmlir-gen flag or MIOpen-driver short form -> rocmlir-
     "g": "groupsize",
 }
 GEMM_SHAPE_FLAGS = {"m": "m", "n": "n", "k": "k", "g": "batch", "groupsize": "batch"}
+ATTENTION_SIZE_FLAGS = {  # rocmlir-gen flag -> e2egen attention parameter (positive integers)
+    "seq_len_q": "seq_q", "seq_len_k": "seq_k", "head_dim_qk": "head_dim_qk", "head_dim_v": "head_dim_v",
+    "num_heads_q": "heads_q", "num_heads_kv": "heads_kv", "g": "batch", "groupsize": "batch",
+}
+ATTENTION_SWITCH_FLAGS = {  # rocmlir-gen switch -> e2egen attention parameter (true or false)
+    "with-attn-scale": "score_scale", "with-attn-bias": "score_bias", "causal": "causal", "return_lse": "return_lse",
+}
+ATTENTION_LIST_FLAGS = ("current_seq_len", "last_valid_kv_index", "prefix_offset")  # one integer per batch
+ATTENTION_WINDOW_FLAGS = {"sliding_window_size": "0", "sliding_window_look_back": "-1"}  # flag -> its "off" value
+ATTENTION_LEGACY_FLAGS = ("seq_len", "num_heads")  # rocmlir-gen's first attention interface
+ATTENTION_FLAGS = (*ATTENTION_SIZE_FLAGS, *ATTENTION_SWITCH_FLAGS, *ATTENTION_LIST_FLAGS, *ATTENTION_WINDOW_FLAGS,
+                   *ATTENTION_LEGACY_FLAGS)
+SHAPE_FLAGS = {"conv2d": CONV_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS, "attention": ATTENTION_FLAGS}
 
 # Flags that do not change what is computed: reported as ignored, with why.
 IGNORED_FLAGS = {
@@ -131,6 +176,11 @@ NO_EQUIVALENT = {
     "transC": "the output's storage order has no equivalent (gemm layouts name A and B only)",
     "rand": "rocMLIR's input data; this catalogue draws its inputs from range r0",
     "rand_type": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+    "rand_min": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+    "rand_max": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+    "transO": "the attention output's storage order; e2egen compares the output as a logical tensor",
+    "split_kv": "flash decoding, a kernel variant: rocMLIR recombines the split results on the host, "
+                "the same attention; e2egen's kernel under test is torch's",
 }
 AXIS_NAMES = ("directions", "dtypes", "layouts")  # the order of CaseKey's fields
 
@@ -607,18 +657,19 @@ def resolve_case(flags: Mapping[str, Flag], notes: Notes) -> tuple[str, CaseKey]
         notes.add(operation.source.line, operation.source.what, f"operation {name!r} has no equivalent in e2egen (supported: {', '.join(OPERATIONS)}); left out")
         return None
     op, direction = OPERATIONS[name]
-    dtype = _resolve_dtype(flags.get("t"), notes)
-    layout = _resolve_conv_layout(flags, notes) if op == "conv2d" else _resolve_gemm_layout(flags, notes)
+    dtype = _resolve_dtype(flags.get("t"), op, notes)
+    layout = _LAYOUT_RESOLVERS[op](flags, notes)
     if dtype is None or layout is None:
         return None
     return op, CaseKey(direction, dtype, layout)
 
 
-def _resolve_dtype(flag: Flag | None, notes: Notes) -> str | None:
+def _resolve_dtype(flag: Flag | None, op: str, notes: Notes) -> str | None:
     dtype = flag.value if flag else DEFAULT_DTYPE
     if dtype in DTYPES:
         return dtype
-    why = UNSUPPORTED_DTYPES.get(dtype, f"unknown data type (supported: {', '.join(DTYPES)})")
+    why = (UNSUPPORTED_ATTENTION_DTYPES if op == "attention" else {}).get(dtype) or UNSUPPORTED_DTYPES.get(
+        dtype, f"unknown data type (supported: {', '.join(DTYPES)})")
     notes.add(flag.source.line, flag.source.what, f"data type {dtype!r} left out: {why}")
     return None
 
@@ -646,6 +697,26 @@ def _resolve_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
     return letters
 
 
+def _resolve_attention_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    """rocMLIR's tensors are (g * heads, seq, dim) with the batch outer: "bhsd". --transQ, --transV store
+    Q, V as (dim, seq); K is stored (dim, seq) unless --transK (rocmlir-gen's getAttentionTypes)."""
+    layout = "bhsd"
+    for name, tensor in ATTENTION_TRANSPOSE_FLAGS.items():
+        flag = flags.get(name)
+        value = _boolean(flag)
+        if value is None:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected true or false; left out")
+            return None
+        if value != (tensor == "k"):
+            layout += f"-{tensor}t"
+    return layout
+
+
+_LAYOUT_RESOLVERS = {
+    "conv2d": _resolve_conv_layout, "gemm": _resolve_gemm_layout, "attention": _resolve_attention_layout,
+}
+
+
 def _boolean(flag: Flag | None) -> bool | None:
     if flag is None:
         return False
@@ -654,6 +725,8 @@ def _boolean(flag: Flag | None) -> bool | None:
 
 def resolve_shape(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, object], ...] | None:
     """The config's shape parameters, or None (reported) when they are incomplete or not expressible."""
+    if op == "attention":
+        return _attention_params(flags, notes)
     table = CONV_SHAPE_FLAGS if op == "conv2d" else GEMM_SHAPE_FLAGS
     values: dict[str, int] = {}
     first = None
@@ -727,6 +800,109 @@ def _gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
     return ((("batch", batch),) if batch != 1 else ()) + (("m", v["m"]), ("n", v["n"]), ("k", v["k"]))
 
 
+def _attention_params(flags: Iterable[Flag], notes: Notes):
+    """Attention's parameters with rocmlir-gen's meaning (see the module docstring), or None (reported)."""
+    given: dict[str, Flag] = {}
+    for flag in flags:
+        if flag.name in ATTENTION_FLAGS:
+            given[flag.name] = flag
+    first = next(iter(given.values()), None)
+    line, what = (first.source.line, first.source.what) if first else (None, "config")
+
+    def skip(flag: Flag | None, message: str) -> None:
+        where = flag.source if flag else Source(line, what)
+        notes.add(where.line, where.what, f"{message}; config skipped")
+
+    legacy = [given[name] for name in ATTENTION_LEGACY_FLAGS if name in given]
+    if legacy:
+        skip(legacy[0], f"{' '.join(f.text for f in legacy)}: rocmlir-gen's first attention interface (Q, K, V all "
+                        "seq_len x num_heads, and a seq_len x seq_len fourth input), which today's rocmlir-gen no "
+                        "longer has")
+        return None
+    sizes: dict[str, int] = {}
+    for name, key in ATTENTION_SIZE_FLAGS.items():
+        flag = given.get(name)
+        if flag is not None:
+            number = _integer(flag.value)
+            if not number:
+                skip(flag, f"{flag.text}: expected a positive integer")
+                return None
+            sizes[key] = number
+    missing = [f"-{name}" for name in ("seq_len_q", "seq_len_k", "head_dim_qk", "head_dim_v")
+               if ATTENTION_SIZE_FLAGS[name] not in sizes]
+    if missing:
+        skip(None, f"incomplete attention shape: no {', '.join(missing)}")
+        return None
+    batch, heads_q, heads_kv = sizes.get("batch", 1), sizes.get("heads_q", 1), sizes.get("heads_kv", 1)
+    if heads_q % heads_kv:
+        skip(given.get("num_heads_kv"), f"-num_heads_q {heads_q} is no multiple of -num_heads_kv {heads_kv}")
+        return None
+    switches: dict[str, bool] = {}
+    for name, key in ATTENTION_SWITCH_FLAGS.items():
+        value = _boolean(given.get(name))
+        if value is None:
+            skip(given[name], f"{given[name].text}: expected true or false")
+            return None
+        switches[key] = value
+    for name, off in ATTENTION_WINDOW_FLAGS.items():
+        flag = given.get(name)
+        if flag is not None and flag.value != off:
+            skip(flag, f"{flag.text}: rocMLIR's sliding window masks the keys before each batch's last valid key "
+                       "minus the window, whatever the query row; e2egen's window is relative to the query row")
+            return None
+    per_batch: dict[str, tuple[int, ...]] = {}
+    for name in ATTENTION_LIST_FLAGS:
+        flag = given.get(name)
+        if flag is None:
+            continue
+        values = tuple(_integer(v) for v in (flag.value or "").split(","))
+        if any(v is None for v in values):
+            skip(flag, f"{flag.text}: expected non-negative integers separated by commas")
+            return None
+        if len(values) != batch:
+            skip(flag, f"{flag.text}: {len(values)} values for -g {batch} (rocmlir-gen takes one per batch)")
+            return None
+        per_batch[name] = values
+    if "current_seq_len" in per_batch and "last_valid_kv_index" in per_batch:
+        skip(given["last_valid_kv_index"], "-current_seq_len and -last_valid_kv_index are one flag under two names; "
+                                           "both given")
+        return None
+    last_valid = per_batch.get("current_seq_len", per_batch.get("last_valid_kv_index"))
+    if last_valid is not None and max(last_valid) >= sizes["seq_k"]:
+        flag = given.get("current_seq_len", given.get("last_valid_kv_index"))
+        skip(flag, f"{flag.text}: the last valid key index must be below -seq_len_k {sizes['seq_k']}")
+        return None
+
+    params: dict[str, object] = {}
+    if batch != 1:
+        params["batch"] = batch
+    if heads_q != 1:
+        params["heads_q"] = heads_q
+    if heads_kv != heads_q:
+        params["heads_kv"] = heads_kv
+    params.update(seq_q=sizes["seq_q"], seq_k=sizes["seq_k"], head_dim_qk=sizes["head_dim_qk"])
+    if sizes["head_dim_v"] != sizes["head_dim_qk"]:
+        params["head_dim_v"] = sizes["head_dim_v"]
+    params["scale"] = 1.0  # rocMLIR scales the scores only by the --with-attn-scale tensor
+    for key in ("score_scale", "score_bias"):
+        if switches[key]:
+            params[key] = True
+    if switches["causal"] or "prefix_offset" in per_batch:  # a prefix offset implies causal in rocmlir-gen
+        params.update(causal=True, align="top-left")
+    if "prefix_offset" in per_batch:
+        params["prefix_offset"] = _one_or_list(per_batch["prefix_offset"])
+    if last_valid is not None:
+        params["kv_lengths"] = _one_or_list(tuple(p + 1 for p in last_valid))  # an inclusive index -> a length
+    if switches["return_lse"]:
+        params["return_lse"] = True
+    return tuple(params.items())
+
+
+def _one_or_list(values: tuple[int, ...]) -> int | list[int]:
+    """A per-batch value: one int when every batch has the same."""
+    return values[0] if len(set(values)) == 1 else list(values)
+
+
 def _tolerances(flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, float], ...]:
     tolerances = {}
     for flag in flags:
@@ -743,7 +919,7 @@ def _tolerances(flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, float],
 
 def _note_other_flags(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[str, ...]:
     """Report a config's flags that are neither shape, case axis nor tolerance; return those dropped."""
-    shape = CONV_SHAPE_FLAGS if op == "conv2d" else GEMM_SHAPE_FLAGS
+    shape = SHAPE_FLAGS[op]
     dropped = []
     for flag in flags:
         if flag.name in shape or flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS:
@@ -751,7 +927,7 @@ def _note_other_flags(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[str
         if flag.name in IGNORED_FLAGS:
             notes.add(flag.source.line, flag.source.what, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
             continue
-        if flag.name == "transC" and not _boolean(flag):
+        if flag.name in ("transC", "transO") and not _boolean(flag):
             continue  # the default: nothing lost
         why = NO_EQUIVALENT.get(flag.name, "unknown rocmlir-gen flag")
         notes.add(flag.source.line, flag.source.what, f"{flag.text} dropped: {why}; the config is imported without it")
@@ -790,7 +966,7 @@ def _suite_axes(configs: list[ImportedConfig]) -> dict[str, tuple[str, ...]]:
 def _note_wrapper_flags(flags: Iterable[Flag], subject: str, notes: Notes) -> None:
     """Report the prefix's and suffix's flags that are neither case axis, shape nor tolerance."""
     for flag in flags:
-        if flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or flag.name in CONV_SHAPE_FLAGS or flag.name in GEMM_SHAPE_FLAGS:
+        if flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or any(flag.name in s for s in SHAPE_FLAGS.values()):
             continue
         if flag.name in IGNORED_FLAGS:
             notes.add(flag.source.line, subject, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
@@ -841,6 +1017,8 @@ def _safe_name(text: str) -> str:
 
 
 def config_name(op: str, params: Mapping[str, object]) -> str:
+    if op == "attention":
+        return _attention_name(params)
     if op == "gemm":
         return "-".join(([f"b{params['batch']}"] if "batch" in params else []) + [f"m{params['m']}", f"n{params['n']}", f"k{params['k']}"])
     parts = [f"n{params['n']}", f"c{params['c']}", f"k{params['k']}", _pair(params["hw"]), "f" + _pair(params["kernel"])]
@@ -850,6 +1028,24 @@ def config_name(op: str, params: Mapping[str, object]) -> str:
             parts.append(f"{letter}{h}" if h == w else f"{letter}{h}x{w}")
     if "groups" in params:
         parts.append(f"g{params['groups']}")
+    return "-".join(parts)
+
+
+def _attention_name(params: Mapping[str, object]) -> str:
+    """`b3-hq4-hkv2-sq1-sk384-d64-scale-bias-causal-pre18x5x16-kv18x2x33-lse`: every parameter rocMLIR set."""
+    parts = [f"{letters}{params[key]}" for key, letters in (("batch", "b"), ("heads_q", "hq"), ("heads_kv", "hkv"))
+             if key in params]
+    parts += [f"sq{params['seq_q']}", f"sk{params['seq_k']}", f"d{params['head_dim_qk']}"]
+    if "head_dim_v" in params:
+        parts.append(f"dv{params['head_dim_v']}")
+    parts += [word for key, word in (("score_scale", "scale"), ("score_bias", "bias"), ("causal", "causal"))
+              if params.get(key)]
+    for key, letters in (("prefix_offset", "pre"), ("kv_lengths", "kv")):
+        if key in params:
+            value = params[key]
+            parts.append(letters + "x".join(map(str, value if isinstance(value, list) else [value])))
+    if params.get("return_lse"):
+        parts.append("lse")
     return "-".join(parts)
 
 

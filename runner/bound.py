@@ -68,12 +68,13 @@ import torch
 
 from e2egen import metrics
 
+from .dtypes import input_format_name
 from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -313,6 +314,28 @@ class FormatRounding:
 
     def __call__(self, model: BoundModel) -> float:
         return unit_roundoff(self.fmt)
+
+
+@dataclass(frozen=True)
+class IntermediateRounding:
+    """The rounding of a fused op's intermediate before its second product (attention's P before P·V) to
+    the format the probes found (Arithmetic.intermediate; "exact": it stays in the compute format, no
+    rounding); where not measured, to the dtype's input format. `tiny`: half that format's subnormal
+    spacing (the absolute error of an intermediate that small) instead of its unit roundoff."""
+
+    dtype: str
+    tiny: bool = False
+
+    def __call__(self, model: BoundModel) -> float:
+        arithmetic = model.arithmetic
+        measured = arithmetic is not None and not arithmetic.unexplained and arithmetic.intermediate != ""
+        fmt = arithmetic.intermediate if measured else input_format_name(self.dtype)
+        if self.tiny:
+            return metrics.get_format("f32" if fmt == "exact" else fmt).min_subnormal / 2
+        if fmt == "exact":
+            return 0.0
+        toward_zero = measured and arithmetic.intermediate_rounding == "toward-zero"
+        return unit_roundoff(fmt) * (2 if toward_zero else 1)
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def test_a_fully_masked_row_has_a_zero_bound_for_both_outputs():
 def test_the_bound_names_its_parts_and_follows_the_model():
     rows, evaluated, bounds = _bound({"seq_q": 16, "seq_k": 64, "head_dim_qk": 32, "return_lse": True})
     sources = [getattr(part, "source", type(part).__name__) for part in bounds["o"].parts]
-    assert sources[:2] == ["Q·Kᵀ product sum", "scores, exp"] and "P rounded to f16" in sources
+    assert sources[:2] == ["Q·Kᵀ product sum", "scores, exp"] and "P rounded before P·V" in sources
     assert sources[-1] == "output rounding"
     wider = bounds["o"].evaluate(BoundModel(acc="f16"), rows.o)
     assert (wider >= evaluated["o"]).all() and (wider > 2 * evaluated["o"]).any()

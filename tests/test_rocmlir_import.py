@@ -292,7 +292,7 @@ def test_unknown_layout_and_operation_are_reported():
     conversion, cases = convert_text(HEADER + f'''
         [[axis]]
         name = "operation"
-        values = ["conv2d", "attention"]
+        values = ["conv2d", "gemm_gemm"]
         prefix = "--operation "
         [[axis]]
         name = "layout"
@@ -303,7 +303,7 @@ def test_unknown_layout_and_operation_are_reported():
         config = "{CONV}"
     ''')
     report = "\n".join(conversion.report())
-    assert "operation 'attention' has no equivalent" in report
+    assert "operation 'gemm_gemm' has no equivalent" in report
     assert "conv layout -fil_layout=gkyxc -in_layout=ngchw -out_layout=ngkhw has no equivalent" in report
     assert {(c.direction, c.layout) for c in cases} == {("fwd", "nchw")}
 
@@ -328,3 +328,251 @@ def test_excludes_cover_exactly_what_rocmlir_kept():
             excludes = cover_with_excludes(axes, frozenset(kept))
             left = {k for k in space if not any(all(k[AXIS_NAMES.index(a)] in v for a, v in e.items()) for e in excludes)}
             assert left == set(kept), (kept, excludes)
+
+
+# ---------------------------------------------------------------- attention
+
+def convert_only(rocmlir_text: str):
+    """Convert without loading the result (the attention op's catalogue checks are tested separately)."""
+    return convert(read_rocmlir(textwrap.dedent(rocmlir_text), "t.toml"))
+
+
+def attention_configs(conversion) -> dict[str, dict]:
+    [suite] = conversion.suites
+    assert suite.op == "attention" and suite.axes["directions"] == ("fwd",)
+    return {named.name: dict(named.config.params) for named in suite.configs}
+
+
+def attention_op_registered() -> bool:
+    from e2egen.runner.ops import OPS
+
+    return "attention" in OPS
+
+
+# Excerpts of rocMLIR's mlir/test/e2e/PrAttentionF16.toml and AttentionSchedule.toml (as stored in
+# /work/shared/rocmlir-e2e), flags and values unchanged, suffixes cut at the first pipe.
+PR_ATTENTION_F16 = '''
+    directory = "PrAttentionF16"
+    prefix = "rocmlir-gen"
+    suffix = "--operation attention -t f16 --arch %arch -pv %random_data %rocmlir_gen_flags -relDiff_threshold 0.02 -absDiff_threshold 0.02 -RMS_threshold 0.015 | rocmlir-driver -c"
+
+    [[axis]]
+    name = "operation"
+    values = ["attention"]
+    prefix = "--operation "
+
+    [[axis]]
+    name = "transK"
+    values = ["true", "false"]
+    prefix = "--transK="
+
+    [[suite]]
+    name = "pr_attention_f16"
+
+    [[suite.test]]
+    config = "-seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64"
+
+    # reverse grid test
+    [[suite.test]]
+    config = "--reverse_grid -seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64"
+
+    [[suite.test]]
+    config = "-seq_len_q 64 -seq_len_k 64 -head_dim_qk 64 -head_dim_v 64 -perf_config attn:v1:32,32,64,32,32,32,4,0,1"
+
+    # check scale
+    [[suite.test]]
+    config = "-seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 --with-attn-scale"
+
+    # check bias
+    [[suite.test]]
+    config = "-seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 --with-attn-bias"
+
+    # cross attention
+    [[suite.test]]
+    config = "-seq_len_q 128 -seq_len_k 27 -head_dim_qk 64 -head_dim_v 32 --with-attn-scale --with-attn-bias"
+'''
+
+ATTENTION_SCHEDULE = '''
+    directory = "AttentionSchedule"
+    prefix = "rocmlir-gen"
+    suffix = "--operation attention --arch %arch -pv %random_data -rand_min 0 -rand_max 1 -rand_type float %rocmlir_gen_flags -relDiff_threshold 0.3 -absDiff_threshold 0.3 -RMS_threshold 0.15 | rocmlir-driver -c"
+
+    [[axis]]
+    name = "t"
+    values = ["f16", "bf16", "i8"]
+    prefix = "-t "
+
+    [[axis]]
+    name = "transQ"
+    values = ["true", "false"]
+    prefix = "--transQ="
+
+    [[axis]]
+    name = "transK"
+    values = ["true", "false"]
+    prefix = "--transK="
+
+    [[axis]]
+    name = "transV"
+    values = ["true", "false"]
+    prefix = "--transV="
+
+    [[axis]]
+    name = "transO"
+    values = ["true", "false"]
+    prefix = "--transO="
+
+    [[suite]]
+    name = "attention_schedule"
+
+    # causal
+    [[suite.test]]
+    config = "-seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 -causal --with-attn-scale --with-attn-bias -schedule_version 2"
+
+    # GQA
+    [[suite.test]]
+    config = "-num_heads_q 4 -num_heads_kv 2 -seq_len_q 384 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 --with-attn-scale --with-attn-bias -schedule_version 2"
+
+    # GQA + KV Cache
+    [[suite.test]]
+    config = "-rand 1 -current_seq_len=17 -num_heads_q 4 -num_heads_kv 2 -seq_len_q 1 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 --with-attn-scale --with-attn-bias -schedule_version 2"
+
+    # GQA + KV Cache batch=3 + return LSE + split-kv
+    [[suite.test]]
+    config = "-rand 1 -return_lse -split_kv 4 -current_seq_len=17,1,32 -g 3 -num_heads_q 4 -num_heads_kv 2 -seq_len_q 1 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 --with-attn-scale --with-attn-bias -schedule_version 2"
+
+    # GQA + causal + KV Cache batch=3 + return LSE + split-kv (padding) + sliding window
+    [[suite.test]]
+    config = "-rand 1 -return_lse -split_kv 8 -current_seq_len=17,1,32 -sliding_window_size=64 -g 3 -num_heads_q 4 -num_heads_kv 2 -seq_len_q 1 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 -causal --with-attn-scale --with-attn-bias -schedule_version 2"
+
+    # GQA + prefix causal + KV Cache batch=3 + return LSE + split-kv (padding)
+    [[suite.test]]
+    config = "-rand 1 -return_lse -split_kv 8 -prefix_offset=18,5,16 -current_seq_len=17,1,32 -g 3 -num_heads_q 4 -num_heads_kv 2 -seq_len_q 1 -seq_len_k 384 -head_dim_qk 64 -head_dim_v 64 -causal --with-attn-scale --with-attn-bias -schedule_version 2"
+'''
+
+
+def test_attention_pr_f16_shapes_scale_and_k_layout():
+    conversion = convert_only(PR_ATTENTION_F16)
+    [suite] = conversion.suites
+    assert (suite.name, suite.op, suite.pr) == ("PrAttentionF16-pr_attention_f16", "attention", True)
+    assert suite.axes == {"directions": ("fwd",), "dtypes": ("f16",), "layouts": ("bhsd", "bhsd-kt")}
+    assert dict(suite.tolerances) == {"rms": 0.015, "max_rel_diff": 0.02, "max_abs_diff": 0.02}
+    configs = attention_configs(conversion)
+    square = {"seq_q": 384, "seq_k": 384, "head_dim_qk": 64, "scale": 1.0}  # rocMLIR scales by nothing implicit
+    assert configs == {
+        "sq384-sk384-d64": square,
+        "sq384-sk384-d64-2": square,  # --reverse_grid dropped
+        "sq64-sk64-d64": {"seq_q": 64, "seq_k": 64, "head_dim_qk": 64, "scale": 1.0},
+        "sq384-sk384-d64-scale": {**square, "score_scale": True},
+        "sq384-sk384-d64-bias": {**square, "score_bias": True},
+        "sq128-sk27-d64-dv32-scale-bias": {"seq_q": 128, "seq_k": 27, "head_dim_qk": 64, "head_dim_v": 32, "scale": 1.0,
+                                           "score_scale": True, "score_bias": True},
+    }
+    assert all(not named.excludes for named in suite.configs)  # --transK true and false: bhsd and bhsd-kt
+    report = "\n".join(conversion.report())
+    assert "--reverse_grid dropped" in report and "-perf_config attn:v1:32,32,64,32,32,32,4,0,1 dropped" in report
+    assert "named 'sq384-sk384-d64-2'" in report
+
+
+def test_attention_kv_cache_gqa_prefix_and_lse():
+    conversion = convert_only(ATTENTION_SCHEDULE)
+    [suite] = conversion.suites
+    assert suite.axes["dtypes"] == ("f16", "bf16")  # i8 left out
+    # --transQ/--transK/--transV true, false in rocMLIR's order; K is stored transposed unless --transK.
+    assert suite.axes["layouts"] == ("bhsd-qt-vt", "bhsd-qt", "bhsd-qt-kt-vt", "bhsd-qt-kt",
+                                     "bhsd-vt", "bhsd", "bhsd-kt-vt", "bhsd-kt")
+    gqa_kv = {"heads_q": 4, "heads_kv": 2, "seq_q": 1, "seq_k": 384, "head_dim_qk": 64, "scale": 1.0,
+              "score_scale": True, "score_bias": True}
+    assert attention_configs(conversion) == {
+        "sq384-sk384-d64-scale-bias-causal": {"seq_q": 384, "seq_k": 384, "head_dim_qk": 64, "scale": 1.0,
+                                              "score_scale": True, "score_bias": True, "causal": True, "align": "top-left"},
+        "hq4-hkv2-sq384-sk384-d64-scale-bias": {**gqa_kv, "seq_q": 384},
+        # -current_seq_len is the inclusive index of the last valid key: 17 -> 18 valid keys
+        "hq4-hkv2-sq1-sk384-d64-scale-bias-kv18": {**gqa_kv, "kv_lengths": 18},
+        "b3-hq4-hkv2-sq1-sk384-d64-scale-bias-kv18x2x33-lse": {"batch": 3, **gqa_kv, "kv_lengths": [18, 2, 33],
+                                                               "return_lse": True},
+        "b3-hq4-hkv2-sq1-sk384-d64-scale-bias-causal-pre18x5x16-kv18x2x33-lse": {
+            "batch": 3, **gqa_kv, "causal": True, "align": "top-left", "prefix_offset": [18, 5, 16],
+            "kv_lengths": [18, 2, 33], "return_lse": True},
+    }
+    report = "\n".join(conversion.report())
+    assert "data type 'i8' left out: rocMLIR's i8 attention is a quantized one" in report
+    assert "axis 'transO': --transO true, false has no equivalent" in report and "merged" in report
+    assert "-split_kv 4 dropped: flash decoding" in report
+    assert "-sliding_window_size=64: rocMLIR's sliding window" in report and "config skipped" in report
+    assert "-rand_min 0 dropped" in report and "-schedule_version 2 dropped" in report
+
+
+def test_attention_last_valid_kv_index_lists_and_their_checks():
+    head = '''
+        directory = "Nightly"
+        prefix = "rocmlir-gen"
+        suffix = "--operation attention -t bf16 --arch %arch -pv | rocmlir-driver -c"
+        [[suite]]
+        name = "s"
+    '''
+    shape = "-seq_len_q 1 -seq_len_k 64 -head_dim_qk 32 -head_dim_v 32"
+    tests = [
+        f"-last_valid_kv_index=17,1,32 -g 3 {shape}",  # the newer name of -current_seq_len
+        f"-last_valid_kv_index=5,5 -g 2 --prefix_offset=3,3 {shape}",  # one value for every batch; prefix implies causal
+        f"-last_valid_kv_index=64 {shape}",  # an index must be below seq_len_k
+        f"-current_seq_len=3,4 -g 3 {shape}",  # one per batch
+        f"-last_valid_kv_index=33 -sliding_window_look_back=16 {shape}",
+        f"-last_valid_kv_index=33 -sliding_window_look_back=-1 {shape}",  # -1: no window
+        "-seq_len_q 8 -seq_len_k 8 -head_dim_qk 16",  # no -head_dim_v: rocmlir-gen refuses it
+        "-num_heads_q 3 -num_heads_kv 2 -seq_len_q 8 -seq_len_k 8 -head_dim_qk 16 -head_dim_v 16",
+        "-num_heads_q 4 -seq_len_q 8 -seq_len_k 8 -head_dim_qk 16 -head_dim_v 16",  # rocMLIR's kv heads default to 1
+    ]
+    conversion = convert_only(textwrap.dedent(head) + "".join(
+        f'\n[[suite.test]]\nconfig = "{config}"\n' for config in tests))
+    base = {"seq_q": 1, "seq_k": 64, "head_dim_qk": 32, "scale": 1.0}
+    assert attention_configs(conversion) == {
+        "b3-sq1-sk64-d32-kv18x2x33": {"batch": 3, **base, "kv_lengths": [18, 2, 33]},
+        "b2-sq1-sk64-d32-causal-pre3-kv6": {"batch": 2, **base, "causal": True, "align": "top-left",
+                                            "prefix_offset": 3, "kv_lengths": 6},
+        "sq1-sk64-d32-kv34": {**base, "kv_lengths": 34},
+        "hq4-hkv1-sq8-sk8-d16": {"heads_q": 4, "heads_kv": 1, "seq_q": 8, "seq_k": 8, "head_dim_qk": 16, "scale": 1.0},
+    }
+    report = "\n".join(conversion.report())
+    for expected in ("-last_valid_kv_index=64: the last valid key index must be below -seq_len_k 64; config skipped",
+                     "-current_seq_len=3,4: 2 values for -g 3 (rocmlir-gen takes one per batch); config skipped",
+                     "-sliding_window_look_back=16: rocMLIR's sliding window",
+                     "incomplete attention shape: no -head_dim_v; config skipped",
+                     "-num_heads_q 3 is no multiple of -num_heads_kv 2; config skipped"):
+        assert expected in report, expected
+
+
+def test_attention_layouts_from_config_transposes_and_legacy_form():
+    conversion = convert_only('''
+        directory = "PrAttention"
+        prefix = "rocmlir-gen"
+        suffix = "--operation attention --arch %arch -pv | rocmlir-driver -c"
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-seq_len_q 64 -seq_len_k 64 -head_dim_qk 64 -head_dim_v 64 --transK=false --transQ=true -t f16"
+        [[suite.test]]
+        config = "-seq_len_q 64 -seq_len_k 64 -head_dim_qk 64 -head_dim_v 64 --transK=true --transV=true --transO=true -t bf16"
+        [[suite.test]]
+        config = "-seq_len 384 -num_heads 64 -t f32"
+    ''')
+    [suite] = conversion.suites
+    assert suite.axes["layouts"] == ("bhsd-qt-kt", "bhsd-vt")
+    assert [(n.name, sorted(n.config.kept)) for n in suite.configs] == [
+        ("sq64-sk64-d64", [CaseKey("fwd", "f16", "bhsd-qt-kt")]), ("sq64-sk64-d64-2", [CaseKey("fwd", "bf16", "bhsd-vt")])]
+    report = "\n".join(conversion.report())
+    assert "--transO=true dropped: the attention output's storage order" in report
+    assert "-seq_len 384 -num_heads 64: rocmlir-gen's first attention interface" in report
+
+
+@pytest.mark.skipif(not attention_op_registered(), reason="the attention op is not registered yet")
+def test_attention_catalogues_load_and_expand():
+    for text in (PR_ATTENTION_F16, ATTENTION_SCHEDULE):
+        conversion, cases = convert_text(text)
+        assert cases and {c.op for c in cases} == {"attention"}
+        expected = sum(len(named.config.kept) for suite in conversion.suites for named in suite.configs)
+        assert len(cases) == expected
+    prefix = [c for c in cases if c.config.endswith("pre18x5x16-kv18x2x33-lse")]
+    assert len(prefix) == 16  # f16, bf16 x 8 layouts; transO merged
+    params = prefix[0].params
+    assert params["kv_lengths"] == [18, 2, 33] and params["prefix_offset"] == [18, 5, 16] and params["scale"] == 1.0

@@ -31,7 +31,7 @@ def test_public_names():
 
 
 def test_ops_describe_their_axes_and_parameters():
-    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm"}
+    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "attention"}
     for name, spatial in (("conv1d", "w"), ("conv2d", "hw"), ("conv3d", "dhw")):
         op = OPS[name]
         assert op.name == name
@@ -42,6 +42,9 @@ def test_ops_describe_their_axes_and_parameters():
     gemm = OPS["gemm"]
     assert gemm.directions == ("fwd",) and gemm.layouts == ("nn", "nt", "tn", "tt")
     assert gemm.param_names == ("m", "n", "k") and dict(gemm.optional_params) == {"batch": 0}
+    attention = OPS["attention"]
+    assert attention.directions == ("fwd",) and {"bhsd", "bshd", "bhsd-kt", "bshd-qt-kt-vt"} <= set(attention.layouts)
+    assert len(attention.layouts) == 16 and attention.param_names == ("seq_q", "seq_k", "head_dim_qk")
 
 
 def test_ints_broadcast_to_every_spatial_dim():
@@ -144,7 +147,7 @@ def test_list_of_wrong_length(op, key, value):
 
 
 @pytest.mark.parametrize("axis,kwargs,choices", [
-    ("op", {"op": "conv4d"}, ("conv1d", "conv2d", "conv3d", "gemm")),
+    ("op", {"op": "conv4d"}, ("conv1d", "conv2d", "conv3d", "gemm", "attention")),
     ("direction", {"direction": "bwd"}, ("fwd", "bwd_data", "bwd_weight")),
     ("dtype", {"dtype": "fp16"}, ("f32", "tf32", "f16", "bf16")),
     ("layout", {"layout": "nwhc"}, ("nchw", "nhwc")),

@@ -94,8 +94,9 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
             return result
     if not hasattr(problem.spec, "probe_params"):
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed ({problem.op} has no probes)")
+    probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic  # an op may bring its own
     try:
-        findings = probe_arithmetic(probe_problem(problem), kernel, device, impl)
+        findings = probes(probe_problem(problem), kernel, device, impl)
     except (KernelFailure, Skip) as failure:
         reason = getattr(failure, "reason", str(failure))
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed (the probes could not run: {reason})")

@@ -95,6 +95,9 @@ class Arithmetic:
     subnormal_inputs: str = "kept"
     subnormal_outputs: str = "kept"
     special_values: str = "ieee"
+    intermediate: str = ""  # a fused op's intermediate (attention's P) before its second product: "" (no such
+    # intermediate), "exact" (kept in the compute format) or the format it is rounded to
+    intermediate_rounding: str = "nearest"
     probed_with: str = ""  # the problem the probes ran on
     notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but could not pin down
     unexplained: tuple[str, ...] = field(default_factory=tuple)  # outcomes no arithmetic explains: a bug
@@ -106,8 +109,11 @@ class Arithmetic:
                 raise ValueError(f"{name} = {getattr(self, name)!r}; valid: {', '.join(choices)}")
         if self.partials not in ("stored", "running"):
             raise ValueError(f"partials = {self.partials!r}; valid: stored, running")
-        if self.inputs_rounding not in ("nearest", "toward-zero"):
-            raise ValueError(f"inputs_rounding = {self.inputs_rounding!r}; valid: nearest, toward-zero")
+        for name in ("inputs_rounding", "intermediate_rounding"):
+            if getattr(self, name) not in ("nearest", "toward-zero"):
+                raise ValueError(f"{name} = {getattr(self, name)!r}; valid: nearest, toward-zero")
+        if self.intermediate not in ("", *INPUT_FORMATS):
+            raise ValueError(f"intermediate = {self.intermediate!r}; valid: (empty), {', '.join(INPUT_FORMATS)}")
 
     # -- what the bound needs ------------------------------------------------------
     @property
@@ -148,6 +154,12 @@ class Arithmetic:
         how = "" if self.inputs_rounding == "nearest" else " toward zero"
         return f"products see {self.inputs}-rounded inputs{how}"
 
+    def describe_intermediate(self) -> str:
+        if self.intermediate == "exact":
+            return "the intermediate (P) stays in the compute format"
+        how = "" if self.intermediate_rounding == "nearest" else " toward zero"
+        return f"the intermediate (P) is rounded to {self.intermediate}{how} before the second product"
+
     def describe_accumulation(self) -> str:
         if self.groups == "none":
             return f"accumulates in {self.acc_name}"
@@ -157,6 +169,8 @@ class Arithmetic:
 
     def describe(self) -> str:
         words = [self.describe_inputs(), self.describe_accumulation(), f"rounds {self.rounding}"]
+        if self.intermediate:
+            words.insert(1, self.describe_intermediate())
         if self.flushes:
             words.append(f"subnormals: inputs {self.subnormal_inputs}, outputs {self.subnormal_outputs}")
         if self.special_values != "ieee":
@@ -168,6 +182,8 @@ class Arithmetic:
     # -- TOML form ------------------------------------------------------------------
     def to_table(self) -> dict[str, Any]:
         table = asdict(self)
+        if not self.intermediate:  # product sums have none: their profiles stay as they were
+            del table["intermediate"], table["intermediate_rounding"]
         table["notes"] = list(self.notes)
         table["unexplained"] = list(self.unexplained)
         return table

@@ -29,6 +29,11 @@ def violations(required: Requirements, arithmetic: Arithmetic, dtype: str) -> li
         if FORMAT_BITS[arithmetic.inputs] < FORMAT_BITS[needed]:
             found.append(Violation("inputs", f"{arithmetic.describe_inputs()}; the case requires {needed} "
                                              f"(require.inputs = \"{required.inputs}\")"))
+    if required.inputs != ANY and arithmetic.intermediate not in ("", EXACT):
+        needed = dtype if required.inputs == EXACT else required.inputs
+        if FORMAT_BITS[arithmetic.intermediate] < FORMAT_BITS[needed]:
+            found.append(Violation("inputs", f"{arithmetic.describe_intermediate()}; the case requires {needed} "
+                                             f"(require.inputs = \"{required.inputs}\")"))
     if required.acc != ANY and arithmetic.acc_bits < FORMAT_BITS[required.acc]:
         found.append(Violation("acc", f"partial sums pass through {arithmetic.acc_name} ({arithmetic.describe_accumulation()}); "
                                       f"the case requires {required.acc} (require.acc = \"{required.acc}\")"))

@@ -112,6 +112,22 @@ class AttentionOp(Op):
         rows = params.batch * params.heads_q * params.seq_q * params.seq_k
         return 2 * rows * (params.head_dim_qk + params.head_dim_v)
 
+    # -- arithmetic probes (runner/arithmetic/attention_probes.py) -----------------------------
+    def shape_class(self, params: AttentionParams, direction: str) -> str:
+        """Kernels pick their algorithm by every size and option (torch's SDPA does): one cell per geometry."""
+        return params.describe().replace(" ", ",")
+
+    def probe_params(self, params: AttentionParams, direction: str) -> AttentionParams:
+        """The case's own geometry, without the input kinds (the probes write every value themselves)."""
+        from dataclasses import replace
+
+        return replace(params, q_gain=1.0, score_offset=0.0)
+
+    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
+        from ..arithmetic.attention_probes import probe_attention
+
+        return probe_attention(problem, kernel, device, label)
+
     # -- kernels ------------------------------------------------------------------------
     def default_kernel(self, direction: str) -> Callable[..., Any]:
         from .attention_torch import torch_attention

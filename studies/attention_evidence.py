@@ -1,0 +1,518 @@
+"""Evidence for attention's composed error bound (runner/softmax_bound.py): correct and wrong kernels
+(studies/attention_kernels.py) and torch's default kernel over a deterministic sweep of input kinds, judged
+by the shipped default verdict and by the rules FlashAttention, PyTorch and rocMLIR test attention with.
+
+    .venv/bin/python -m studies.attention_evidence [--seeds 5] [--out docs/attention-evidence.md]
+
+Every case runs every kernel on the same inputs (drawn once, as runner.run draws them), against one float64
+reference and one bound (BoundModel(): attention has no arithmetic probes, so every kernel's bound assumes
+the dtype's arithmetic, as run() does). A wrong kernel is judged only on the cases its `shows` predicate
+admits. Rules (docs/attention-evidence.md gives their sources):
+
+composed    metrics.compare(...).check({bound_ratio: 1, bound_rms: 0.5, bias_z: 6}) on every output
+FA          max|out - ref| <= 2·max|out_pt - ref| + 2·max|(ref_T + 0.3 - 0.3) - ref_T|  (the last term in T)
+PyTorch     assert_close(out, ref_T, atol=4·max(max|ref - out_pt|, atol_T), rtol=4·max(max|(ref - out_pt)/ref|,
+            rtol_T)) (get_tolerances, fudge 4)
+rocMLIR     the legacy verifier: RMS = sqrt(Σ d²)/(max|·|·sqrt(n)) <= RMS_threshold, max|d| <= absDiff_threshold,
+            max|d|/|val| <= relDiff_threshold (disabled for f16/bf16 outputs), with the catalogues' thresholds
+out_pt is the same-precision math path: softmax(Q·Kᵀ·scale) · V with every op in the case's dtype; ref_T the
+reference rounded to T (the output's format). The lse output is judged by each rule the same way (its out_pt:
+the log-sum-exp in f32 of the dtype's scores).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from e2egen import metrics
+from e2egen.generator.cases import derive_seed
+from e2egen.runner import BoundModel, make_problem
+from e2egen.runner.bound import ScaledMagnitude, SumOfBounds, error_bounds
+from e2egen.runner.device import select_device
+from e2egen.runner.dtypes import storage_dtype
+from e2egen.runner.errors import KernelFailure
+from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
+from e2egen.runner.kernels import call_kernel, resolve_impl
+from e2egen.runner.ops.attention import ATTENTION_LAYOUTS
+from e2egen.runner.ops.attention_math import allowed_keys, expand_kv
+from e2egen.runner.reference import ReferenceOptions, compute_reference
+from e2egen.studies.attention_kernels import CORRECT, WRONG
+
+GLOBAL_SEED = 20221116
+DTYPES = ("f16", "bf16", "f32")
+RANGE = (-1.0, 1.0)
+DEFAULT_VERDICT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}  # configs.toml [tolerances]
+RULES = ("composed bound", "FlashAttention", "PyTorch SDPA", "rocMLIR")
+FA_FACTOR = 2.0
+TORCH_FUDGE = 4.0
+TORCH_ATOL = {"f16": 1e-3, "bf16": 1e-3, "f32": 1e-5}  # test_transformers.py default_atol / default_rtol
+TORCH_RTOL = {"f16": 1e-3, "bf16": 1.6e-2, "f32": 1.3e-6}
+# rocMLIR: (RMS_threshold, absDiff_threshold, relDiff_threshold) from PrAttention{F16,BF16,F32}.toml's suffix;
+# what a catalogue leaves out is rocmlir-gen's default (RMS 3e-5 for f32, absDiff 100).
+ROCMLIR = {"f16": (0.015, 0.02, 0.02), "bf16": (0.15, 0.3, 0.3), "f32": (3e-5, 100.0, 5e-6)}
+
+# (kind, label, params): each runs in every dtype with every seed; the layout rotates with the seed.
+CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("uniform", "64x128 d64 h2", {"seq_q": 64, "seq_k": 128, "head_dim_qk": 64, "heads_q": 2}),
+    ("uniform", "128x128 d128 lse", {"seq_q": 128, "seq_k": 128, "head_dim_qk": 128, "return_lse": True}),
+    ("peaky (q_gain 8)", "64x256 d64 lse", {"seq_q": 64, "seq_k": 256, "head_dim_qk": 64, "q_gain": 8.0,
+                                            "return_lse": True}),
+    ("peaky (q_gain 8)", "96x96 causal", {"seq_q": 96, "seq_k": 96, "head_dim_qk": 64, "q_gain": 8.0,
+                                          "causal": True}),
+    ("offset 1000", "32x96 d64 lse", {"seq_q": 32, "seq_k": 96, "head_dim_qk": 64, "score_offset": 1000.0,
+                                      "return_lse": True}),
+    ("offset 1000", "16x300 d128 causal-br", {"seq_q": 16, "seq_k": 300, "head_dim_qk": 128,
+                                              "score_offset": 1000.0, "causal": True, "align": "bottom-right"}),
+    ("odd head dims", "48x80 d59", {"seq_q": 48, "seq_k": 80, "head_dim_qk": 59}),
+    ("odd head dims", "33x70 d111 lse", {"seq_q": 33, "seq_k": 70, "head_dim_qk": 111, "return_lse": True}),
+    ("odd seq lengths", "113x203", {"seq_q": 113, "seq_k": 203, "head_dim_qk": 64}),
+    ("odd seq lengths", "203x113 causal-br", {"seq_q": 203, "seq_k": 113, "head_dim_qk": 64, "causal": True,
+                                              "align": "bottom-right", "return_lse": True}),
+    ("odd seq lengths", "1023x1023 d32 causal", {"seq_q": 1023, "seq_k": 1023, "head_dim_qk": 32, "causal": True}),
+    ("decode", "1x4096 MQA lse", {"seq_q": 1, "seq_k": 4096, "head_dim_qk": 64, "batch": 2, "heads_q": 4,
+                                  "heads_kv": 1, "return_lse": True}),
+    ("decode", "3x2048 GQA kv_lengths causal-br lse",
+     {"seq_q": 3, "seq_k": 2048, "head_dim_qk": 64, "batch": 3, "heads_q": 4, "heads_kv": 2,
+      "kv_lengths": [17, 1, 2000], "causal": True, "align": "bottom-right", "return_lse": True}),
+    ("decode", "2x700 prefix window scale+bias lse",
+     {"seq_q": 2, "seq_k": 700, "head_dim_qk": 64, "batch": 3, "kv_lengths": [700, 300, 64],
+      "prefix_offset": [600, 200, 40], "causal": True, "window": [64, 0], "score_scale": True,
+      "score_bias": True, "return_lse": True}),
+    ("cross", "64x27 dv32 scale+bias", {"seq_q": 64, "seq_k": 27, "head_dim_qk": 64, "head_dim_v": 32,
+                                        "score_scale": True, "score_bias": True}),
+    ("cross", "37x200 d48 dv80 lse", {"seq_q": 37, "seq_k": 200, "head_dim_qk": 48, "head_dim_v": 80,
+                                      "return_lse": True}),
+    ("GQA / MQA", "GQA 8:2 64x128 lse", {"seq_q": 64, "seq_k": 128, "head_dim_qk": 64, "heads_q": 8,
+                                         "heads_kv": 2, "return_lse": True}),
+    ("GQA / MQA", "MQA 6:1 40x100", {"seq_q": 40, "seq_k": 100, "head_dim_qk": 64, "heads_q": 6, "heads_kv": 1}),
+    ("causal top-left", "96x160", {"seq_q": 96, "seq_k": 160, "head_dim_qk": 64, "causal": True}),
+    ("causal top-left", "GQA 4:2 80x80 lse", {"seq_q": 80, "seq_k": 80, "head_dim_qk": 64, "heads_q": 4,
+                                              "heads_kv": 2, "causal": True, "return_lse": True}),
+    ("causal bottom-right", "96x160 lse", {"seq_q": 96, "seq_k": 160, "head_dim_qk": 64, "causal": True,
+                                           "align": "bottom-right", "return_lse": True}),
+    ("window", "128x128 (16, 0)", {"seq_q": 128, "seq_k": 128, "head_dim_qk": 64, "window": [16, 0]}),
+    ("window", "80x200 (32, 8) bottom-right lse", {"seq_q": 80, "seq_k": 200, "head_dim_qk": 64,
+                                                    "window": [32, 8], "align": "bottom-right", "return_lse": True}),
+    ("kv_lengths", "b3 32x200 [200, 65, 0] lse", {"seq_q": 32, "seq_k": 200, "head_dim_qk": 64, "batch": 3,
+                                                  "kv_lengths": [200, 65, 0], "return_lse": True}),
+    ("kv_lengths", "b2 8x300 prefix causal", {"seq_q": 8, "seq_k": 300, "head_dim_qk": 64, "batch": 2,
+                                              "kv_lengths": [150, 300], "prefix_offset": [100, 250],
+                                              "causal": True}),
+    ("score scale / bias", "64x128 scale+bias lse", {"seq_q": 64, "seq_k": 128, "head_dim_qk": 64,
+                                                     "score_scale": True, "score_bias": True, "return_lse": True}),
+    ("score scale / bias", "50x90 bias causal", {"seq_q": 50, "seq_k": 90, "head_dim_qk": 64, "score_bias": True,
+                                                 "causal": True}),
+)
+
+
+# -- one case -------------------------------------------------------------------------------------------------
+@dataclass
+class Record:
+    kind: str
+    label: str
+    dtype: str
+    layout: str
+    seed_index: int
+    kernel: str
+    category: str  # "torch", "correct", "wrong"
+    judged: bool
+    fails: dict[str, bool] = field(default_factory=dict)
+    worst_ratio: float = 0.0  # largest bound_ratio over the outputs (inf for a NaN/inf mismatch)
+    gates: tuple[str, ...] = ()  # the rocMLIR gates that failed, as "output RMS" etc.
+    detail: str = ""  # for a composed failure of a correct kernel or a wrong kernel the bound lets through
+
+
+@dataclass
+class Case:
+    problem: Any
+    inputs: dict[str, torch.Tensor]  # logical shape, the dtype
+    kernel_tensors: dict[str, torch.Tensor]
+    refs: dict[str, torch.Tensor]  # float64
+    parts: dict[str, Any]  # each output's bound (its pieces)
+    bounds: dict[str, torch.Tensor]
+    same_precision: dict[str, dict[str, torch.Tensor]]  # rule -> output -> out_pt
+
+
+def prepare(problem, model: BoundModel) -> Case:
+    inputs = generate_inputs(problem)
+    inputs64 = reference_inputs(inputs, torch.device("cpu"))
+    tensors = arrange_for_kernel(problem, inputs, torch.device("cpu"))
+    ref = compute_reference(problem, inputs64, ReferenceOptions())
+    parts = dict(error_bounds(problem, ref.inputs))
+    bounds = {name: part.evaluate(model, ref.values[name]) for name, part in parts.items()}
+    same = {"FlashAttention": math_path(problem, inputs, "flash-attention"),
+            "PyTorch SDPA": math_path(problem, inputs, "torch")}
+    return Case(problem, inputs, tensors, dict(ref.values), parts, bounds, same)
+
+
+def math_path(problem, inputs: Mapping[str, torch.Tensor], order: str) -> dict[str, torch.Tensor]:
+    """The same-precision computation the peers compare against: every op in the case's dtype.
+
+    order "flash-attention": attention_ref(upcast=False, reorder_ops=True): Q · (K·scale)ᵀ;
+    order "torch": _scaled_dot_product_attention_math: (Q·√scale) · (K·√scale)ᵀ. Then ·score_scale, +score_bias,
+    the mask (-inf), softmax, a fully masked row set to 0, P · V."""
+    params = problem.params
+    q, k, v = inputs["q"], expand_kv(inputs["k"], params.group), expand_kv(inputs["v"], params.group)
+    scale = params.softmax_scale
+    if order == "flash-attention":
+        s = torch.matmul(q, (k * scale).mT)
+    else:
+        root = math.sqrt(abs(scale))
+        s = torch.matmul(q * root, (k * math.copysign(root, scale)).mT)
+    if params.score_scale:
+        s = s * inputs["score_scale"]
+    if params.score_bias:
+        s = s + inputs["score_bias"]
+    allowed = allowed_keys(params, q.device)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, -math.inf)
+    p = torch.softmax(s, dim=-1)
+    empty = torch.isneginf(s).all(dim=-1, keepdim=True)
+    p = p.masked_fill(empty, 0.0)
+    out = {"o": torch.matmul(p, v)}
+    if params.return_lse:
+        out["lse"] = torch.logsumexp(s.float(), dim=-1)
+    return out
+
+
+# -- the rules ----------------------------------------------------------------------------------------------------
+def _diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|a - b| in float64, 0 where both are the same infinity (a fully masked row's -inf), NaN stays NaN."""
+    a, b = a.to(torch.float64), b.to(torch.float64)
+    return torch.where(a == b, 0.0, (a - b).abs())
+
+
+def _max(t: torch.Tensor) -> float:
+    return float(t.max()) if t.numel() else 0.0  # NaN propagates
+
+
+def composed(out, ref, dtype: str, bound) -> tuple[bool, Any]:
+    c = metrics.compare(ref, out, dtype=dtype, bound=bound)
+    return not c.check(DEFAULT_VERDICT).passed, c
+
+
+def flash_attention_rule(out, ref, out_pt, dtype: str) -> bool:
+    """tests/cute/test_flash_attn.py: max|out - ref| <= 2·max|out_pt - ref| + fwd_atol,
+    fwd_atol = 2·max|(ref_T + 0.3 - 0.3) - ref_T| in T (FA's out_ref is in the dtype)."""
+    ref_t = ref.to(storage_dtype(dtype))
+    finite = torch.isfinite(ref_t)
+    shifted = (ref_t + 0.3) - 0.3  # in T
+    fwd_atol = 2 * _max((shifted - ref_t)[finite].abs().to(torch.float64))
+    limit = FA_FACTOR * _max(_diff(out_pt, ref)) + fwd_atol
+    return not _max(_diff(out, ref)) <= limit
+
+
+def pytorch_rule(out, ref, out_pt, dtype: str) -> bool:
+    """test_transformers.py: get_tolerances(out_ref, out_lp_ref, fudge) then assertEqual(out, out_ref.to(dtype),
+    atol, rtol); out_ref here is the float64 reference. Deviations of 0 where both are the same infinity."""
+    deviation = _diff(ref, out_pt)
+    atol_dev = _max(deviation)
+    relative = deviation / ref.to(torch.float64).abs()
+    torch.nan_to_num_(relative, nan=TORCH_RTOL[dtype])
+    atol = TORCH_FUDGE * max(atol_dev, TORCH_ATOL[dtype])
+    rtol = TORCH_FUDGE * max(_max(relative), TORCH_RTOL[dtype])
+    if rtol > 1e30:
+        rtol = TORCH_RTOL[dtype]
+    expected = ref.to(storage_dtype(dtype)).to(torch.float64)
+    try:
+        torch.testing.assert_close(out.to(torch.float64), expected, atol=atol, rtol=rtol)
+    except AssertionError:
+        return True
+    return False
+
+
+def rocmlir_rule(out, ref, dtype: str, out_format: str) -> tuple[str, ...]:
+    """rocmlir-gen's legacy verifier (mcpuVerify in conv-validation-wrappers.cpp) with the catalogue's thresholds
+    for the case's dtype: the reference rounded to the output's format, then everything in f32. Returns the
+    gates that fail (none: the test passes)."""
+    thr_rms, thr_abs, thr_rel = ROCMLIR[dtype]
+    if out_format != "f32":
+        thr_rel = 100.0  # createVerifierFunc: relDiff disabled for f16 / bf16 outputs
+    is_fp32 = out_format == "f32"
+    val = ref.to(storage_dtype(out_format)).to(torch.float32).flatten().numpy()
+    gpu = out.to(torch.float32).flatten().numpy()
+    with np.errstate(all="ignore"):
+        mag = np.fmax(np.abs(val), np.abs(gpu))  # std::max(fabs(val), fabs(gpu)) keeps val when gpu is NaN
+        max_mag = float(np.max(np.where(np.isnan(mag), 0.0, mag))) if mag.size else 0.0
+        differ = val != gpu
+        if is_fp32:
+            differ &= ~((val != 0) & (np.abs(val) < np.finfo(np.float32).tiny))  # f32 subnormal val: exact
+        v = np.where(np.isinf(val), np.sign(val) * 65504.0, val).astype(np.float32)
+        g = np.where(np.isinf(gpu), np.sign(gpu) * 65504.0, gpu).astype(np.float32)
+        absdiff = np.abs(v - g).astype(np.float32)
+        absdiff = np.where(differ, absdiff, 0.0)
+        finite_abs = absdiff[differ & ~np.isnan(absdiff)]
+        max_abs = float(finite_abs.max()) if finite_abs.size else 0.0  # a NaN never raises maxAbsDiff
+        rel = np.where(differ & (val != 0), absdiff.astype(np.float64) / np.maximum(np.abs(v), 1e-8), 0.0)
+        rel = rel[~np.isnan(rel)]
+        max_rel = float(rel.max()) if rel.size else 0.0
+        sum_sq = float(np.sum(absdiff.astype(np.float64) ** 2))  # NaN if any difference is NaN
+        rms = math.sqrt(sum_sq) / (max_mag * math.sqrt(val.size)) if max_mag else math.nan  # C++: 0/0
+    checks = (("RMS", rms <= thr_rms), ("absDiff", max_abs <= thr_abs), ("relDiff", max_rel <= thr_rel))
+    return tuple(gate for gate, passed in checks if not passed)
+
+
+# -- running -----------------------------------------------------------------------------------------------------
+def kernel_outputs(case: Case, name: str, kernel) -> dict[str, torch.Tensor] | None:
+    try:
+        return call_kernel(case.problem, kernel, case.kernel_tensors, torch.device("cpu"), label=name,
+                           is_torch=name == "torch")
+    except KernelFailure:
+        return None
+
+
+def judge(case: Case, outs: dict[str, torch.Tensor] | None
+          ) -> tuple[dict[str, bool], float, dict[str, Any], tuple[str, ...]]:
+    """(each rule's failure, the largest bound_ratio, each output's comparison, the rocMLIR gates that fail)."""
+    problem = case.problem
+    if outs is None:
+        return {rule: True for rule in RULES}, math.inf, {}, ("raised",)
+    fails = {rule: False for rule in RULES}
+    worst, comparisons, gates = 0.0, {}, []
+    for name, ref in case.refs.items():
+        out = outs[name]
+        fmt = problem.outputs[name].dtype
+        failed, c = composed(out, ref, fmt, case.bounds[name])
+        comparisons[name] = c
+        fails[RULES[0]] |= failed
+        worst = max(worst, math.inf if c.nan_mismatch + c.inf_mismatch else (c.bound_ratio or 0.0))
+        fails[RULES[1]] |= flash_attention_rule(out, ref, case.same_precision[RULES[1]][name], fmt)
+        fails[RULES[2]] |= pytorch_rule(out, ref, case.same_precision[RULES[2]][name], fmt)
+        failed_gates = rocmlir_rule(out, ref, problem.dtype, fmt)
+        gates += [f"{name} {gate}" for gate in failed_gates]
+        fails[RULES[3]] |= bool(failed_gates)
+    return fails, worst, comparisons, tuple(gates)
+
+
+def describe(case: Case, outs: dict[str, torch.Tensor] | None, comparisons: dict[str, Any], model: BoundModel) -> str:
+    """Each output's metrics and the bound's largest pieces at its worst element."""
+    if outs is None:
+        return "the kernel raised"
+    notes = []
+    for name, c in comparisons.items():
+        mismatch = c.nan_mismatch + c.inf_mismatch
+        notes.append(f"{name}: bound_ratio {c.bound_ratio:.3g}, bound_rms {c.bound_rms:.3g}, bias_z {c.bias_z:.3g}"
+                     + (f", {mismatch} NaN/inf mismatches" if mismatch else "") + _terms(case, name, outs[name], model))
+    return "; ".join(notes)
+
+
+def _terms(case: Case, name: str, out: torch.Tensor, model: BoundModel) -> str:
+    """The bound's largest pieces at the element with the largest error/bound."""
+    ref, bound = case.refs[name], case.bounds[name]
+    err = _diff(out, ref)
+    ratio = torch.where(bound > 0, err / bound, torch.where(err > 0, math.inf, 0.0)).flatten()
+    ratio = torch.nan_to_num(ratio, nan=math.inf)
+    index = int(torch.argmax(ratio))
+    part = case.parts[name]
+    sums = part.bound if hasattr(part, "bound") else part
+    if not isinstance(sums, SumOfBounds):
+        return ""
+    pieces = []
+    for piece in sums.parts:
+        value = float(piece.evaluate(model, ref).flatten()[index])
+        label = piece.source if isinstance(piece, ScaledMagnitude) else type(piece).__name__
+        pieces.append((value, label))
+    pieces.sort(reverse=True)
+    where = tuple(int(i) for i in np.unravel_index(index, tuple(ref.shape)))
+    top = ", ".join(f"{label} {value:.2e}" for value, label in pieces[:3])
+    return (f" [worst at {where}: |err| {float(err.flatten()[index]):.3g}, bound {float(bound.flatten()[index]):.3g} "
+            f"= {top}, ...]")
+
+
+def layout_for(case_index: int, seed_index: int) -> str:
+    return ATTENTION_LAYOUTS[(3 * case_index + seed_index) % len(ATTENTION_LAYOUTS)]
+
+
+def run_case(kind, label, params, dtype, layout, seed_index, seed, model) -> list[Record]:
+    problem = make_problem("attention", "fwd", dtype, layout, params, RANGE, seed)
+    case = prepare(problem, model)
+    inputs64 = {name: t.to(torch.float64) for name, t in case.inputs.items()}
+    kernels = [("torch", "torch", resolve_impl("attention", "fwd", None), True)]
+    kernels += [(name, "correct", fn, True) for name, fn in CORRECT.items()]
+    kernels += [(name, "wrong", w.kernel, w.shows(problem, inputs64)) for name, w in WRONG.items()]
+    records = []
+    for name, category, fn, judged in kernels:
+        record = Record(kind, label, dtype, layout, seed_index, name, category, judged)
+        if judged:
+            outs = kernel_outputs(case, name, fn)
+            fails, worst, comparisons, gates = judge(case, outs)
+            record.fails, record.worst_ratio, record.gates = fails, worst, gates
+            if fails[RULES[0]] != (category == "wrong"):  # a false failure, or a bug let through
+                record.detail = describe(case, outs, comparisons, model)
+        records.append(record)
+    return records
+
+
+def sweep(seeds: int, kinds: set[str] | None = None, progress=None) -> tuple[list[Record], int]:
+    model = BoundModel()
+    records, cases = [], 0
+    for case_index, (kind, label, params) in enumerate(CASES):
+        if kinds and kind not in kinds:
+            continue
+        started = time.perf_counter()
+        for dtype in DTYPES:
+            for seed_index in range(seeds):
+                seed = derive_seed(GLOBAL_SEED, f"attention-evidence/{kind}/{label}/{dtype}/{seed_index}")
+                layout = layout_for(case_index, seed_index)
+                records += run_case(kind, label, params, dtype, layout, seed_index, seed, model)
+                cases += 1
+        if progress:
+            progress(f"{kind} / {label}: {time.perf_counter() - started:.1f} s")
+    return records, cases
+
+
+# -- the report -------------------------------------------------------------------------------------------------
+def _cell(failed: int, judged: int) -> str:
+    return f"{failed}/{judged}" + (f" ({100 * failed / judged:.1f}%)" if judged else "")
+
+
+def report(records: list[Record], cases: int, seeds: int, seconds: float) -> str:
+    judged = [r for r in records if r.judged]
+    correct = [r for r in judged if r.category != "wrong"]
+    wrong = [r for r in judged if r.category == "wrong"]
+    kinds = list(dict.fromkeys(kind for kind, _, _ in CASES))
+    lines = [
+        "# Attention: evidence for the composed bound", "",
+        f"Command: `.venv/bin/python -m studies.attention_evidence --seeds {seeds}` (torch {torch.__version__}, "
+        f"CPU, {torch.get_num_threads()} threads): {cases} cases ({len(CASES)} shapes x {len(DTYPES)} dtypes "
+        f"({', '.join(DTYPES)}) x {seeds} seeds, layouts rotating over the 16 attention layouts), "
+        f"{len(judged)} judged runs ({len(correct)} of correct kernels incl. torch, {len(wrong)} of wrong kernels), "
+        f"{seconds:.0f} s. Fewer seeds: `--seeds 1`; one kind: `--kind decode`; another file: `--out PATH`.", "",
+        "Kernels: studies/attention_kernels.py (CORRECT: flash_b16/b64/b128, split_kv2/4, p_rounded; WRONG: one bug "
+        "each) and torch's default kernel (runner/ops/attention_torch.py). Inputs uniform in [-1, 1] (drawn as "
+        "`runner.run` draws them), float64 reference, bound under `BoundModel()`. A wrong kernel is judged only on "
+        "the cases its `shows` predicate admits (where its bug changes the result).", "",
+        "## False failures and catch rates", "",
+        "Correct kernels: failed/judged (false failures). Wrong kernels: caught/judged.", "",
+        "| kernel | " + " | ".join(RULES) + " |", "| --- |" + " ---: |" * len(RULES)]
+    by_kernel: dict[str, list[Record]] = defaultdict(list)
+    for r in judged:
+        by_kernel[r.kernel].append(r)
+    for name in ["torch", *CORRECT, *WRONG]:
+        group = by_kernel.get(name, [])
+        cells = [_cell(sum(r.fails[rule] for r in group), len(group)) for rule in RULES]
+        lines.append(f"| {name}{' (wrong)' if name in WRONG else ''} | " + " | ".join(cells) + " |")
+    lines.append("| **all correct (false failures)** | "
+                 + " | ".join(f"**{_cell(sum(r.fails[rule] for r in correct), len(correct))}**" for rule in RULES) + " |")
+    lines.append("| **all wrong (caught)** | "
+                 + " | ".join(f"**{_cell(sum(r.fails[rule] for r in wrong), len(wrong))}**" for rule in RULES) + " |")
+
+    lines += ["", "Per dtype (correct: false failures; wrong: caught):", "",
+              "| dtype | " + " | ".join(f"{rule}: correct" for rule in RULES) + " | "
+              + " | ".join(f"{rule}: wrong" for rule in RULES) + " |",
+              "| --- |" + " ---: |" * (2 * len(RULES))]
+    for dtype in DTYPES:
+        c = [r for r in correct if r.dtype == dtype]
+        w = [r for r in wrong if r.dtype == dtype]
+        lines.append(f"| {dtype} | " + " | ".join(_cell(sum(r.fails[rule] for r in c), len(c)) for rule in RULES)
+                     + " | " + " | ".join(_cell(sum(r.fails[rule] for r in w), len(w)) for rule in RULES) + " |")
+
+    gate_counts: dict[str, int] = defaultdict(int)
+    for r in correct:
+        for gate in r.gates:
+            gate_counts[f"{r.dtype} {gate}"] += 1
+    if gate_counts:
+        lines += ["", "rocMLIR's false failures by gate (runs of correct kernels where that output fails that gate): "
+                  + ", ".join(f"{key} {count}" for key, count in sorted(gate_counts.items())) + "."]
+
+    lines += ["", "## Worst bound_ratio of the correct kernels, per input kind", "",
+              "The largest bound_ratio over the outputs (o, and lse where returned) of torch and the correct "
+              "kernels; 1 is the verdict's limit.", "",
+              "| input kind | runs | worst bound_ratio | where |", "| --- | ---: | ---: | --- |"]
+    for kind in kinds:
+        group = [r for r in correct if r.kind == kind]
+        if not group:
+            continue
+        top = max(group, key=lambda r: r.worst_ratio)
+        lines.append(f"| {kind} | {len(group)} | {top.worst_ratio:.3g} | {top.kernel}, {top.label}, {top.dtype}, "
+                     f"{top.layout}, seed {top.seed_index} |")
+
+    lines += ["", "## Wrong kernels: catch rate of the composed bound per input kind", "",
+              "| wrong kernel | " + " | ".join(kinds) + " |", "| --- |" + " ---: |" * len(kinds)]
+    for name in WRONG:
+        cells = []
+        for kind in kinds:
+            group = [r for r in wrong if r.kernel == name and r.kind == kind]
+            cells.append(f"{sum(r.fails[RULES[0]] for r in group)}/{len(group)}" if group else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    false_failures = [r for r in correct if r.fails[RULES[0]]]
+    misses = [r for r in wrong if not r.fails[RULES[0]]]
+    lines += ["", "## Composed bound: failures found", ""]
+    if not false_failures and not misses:
+        lines.append("None: no correct kernel failed the default verdict and every judged wrong run was caught.")
+    for title, group in (("Correct kernels failing the default verdict", false_failures),
+                         ("Wrong kernels the default verdict lets through", misses)):
+        if not group:
+            continue
+        lines += [f"{title} ({len(group)}; the first 40, with the bound's largest pieces at the worst element):", ""]
+        for r in group[:40]:
+            lines.append(f"- {r.kernel}: {r.kind} / {r.label}, {r.dtype}, {r.layout}, seed {r.seed_index}: {r.detail}")
+        lines.append("")
+
+    lines += ["", "## The rules", "", RULES_TEXT]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+RULES_TEXT = """\
+- **composed bound** (this project): `metrics.compare(ref, out, dtype, bound=B).check({bound_ratio: 1.0, bound_rms:
+  0.5, bias_z: 6.0})` on every output (o and, with `return_lse`, lse), B the composed per-element bound of
+  runner/softmax_bound.py under `BoundModel()`, as `configs.toml [tolerances]` ships it.
+- **FlashAttention** (Dao-AILab/flash-attention, `tests/cute/test_flash_attn.py::test_flash_attn_output`):
+  `fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max()`, then
+  `(out - out_ref).abs().max() <= rtol * (out_pt - out_ref).abs().max() + fwd_atol` with `rtol = 2` (no softcap);
+  `out_pt = attention_ref(..., upcast=False, reorder_ops=True)` (flash_attn/utils/testing.py): Q·(K·scale)ᵀ,
+  softmax and P·V all in the dtype. Here out_ref is the float64 reference for the two maxima and, for
+  fwd_atol, the reference rounded to the dtype with `+ 0.3 - 0.3` done in the dtype (FA's out_ref is an f32
+  computation returned in the dtype). The older tests (`tests/test_flash_attn.py`) use the same comparison
+  without fwd_atol.
+- **PyTorch SDPA** (pytorch/pytorch `test/test_transformers.py`, `get_tolerances`): `atol = fudge *
+  max(max|out_ref - out_lp_ref|, default_atol[dtype])`, `rtol = fudge * max(max|(out_ref - out_lp_ref) / out_ref|
+  (NaN -> default_rtol), default_rtol[dtype])` (rtol back to default_rtol if above 1e30), then
+  `assertEqual(out, out_ref.to(dtype), atol=atol, rtol=rtol)`; default_atol f16/bf16 1e-3, f32 1e-5; default_rtol
+  f16 1e-3, bf16 1.6e-2, f32 1.3e-6; fudge 4 (the `'out': 4` of the SDPA-vs-math tests). out_lp_ref is
+  `_scaled_dot_product_attention_math` in the dtype: (Q·sqrt(scale))·(K·sqrt(scale))ᵀ, softmax, P·V; out_ref here the
+  float64 reference; the values are compared in float64. (Newer revisions wrap this in `check_out_and_grad`,
+  whose `_check_equal` asks `max|out - out_ref| <= max(1e-5, fudge * max|out_lp_ref - out_ref|)`: the atol part
+  of the same rule.)
+- **rocMLIR** (ROCm/rocMLIR `mlir/tools/rocmlir-gen/rocmlir-gen.cpp` `createVerifierFunc`, the legacy comparator
+  its e2e tests use, and `mcpuVerify` in `mlir/lib/ExecutionEngine/ConvValidationWrappers` /
+  conv-validation-wrappers.cpp): the CPU reference is rounded to the output type, then in f32:
+  `RMS = sqrt(Σ (val - gpu)²) / (max_i max(|val_i|, |gpu_i|) · sqrt(n))`, `maxAbsDiff = max |val - gpu|`,
+  `maxRelDiff = max |val - gpu| / max(|val|, 1e-8)`; the test passes on `[1 1 1]`: RMS <= RMS_threshold,
+  maxAbsDiff <= absDiff_threshold, maxRelDiff <= relDiff_threshold. The relDiff gate is switched off (100) for
+  f16/bf16 outputs; f32 subnormal references count as exact; infinities are clamped to ±65504 (after the max
+  magnitude is taken). Thresholds from the catalogues' suffix: f16 `PrAttentionF16.toml` RMS 0.015, absDiff 0.02
+  (relDiff 0.02, off for f16 o; it applies to the f32 lse); bf16 `PrAttentionBF16.toml` RMS 0.15, absDiff 0.3
+  (relDiff 0.3); f32 `PrAttentionF32.toml` relDiff 5e-6 with rocmlir-gen's defaults RMS 3e-5 and absDiff 100.
+  Here `val` is our float64 reference rounded to the output type (rocMLIR's is its own f32 CPU computation)."""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m studies.attention_evidence", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--kind", action="append", help="only this input kind (repeatable)")
+    parser.add_argument("--out", default="docs/attention-evidence.md", help="the report ('' or '-': print only)")
+    args = parser.parse_args(argv)
+    select_device("cpu")
+    started = time.perf_counter()
+    records, cases = sweep(args.seeds, set(args.kind) if args.kind else None,
+                           progress=lambda text: print(text, file=sys.stderr, flush=True))
+    text = report(records, cases, args.seeds, time.perf_counter() - started)
+    print(text)
+    if args.out and args.out != "-":
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,14 +2,18 @@
 (studies/attention_kernels.py) and torch's default kernel over a deterministic sweep of input kinds, judged
 by the shipped default verdict and by the rules FlashAttention, PyTorch and rocMLIR test attention with.
 
-    .venv/bin/python -m studies.attention_evidence [--seeds 5] [--out docs/attention-evidence.md]
+    .venv/bin/python -m studies.attention_evidence [--seeds 5] [--kind decode] [--out docs/attention-evidence.md]
 
 Every case runs every kernel on the same inputs (drawn once, as runner.run draws them), against one float64
-reference and one bound (BoundModel(): attention has no arithmetic probes, so every kernel's bound assumes
-the dtype's arithmetic, as run() does). A wrong kernel is judged only on the cases its `shows` predicate
-admits. Rules (docs/attention-evidence.md gives their sources):
+reference. A wrong kernel is judged only on the cases its `shows` predicate admits. Rules
+(docs/attention-evidence.md gives their sources):
 
-composed    metrics.compare(...).check({bound_ratio: 1, bound_rms: 0.5, bias_z: 6}) on every output
+composed    what a generated test does (generator/execute.py): the kernel's arithmetic probed on the case's
+            geometry (runner/arithmetic/attention_probes.py, once per kernel, shape and dtype; torch per layout too), the bound
+            following it, metrics.compare(...).check({bound_ratio: 1, bound_rms: 0.5, bias_z: 6}) on every
+            output, and configs.toml's [require] (acc = "f32", inputs "exact") held against the findings
+bound alone the same verdict under BoundModel() with the dtype's assumed arithmetic (f32 accumulation, P in
+            the input format), no requirements: what the bound catches by itself
 FA          max|out - ref| <= 2·max|out_pt - ref| + 2·max|(ref_T + 0.3 - 0.3) - ref_T|  (the last term in T)
 PyTorch     assert_close(out, ref_T, atol=4·max(max|ref - out_pt|, atol_T), rtol=4·max(max|(ref - out_pt)/ref|,
             rtol_T)) (get_tolerances, fudge 4)
@@ -36,10 +40,14 @@ import torch
 from e2egen import metrics
 from e2egen.generator.cases import derive_seed
 from e2egen.runner import BoundModel, make_problem
+from e2egen.runner.arithmetic.lookup import probe_problem
+from e2egen.runner.arithmetic.model import Arithmetic, assumed_arithmetic
+from e2egen.runner.arithmetic.requirements import violations
 from e2egen.runner.bound import ScaledMagnitude, SumOfBounds, error_bounds
 from e2egen.runner.device import select_device
 from e2egen.runner.dtypes import storage_dtype
-from e2egen.runner.errors import KernelFailure
+from e2egen.runner.errors import KernelFailure, Skip
+from e2egen.runner.options import Requirements
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from e2egen.runner.kernels import call_kernel, resolve_impl
 from e2egen.runner.ops.attention import ATTENTION_LAYOUTS
@@ -51,7 +59,9 @@ GLOBAL_SEED = 20221116
 DTYPES = ("f16", "bf16", "f32")
 RANGE = (-1.0, 1.0)
 DEFAULT_VERDICT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}  # configs.toml [tolerances]
-RULES = ("composed bound", "FlashAttention", "PyTorch SDPA", "rocMLIR")
+RULES = ("composed bound", "bound alone", "FlashAttention", "PyTorch SDPA", "rocMLIR")
+SHIPPED, ALONE, FA, PYTORCH, ROCMLIR_RULE = RULES
+REQUIRE = Requirements(acc="f32")  # configs.toml [require]; inputs default to "exact"
 FA_FACTOR = 2.0
 TORCH_FUDGE = 4.0
 TORCH_ATOL = {"f16": 1e-3, "bf16": 1e-3, "f32": 1e-5}  # test_transformers.py default_atol / default_rtol
@@ -77,7 +87,8 @@ CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("odd seq lengths", "113x203", {"seq_q": 113, "seq_k": 203, "head_dim_qk": 64}),
     ("odd seq lengths", "203x113 causal-br", {"seq_q": 203, "seq_k": 113, "head_dim_qk": 64, "causal": True,
                                               "align": "bottom-right", "return_lse": True}),
-    ("odd seq lengths", "1023x1023 d32 causal", {"seq_q": 1023, "seq_k": 1023, "head_dim_qk": 32, "causal": True}),
+    ("odd seq lengths", "255x1023 d32 causal-br", {"seq_q": 255, "seq_k": 1023, "head_dim_qk": 32, "causal": True,
+                                                   "align": "bottom-right"}),
     ("decode", "1x4096 MQA lse", {"seq_q": 1, "seq_k": 4096, "head_dim_qk": 64, "batch": 2, "heads_q": 4,
                                   "heads_kv": 1, "return_lse": True}),
     ("decode", "3x2048 GQA kv_lengths causal-br lse",
@@ -126,9 +137,12 @@ class Record:
     category: str  # "torch", "correct", "wrong"
     judged: bool
     fails: dict[str, bool] = field(default_factory=dict)
-    worst_ratio: float = 0.0  # largest bound_ratio over the outputs (inf for a NaN/inf mismatch)
+    worst_ratio: float = 0.0  # largest bound_ratio over the outputs under the shipped (measured) bound; inf: NaN/inf
+    worst_alone: float = 0.0  # the same under the assumed arithmetic
     gates: tuple[str, ...] = ()  # the rocMLIR gates that failed, as "output RMS" etc.
-    detail: str = ""  # for a composed failure of a correct kernel or a wrong kernel the bound lets through
+    broken: tuple[str, ...] = ()  # requirements the probed arithmetic breaks
+    arithmetic: str = ""  # what the probes found
+    detail: dict[str, str] = field(default_factory=dict)  # composed rule -> why it failed a correct kernel / let a bug through
 
 
 @dataclass
@@ -138,8 +152,9 @@ class Case:
     kernel_tensors: dict[str, torch.Tensor]
     refs: dict[str, torch.Tensor]  # float64
     parts: dict[str, Any]  # each output's bound (its pieces)
-    bounds: dict[str, torch.Tensor]
+    bounds: dict[str, torch.Tensor]  # under the assumed arithmetic
     same_precision: dict[str, dict[str, torch.Tensor]]  # rule -> output -> out_pt
+    measured_bounds: dict[Any, dict[str, torch.Tensor]] = field(default_factory=dict)  # arithmetic -> output -> bound
 
 
 def prepare(problem, model: BoundModel) -> Case:
@@ -149,8 +164,7 @@ def prepare(problem, model: BoundModel) -> Case:
     ref = compute_reference(problem, inputs64, ReferenceOptions())
     parts = dict(error_bounds(problem, ref.inputs))
     bounds = {name: part.evaluate(model, ref.values[name]) for name, part in parts.items()}
-    same = {"FlashAttention": math_path(problem, inputs, "flash-attention"),
-            "PyTorch SDPA": math_path(problem, inputs, "torch")}
+    same = {FA: math_path(problem, inputs, "flash-attention"), PYTORCH: math_path(problem, inputs, "torch")}
     return Case(problem, inputs, tensors, dict(ref.values), parts, bounds, same)
 
 
@@ -270,44 +284,77 @@ def kernel_outputs(case: Case, name: str, kernel) -> dict[str, torch.Tensor] | N
         return None
 
 
-def judge(case: Case, outs: dict[str, torch.Tensor] | None
-          ) -> tuple[dict[str, bool], float, dict[str, Any], tuple[str, ...]]:
-    """(each rule's failure, the largest bound_ratio, each output's comparison, the rocMLIR gates that fail)."""
+def probe(problem, name: str, kernel) -> Arithmetic | None:
+    """What the attention probes find for the kernel on the case's geometry; None where they cannot run."""
+    label = "torch" if name == "torch" else f"e2egen.studies.attention_kernels:{name}"
+    try:
+        return problem.spec.probe_arithmetic(probe_problem(problem), kernel, torch.device("cpu"), label)
+    except (KernelFailure, Skip):
+        return None
+
+
+@dataclass
+class Judgement:
+    fails: dict[str, bool]
+    worst: dict[str, float]  # composed rule -> largest bound_ratio over the outputs
+    comparisons: dict[str, dict[str, Any]]  # composed rule -> output -> comparison
+    bounds: dict[str, dict[str, torch.Tensor]]  # composed rule -> output -> bound
+    gates: tuple[str, ...]
+    broken: tuple[str, ...]
+
+
+def judge(case: Case, outs: dict[str, torch.Tensor] | None, arithmetic: Arithmetic | None) -> Judgement:
+    """Every rule on every output. `arithmetic`: the probes' findings (None: not measured, assumed)."""
     problem = case.problem
     if outs is None:
-        return {rule: True for rule in RULES}, math.inf, {}, ("raised",)
+        return Judgement({rule: True for rule in RULES}, {SHIPPED: math.inf, ALONE: math.inf}, {}, {}, ("raised",), ())
+    measured = arithmetic if arithmetic is not None else assumed_arithmetic(problem.dtype)
+    if measured not in case.measured_bounds:  # kernels with the same findings share the bound
+        model = BoundModel().with_arithmetic(measured)
+        case.measured_bounds[measured] = {name: part.evaluate(model, case.refs[name]) for name, part in case.parts.items()}
+    shipped_bounds = case.measured_bounds[measured]
+    broken = tuple(v.message for v in violations(REQUIRE, arithmetic, problem.dtype)) if arithmetic else ()
     fails = {rule: False for rule in RULES}
-    worst, comparisons, gates = 0.0, {}, []
+    fails[SHIPPED] = bool(broken)
+    worst = {SHIPPED: 0.0, ALONE: 0.0}
+    comparisons: dict[str, dict[str, Any]] = {SHIPPED: {}, ALONE: {}}
+    bounds = {SHIPPED: shipped_bounds, ALONE: case.bounds}
+    gates: list[str] = []
     for name, ref in case.refs.items():
         out = outs[name]
         fmt = problem.outputs[name].dtype
-        failed, c = composed(out, ref, fmt, case.bounds[name])
-        comparisons[name] = c
-        fails[RULES[0]] |= failed
-        worst = max(worst, math.inf if c.nan_mismatch + c.inf_mismatch else (c.bound_ratio or 0.0))
-        fails[RULES[1]] |= flash_attention_rule(out, ref, case.same_precision[RULES[1]][name], fmt)
-        fails[RULES[2]] |= pytorch_rule(out, ref, case.same_precision[RULES[2]][name], fmt)
+        for rule, rounding in ((SHIPPED, measured.rounding), (ALONE, "nearest-even")):
+            c = metrics.compare(ref, out, dtype=fmt, bound=bounds[rule][name], rounding=rounding)
+            comparisons[rule][name] = c
+            fails[rule] |= not c.check(DEFAULT_VERDICT).passed
+            worst[rule] = max(worst[rule], math.inf if c.nan_mismatch + c.inf_mismatch else (c.bound_ratio or 0.0))
+        fails[FA] |= flash_attention_rule(out, ref, case.same_precision[FA][name], fmt)
+        fails[PYTORCH] |= pytorch_rule(out, ref, case.same_precision[PYTORCH][name], fmt)
         failed_gates = rocmlir_rule(out, ref, problem.dtype, fmt)
         gates += [f"{name} {gate}" for gate in failed_gates]
-        fails[RULES[3]] |= bool(failed_gates)
-    return fails, worst, comparisons, tuple(gates)
+        fails[ROCMLIR_RULE] |= bool(failed_gates)
+    return Judgement(fails, worst, comparisons, bounds, tuple(gates), broken)
 
 
-def describe(case: Case, outs: dict[str, torch.Tensor] | None, comparisons: dict[str, Any], model: BoundModel) -> str:
-    """Each output's metrics and the bound's largest pieces at its worst element."""
+def describe(case: Case, outs: dict[str, torch.Tensor] | None, j: Judgement, rule: str,
+             arithmetic: Arithmetic | None) -> str:
+    """Each output's metrics under a composed rule and the bound's largest pieces at its worst element."""
     if outs is None:
         return "the kernel raised"
-    notes = []
-    for name, c in comparisons.items():
+    model = BoundModel().with_arithmetic(arithmetic or assumed_arithmetic(case.problem.dtype)) if rule == SHIPPED \
+        else BoundModel()
+    notes = [f"requirements broken: {'; '.join(j.broken)}"] if rule == SHIPPED and j.broken else []
+    for name, c in j.comparisons[rule].items():
         mismatch = c.nan_mismatch + c.inf_mismatch
         notes.append(f"{name}: bound_ratio {c.bound_ratio:.3g}, bound_rms {c.bound_rms:.3g}, bias_z {c.bias_z:.3g}"
-                     + (f", {mismatch} NaN/inf mismatches" if mismatch else "") + _terms(case, name, outs[name], model))
+                     + (f", {mismatch} NaN/inf mismatches" if mismatch else "")
+                     + _terms(case, name, outs[name], j.bounds[rule][name], model))
     return "; ".join(notes)
 
 
-def _terms(case: Case, name: str, out: torch.Tensor, model: BoundModel) -> str:
+def _terms(case: Case, name: str, out: torch.Tensor, bound: torch.Tensor, model: BoundModel) -> str:
     """The bound's largest pieces at the element with the largest error/bound."""
-    ref, bound = case.refs[name], case.bounds[name]
+    ref = case.refs[name]
     err = _diff(out, ref)
     ratio = torch.where(bound > 0, err / bound, torch.where(err > 0, math.inf, 0.0)).flatten()
     ratio = torch.nan_to_num(ratio, nan=math.inf)
@@ -324,37 +371,67 @@ def _terms(case: Case, name: str, out: torch.Tensor, model: BoundModel) -> str:
     pieces.sort(reverse=True)
     where = tuple(int(i) for i in np.unravel_index(index, tuple(ref.shape)))
     top = ", ".join(f"{label} {value:.2e}" for value, label in pieces[:3])
-    return (f" [worst at {where}: |err| {float(err.flatten()[index]):.3g}, bound {float(bound.flatten()[index]):.3g} "
-            f"= {top}, ...]")
+    return (f" [worst at {where}: |err| {float(err.flatten()[index]):.3g}, bound {float(bound.flatten()[index]):.3g}"
+            f" = {top}, ...]")
+
+
+def findings(arithmetic: Arithmetic | None) -> str:
+    """What the probes found, in short: P's format before P·V and the P·V accumulator."""
+    if arithmetic is None:
+        return "not measured (assumed)"
+    p_format = {"exact": "f32", "": "?"}.get(arithmetic.intermediate, arithmetic.intermediate)
+    how = (" normalised" if any("normalised" in note for note in arithmetic.notes) else "") + \
+        (" toward zero" if arithmetic.intermediate_rounding == "toward-zero" else "")
+    unidentified = " (not identified)" if any("not identified" in note for note in arithmetic.notes) else ""
+    return f"P {p_format}{how}{unidentified}, acc {arithmetic.acc_name}"
 
 
 def layout_for(case_index: int, seed_index: int) -> str:
     return ATTENTION_LAYOUTS[(3 * case_index + seed_index) % len(ATTENTION_LAYOUTS)]
 
 
-def run_case(kind, label, params, dtype, layout, seed_index, seed, model) -> list[Record]:
+def all_kernels():
+    """(name, category, kernel, shows or None)."""
+    yield "torch", "torch", resolve_impl("attention", "fwd", None), None
+    for name, fn in CORRECT.items():
+        yield name, "correct", fn, None
+    for name, wrong in WRONG.items():
+        yield name, "wrong", wrong.kernel, wrong.shows
+
+
+def run_case(kind, label, params, dtype, layout, seed_index, seed, model,
+             probed: dict | None = None) -> list[Record]:
+    """Every kernel on one case. `probed` memoises the probes' findings per kernel, shape and dtype (and layout
+    for torch, whose SDPA picks its CPU path by the tensors' strides; the study's kernels do not look at them)."""
     problem = make_problem("attention", "fwd", dtype, layout, params, RANGE, seed)
     case = prepare(problem, model)
     inputs64 = {name: t.to(torch.float64) for name, t in case.inputs.items()}
-    kernels = [("torch", "torch", resolve_impl("attention", "fwd", None), True)]
-    kernels += [(name, "correct", fn, True) for name, fn in CORRECT.items()]
-    kernels += [(name, "wrong", w.kernel, w.shows(problem, inputs64)) for name, w in WRONG.items()]
+    probed = {} if probed is None else probed
     records = []
-    for name, category, fn, judged in kernels:
+    for name, category, fn, shows in all_kernels():
+        judged = shows is None or shows(problem, inputs64)
         record = Record(kind, label, dtype, layout, seed_index, name, category, judged)
-        if judged:
-            outs = kernel_outputs(case, name, fn)
-            fails, worst, comparisons, gates = judge(case, outs)
-            record.fails, record.worst_ratio, record.gates = fails, worst, gates
-            if fails[RULES[0]] != (category == "wrong"):  # a false failure, or a bug let through
-                record.detail = describe(case, outs, comparisons, model)
         records.append(record)
+        if not judged:
+            continue
+        key = (name, label, dtype, layout if name == "torch" else "")  # torch's SDPA picks its path by strides
+        if key not in probed:
+            probed[key] = probe(problem, name, fn)
+        arithmetic = probed[key]
+        outs = kernel_outputs(case, name, fn)
+        j = judge(case, outs, arithmetic)
+        record.fails, record.gates, record.broken = j.fails, j.gates, j.broken
+        record.worst_ratio, record.worst_alone = j.worst[SHIPPED], j.worst[ALONE]
+        record.arithmetic = findings(arithmetic)
+        for rule in (SHIPPED, ALONE):
+            if j.fails[rule] != (category == "wrong"):  # a false failure, or a bug let through
+                record.detail[rule] = describe(case, outs, j, rule, arithmetic)
     return records
 
 
 def sweep(seeds: int, kinds: set[str] | None = None, progress=None) -> tuple[list[Record], int]:
     model = BoundModel()
-    records, cases = [], 0
+    records, cases, probed = [], 0, {}
     for case_index, (kind, label, params) in enumerate(CASES):
         if kinds and kind not in kinds:
             continue
@@ -363,7 +440,7 @@ def sweep(seeds: int, kinds: set[str] | None = None, progress=None) -> tuple[lis
             for seed_index in range(seeds):
                 seed = derive_seed(GLOBAL_SEED, f"attention-evidence/{kind}/{label}/{dtype}/{seed_index}")
                 layout = layout_for(case_index, seed_index)
-                records += run_case(kind, label, params, dtype, layout, seed_index, seed, model)
+                records += run_case(kind, label, params, dtype, layout, seed_index, seed, model, probed)
                 cases += 1
         if progress:
             progress(f"{kind} / {label}: {time.perf_counter() - started:.1f} s")
@@ -375,6 +452,10 @@ def _cell(failed: int, judged: int) -> str:
     return f"{failed}/{judged}" + (f" ({100 * failed / judged:.1f}%)" if judged else "")
 
 
+def _fails(group: list[Record], rule: str) -> int:
+    return sum(r.fails[rule] for r in group)
+
+
 def report(records: list[Record], cases: int, seeds: int, seconds: float) -> str:
     judged = [r for r in records if r.judged]
     correct = [r for r in judged if r.category != "wrong"]
@@ -384,14 +465,24 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float) -> str
         "# Attention: evidence for the composed bound", "",
         f"Command: `.venv/bin/python -m studies.attention_evidence --seeds {seeds}` (torch {torch.__version__}, "
         f"CPU, {torch.get_num_threads()} threads): {cases} cases ({len(CASES)} shapes x {len(DTYPES)} dtypes "
-        f"({', '.join(DTYPES)}) x {seeds} seeds, layouts rotating over the 16 attention layouts), "
+        f"({', '.join(DTYPES)}) x {seeds} seeds; the layout rotates with the seed over the 16 attention layouts), "
         f"{len(judged)} judged runs ({len(correct)} of correct kernels incl. torch, {len(wrong)} of wrong kernels), "
-        f"{seconds:.0f} s. Fewer seeds: `--seeds 1`; one kind: `--kind decode`; another file: `--out PATH`.", "",
+        f"{seconds:.0f} s. Fewer seeds: `--seeds 1`; one input kind: `--kind decode`; another file: `--out PATH`.",
+        "",
         "Kernels: studies/attention_kernels.py (CORRECT: flash_b16/b64/b128, split_kv2/4, p_rounded; WRONG: one bug "
         "each) and torch's default kernel (runner/ops/attention_torch.py). Inputs uniform in [-1, 1] (drawn as "
-        "`runner.run` draws them), float64 reference, bound under `BoundModel()`. A wrong kernel is judged only on "
-        "the cases its `shows` predicate admits (where its bug changes the result).", "",
-        "## False failures and catch rates", "",
+        "`runner.run` draws them, q_gain and score_offset applied by the op), one float64 reference per case. A wrong "
+        "kernel is judged only on the cases its `shows` predicate admits (where its bug changes what it computes).",
+        "",
+        "- **composed bound**: what a generated test does (generator/execute.py): the arithmetic probed on the case's "
+        "geometry (runner/arithmetic/attention_probes.py; once per kernel, shape and dtype, and per layout for torch, "
+        "whose SDPA picks its CPU path by the strides), the bound following it, "
+        "the default verdict on every output, and configs.toml's `[require]` (acc = \"f32\", inputs \"exact\") "
+        "held against the findings.",
+        "- **bound alone**: the default verdict under `BoundModel()` with the dtype's assumed arithmetic (f32 "
+        "accumulation, P rounded to the input format), no requirements: what the bound catches by itself.",
+        "- **FlashAttention**, **PyTorch SDPA**, **rocMLIR**: the peers' rules, defined under \"The rules\" below.",
+        "", "## False failures and catch rates", "",
         "Correct kernels: failed/judged (false failures). Wrong kernels: caught/judged.", "",
         "| kernel | " + " | ".join(RULES) + " |", "| --- |" + " ---: |" * len(RULES)]
     by_kernel: dict[str, list[Record]] = defaultdict(list)
@@ -399,22 +490,32 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float) -> str
         by_kernel[r.kernel].append(r)
     for name in ["torch", *CORRECT, *WRONG]:
         group = by_kernel.get(name, [])
-        cells = [_cell(sum(r.fails[rule] for r in group), len(group)) for rule in RULES]
-        lines.append(f"| {name}{' (wrong)' if name in WRONG else ''} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name}{' (wrong)' if name in WRONG else ''} | "
+                     + " | ".join(_cell(_fails(group, rule), len(group)) for rule in RULES) + " |")
     lines.append("| **all correct (false failures)** | "
-                 + " | ".join(f"**{_cell(sum(r.fails[rule] for r in correct), len(correct))}**" for rule in RULES) + " |")
+                 + " | ".join(f"**{_cell(_fails(correct, rule), len(correct))}**" for rule in RULES) + " |")
     lines.append("| **all wrong (caught)** | "
-                 + " | ".join(f"**{_cell(sum(r.fails[rule] for r in wrong), len(wrong))}**" for rule in RULES) + " |")
+                 + " | ".join(f"**{_cell(_fails(wrong, rule), len(wrong))}**" for rule in RULES) + " |")
 
-    lines += ["", "Per dtype (correct: false failures; wrong: caught):", "",
-              "| dtype | " + " | ".join(f"{rule}: correct" for rule in RULES) + " | "
-              + " | ".join(f"{rule}: wrong" for rule in RULES) + " |",
-              "| --- |" + " ---: |" * (2 * len(RULES))]
+    by_requirement = [r for r in wrong if r.broken]
+    by_verdict = [r for r in wrong if r.fails[SHIPPED] and not r.broken]
+    lines += ["", f"The composed bound caught {len(by_verdict)} wrong runs by the verdict alone and "
+              f"{len(by_requirement)} by a broken requirement ({sum(r.fails[ALONE] for r in by_requirement)} of "
+              "those the verdict under the assumed arithmetic also fails). What the probes found:", ""]
+    found: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in judged:
+        found[r.kernel][f"{r.dtype}: {r.arithmetic}"] += 1
+    for name in ["torch", *CORRECT, *WRONG]:
+        if name in found:
+            lines.append(f"- {name}: " + "; ".join(f"{text} ({count})" for text, count in found[name].items()))
+
+    lines += ["", "Per dtype (correct kernels: false failures; wrong kernels: caught):", "",
+              "| dtype | runs | " + " | ".join(RULES) + " |", "| --- | --- |" + " ---: |" * len(RULES)]
     for dtype in DTYPES:
-        c = [r for r in correct if r.dtype == dtype]
-        w = [r for r in wrong if r.dtype == dtype]
-        lines.append(f"| {dtype} | " + " | ".join(_cell(sum(r.fails[rule] for r in c), len(c)) for rule in RULES)
-                     + " | " + " | ".join(_cell(sum(r.fails[rule] for r in w), len(w)) for rule in RULES) + " |")
+        for what, pool in (("correct", correct), ("wrong", wrong)):
+            group = [r for r in pool if r.dtype == dtype]
+            lines.append(f"| {dtype} | {what} | " + " | ".join(_cell(_fails(group, rule), len(group)) for rule in RULES)
+                         + " |")
 
     gate_counts: dict[str, int] = defaultdict(int)
     for r in correct:
@@ -425,48 +526,55 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float) -> str
                   + ", ".join(f"{key} {count}" for key, count in sorted(gate_counts.items())) + "."]
 
     lines += ["", "## Worst bound_ratio of the correct kernels, per input kind", "",
-              "The largest bound_ratio over the outputs (o, and lse where returned) of torch and the correct "
-              "kernels; 1 is the verdict's limit.", "",
-              "| input kind | runs | worst bound_ratio | where |", "| --- | ---: | ---: | --- |"]
+              "The largest bound_ratio over the outputs (o, and lse where returned) of torch and the correct kernels, "
+              "under the shipped bound (the probed arithmetic) and the assumed one; 1 is the verdict's limit.", "",
+              "| input kind | runs | composed bound | where | bound alone |", "| --- | ---: | ---: | --- | ---: |"]
     for kind in kinds:
         group = [r for r in correct if r.kind == kind]
         if not group:
             continue
         top = max(group, key=lambda r: r.worst_ratio)
         lines.append(f"| {kind} | {len(group)} | {top.worst_ratio:.3g} | {top.kernel}, {top.label}, {top.dtype}, "
-                     f"{top.layout}, seed {top.seed_index} |")
+                     f"{top.layout}, seed {top.seed_index} | {max(r.worst_alone for r in group):.3g} |")
 
-    lines += ["", "## Wrong kernels: catch rate of the composed bound per input kind", "",
+    lines += ["", "## Wrong kernels per input kind", "",
+              "Caught/judged by the composed bound (and by the bound alone, where different).", "",
               "| wrong kernel | " + " | ".join(kinds) + " |", "| --- |" + " ---: |" * len(kinds)]
     for name in WRONG:
         cells = []
         for kind in kinds:
             group = [r for r in wrong if r.kernel == name and r.kind == kind]
-            cells.append(f"{sum(r.fails[RULES[0]] for r in group)}/{len(group)}" if group else "-")
+            shipped, alone = _fails(group, SHIPPED), _fails(group, ALONE)
+            cells.append("-" if not group else f"{shipped}/{len(group)}" + (f" ({alone})" if alone != shipped else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
 
-    false_failures = [r for r in correct if r.fails[RULES[0]]]
-    misses = [r for r in wrong if not r.fails[RULES[0]]]
-    lines += ["", "## Composed bound: failures found", ""]
-    if not false_failures and not misses:
-        lines.append("None: no correct kernel failed the default verdict and every judged wrong run was caught.")
-    for title, group in (("Correct kernels failing the default verdict", false_failures),
-                         ("Wrong kernels the default verdict lets through", misses)):
-        if not group:
-            continue
-        lines += [f"{title} ({len(group)}; the first 40, with the bound's largest pieces at the worst element):", ""]
-        for r in group[:40]:
-            lines.append(f"- {r.kernel}: {r.kind} / {r.label}, {r.dtype}, {r.layout}, seed {r.seed_index}: {r.detail}")
-        lines.append("")
+    lines += ["", "## Failures found", ""]
+    for rule in (SHIPPED, ALONE):
+        false_failures = [r for r in correct if r.fails[rule]]
+        misses = [r for r in wrong if not r.fails[rule]]
+        if not false_failures and not misses:
+            lines += [f"{rule}: none (no correct kernel failed, every judged wrong run was caught).", ""]
+        for title, group in ((f"{rule}: correct kernels failing", false_failures),
+                             (f"{rule}: wrong kernels let through", misses)):
+            if not group:
+                continue
+            lines += [f"{title} ({len(group)}; the first 30, with the bound's largest pieces at the worst element):", ""]
+            lines += [f"- {r.kernel}: {r.kind} / {r.label}, {r.dtype}, {r.layout}, seed {r.seed_index}"
+                      + (f" (probes: {r.arithmetic})" if rule == SHIPPED else "") + f": {r.detail.get(rule, '')}"
+                      for r in group[:30]]
+            lines.append("")
 
-    lines += ["", "## The rules", "", RULES_TEXT]
+    lines += ["## The rules", "", RULES_TEXT]
     return "\n".join(lines).rstrip() + "\n"
 
 
 RULES_TEXT = """\
 - **composed bound** (this project): `metrics.compare(ref, out, dtype, bound=B).check({bound_ratio: 1.0, bound_rms:
-  0.5, bias_z: 6.0})` on every output (o and, with `return_lse`, lse), B the composed per-element bound of
-  runner/softmax_bound.py under `BoundModel()`, as `configs.toml [tolerances]` ships it.
+  0.5, bias_z: 6.0})` on every output (o and, with `return_lse`, lse), as `configs.toml [tolerances]` ships it, B
+  the composed per-element bound of runner/softmax_bound.py under the probed arithmetic, plus `[require] acc =
+  "f32"` (and the default inputs = "exact", which also covers the format P is rounded to) against the probes'
+  findings, as generator/execute.py judges a case. **bound alone**: the same verdict with B under `BoundModel()`
+  and the assumed arithmetic, no requirements.
 - **FlashAttention** (Dao-AILab/flash-attention, `tests/cute/test_flash_attn.py::test_flash_attn_output`):
   `fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max()`, then
   `(out - out_ref).abs().max() <= rtol * (out_pt - out_ref).abs().max() + fwd_atol` with `rtol = 2` (no softcap);

@@ -96,16 +96,20 @@ def attention_kernel(body: Callable[[Call], tuple[torch.Tensor, torch.Tensor]]) 
 
 
 # -- the pieces ----------------------------------------------------------------------------------------
-def scores_f32(call: Call, *, scale: float | None = None, allowed: torch.Tensor | None | str = "call",
+CALL_MASK = "the call's mask"  # scores_f32's default: mask with the call's own allowed keys
+
+
+def scores_f32(call: Call, *, scale: float | None = None, allowed: torch.Tensor | None | str = CALL_MASK,
                kv_heads: torch.Tensor | None = None) -> torch.Tensor:
-    """S in f32 from the dtype's q and k, -inf where masked. `kv_heads` picks the kv head of each q head."""
+    """S in f32 from the dtype's q and k, -inf where `allowed` is False (None: no mask; default: the call's
+    mask). `scale` replaces the softmax scale; `kv_heads` picks the kv head of each q head."""
     k = _kv(call.k, call.params, kv_heads)
     s = torch.matmul(call.q.float(), k.float().mT) * (call.params.softmax_scale if scale is None else scale)
     if call.score_scale is not None:
         s = s * call.score_scale.float()
     if call.score_bias is not None:
         s = s + call.score_bias.float()
-    mask = call.allowed() if isinstance(allowed, str) else allowed
+    mask = call.allowed() if allowed is CALL_MASK else allowed
     return s if mask is None else s.masked_fill(~mask, -math.inf)
 
 
@@ -324,7 +328,7 @@ def _lse_off_by_max(call: Call):
 def _kv_cache_wrong_row(call: Call):
     """Batch b masks its keys with batch (b + 1) % batch's KV length (a KV-cache row off by one)."""
     params = call.params
-    return flash_pass(call, 64, allowed=call.allowed(_rolled(params)) if params.kv_lengths else "call")
+    return flash_pass(call, 64, allowed=call.allowed(_rolled(params)) if params.kv_lengths else CALL_MASK)
 
 
 # -- which cases show each bug ------------------------------------------------------------------------------

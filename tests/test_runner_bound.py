@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from e2egen import metrics
-from e2egen.runner import BoundModel, OPS, ProblemError, make_problem, run
+from e2egen.runner import BoundModel, OPS, ProblemError, ProductSumOp, make_problem, run
 from e2egen.runner.arithmetic import Arithmetic, assumed_arithmetic
 from e2egen.runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
 from e2egen.runner.inputs import generate_inputs
@@ -70,7 +70,7 @@ def test_relative_factor(dtype, model):
 
 
 @pytest.mark.parametrize("op,direction", [(op, d) for op, spec in OPS.items() for d in spec.directions
-                                          if isinstance(spec, runner.ProductSumOp)])  # attention: test_attention_bound.py
+                                          if isinstance(spec, ProductSumOp)])  # attention: test_attention_bound.py
 @pytest.mark.parametrize("dtype", ["f16", "tf32"])
 def test_bound_against_brute_force(op, direction, dtype):
     problem = make_problem(op, direction, dtype, OPS[op].layouts[-1], PARAMS[op], (-2.0, 1.0), seed=13)

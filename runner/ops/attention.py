@@ -16,8 +16,8 @@ o = 0 and lse = -inf.
 
 Layouts: "bhsd" stores q, k, v as their logical shapes; "bshd" stores each (batch, seq, heads, dim)
 (the kernel receives the permuted view, logical shape unchanged). A suffix "-qt", "-kt", "-vt" (in
-that order, any subset) stores that tensor with its last two dims swapped (dim before seq), as
-rocMLIR's --transQ/K/V do; rocMLIR's default K is "-kt".
+that order, any subset) stores that tensor with seq and dim exchanged in that order (bhsd-kt: batch,
+heads, dim, seq, as rocMLIR's --transQ/K/V do, rocMLIR's default K; bshd-kt: batch, dim, heads, seq).
 
 torch is imported when a case runs, so generating a suite stays fast.
 """
@@ -42,6 +42,15 @@ ATTENTION_LAYOUTS = tuple(
 def transposed_tensors(layout: str) -> set[str]:
     """Which of q, k, v the layout stores with (dim, seq) swapped."""
     return {part[0] for part in layout.split("-")[1:]}
+
+
+def storage_order(name: str, layout: str) -> list[int]:
+    """The logical dims (batch 0, heads 1, seq 2, dim 3) of q, k or v from outermost to innermost in memory:
+    the base order (bhsd or bshd) with seq and dim exchanged for a transposed tensor (bshd-kt: b, d, h, s)."""
+    order = [0, 1, 2, 3] if layout.startswith("bhsd") else [0, 2, 1, 3]
+    if name in transposed_tensors(layout):
+        order = [3 if dim == 2 else 2 if dim == 3 else dim for dim in order]
+    return order
 
 
 class AttentionOp(Op):
@@ -94,15 +103,11 @@ class AttentionOp(Op):
             drawn["k"][..., 0] = feature
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        stored = tensor
-        if layout.startswith("bshd") and name in _TRANSPOSABLE:
-            stored = stored.transpose(1, 2)
-        if name in transposed_tensors(layout):
-            stored = stored.mT
-        stored = stored.contiguous()
-        if name in transposed_tensors(layout):
-            stored = stored.mT
-        return stored.transpose(1, 2) if layout.startswith("bshd") and name in _TRANSPOSABLE else stored
+        if name not in _TRANSPOSABLE:
+            return tensor.contiguous()
+        order = storage_order(name, layout)
+        inverse = [order.index(dim) for dim in range(4)]
+        return tensor.permute(order).contiguous().permute(inverse)
 
     # -- cost -------------------------------------------------------------------------
     def reduction_size(self, params: AttentionParams, direction: str) -> int:

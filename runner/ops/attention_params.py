@@ -94,6 +94,8 @@ class AttentionParams:
             raise ProblemError.unknown("align", self.align, ALIGNMENTS)
         if self.kv_lengths is not None and max(self.kv_lengths) > self.seq_k:
             raise ProblemError("kv_lengths", list(self.kv_lengths), f"a valid length is at most seq_k = {self.seq_k}")
+        if self.scale == 0.0:
+            raise ProblemError("scale", self.scale, "must be nonzero (every score would be 0); omit it for 1/sqrt(head_dim_qk)")
         if self.score_offset and self.score_offset < 0:
             raise ProblemError("score_offset", self.score_offset, "must be >= 0 (it is built as q0·k0 > 0)")
 

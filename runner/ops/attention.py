@@ -120,7 +120,7 @@ class AttentionOp(Op):
     # -- arithmetic probes (runner/arithmetic/attention_probes.py) -----------------------------
     def shape_class(self, params: AttentionParams, direction: str) -> str:
         """Kernels pick their algorithm by every size and option (torch's SDPA does): one cell per geometry."""
-        return params.describe().replace(" ", ",")
+        return params.geometry()
 
     def probe_params(self, params: AttentionParams, direction: str) -> AttentionParams:
         """The case's own geometry, without the input kinds (the probes write every value themselves)."""

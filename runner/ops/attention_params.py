@@ -146,6 +146,24 @@ class AttentionParams:
                 shown[key] = list(value) if isinstance(value, tuple) else value
         return shown
 
+    def geometry(self) -> str:
+        """Sizes and mask options in one token (b2-hq8-hkv2-sq1-sk2048-d128-dv128-causal-br-kv2048x17x1000...)."""
+        parts = [f"b{self.batch}", f"hq{self.heads_q}", f"hkv{self.heads_kv}", f"sq{self.seq_q}", f"sk{self.seq_k}",
+                 f"d{self.head_dim_qk}", f"dv{self.head_dim_v}"]
+        if self.scale is not None:
+            parts.append(f"scale{self.scale:g}")
+        if self.causal:
+            parts.append("causal")
+        if self.masked and self.align != "top-left":
+            parts.append("br")
+        if self.window is not None:
+            parts.append("w{}x{}".format(*self.window))
+        for key, values in (("kv", self.kv_lengths), ("pre", self.prefix_offset)):
+            if values is not None:
+                parts.append(key + "x".join(map(str, values)))
+        parts += [name for name, on in (("lse", self.return_lse), ("ss", self.score_scale), ("sb", self.score_bias)) if on]
+        return "-".join(parts)
+
     def describe(self) -> str:
         text = (f"b={self.batch} hq={self.heads_q} hkv={self.heads_kv} sq={self.seq_q} sk={self.seq_k} "
                 f"d={self.head_dim_qk}" + (f" dv={self.head_dim_v}" if self.head_dim_v != self.head_dim_qk else ""))

@@ -75,7 +75,7 @@ from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
 __all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "IntermediateRounding",
-           "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "ScaledMagnitude",
+           "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
            "magnitude", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
@@ -260,6 +260,37 @@ class ExactWhere:
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         return self.bound.evaluate(model, torch.where(self.exact, 0.0, ref)).masked_fill_(self.exact, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class RoundedIntermediate:
+    """An intermediate the op rounds to `fmt` (the reference too) before it multiplies it by `following`
+    (a fused gemm→gemm's A·B times C): the error it carries into the output, Σ_n I_n · |following_n|.
+
+    The kernel computes the intermediate's exact value E with an error of at most
+    B = coefficient(model) · magnitude, then rounds it. Where E lies farther than B from every rounding
+    boundary of `fmt`, kernel and reference round to the same value (I = 0); elsewhere they may differ
+    by B plus a rounding at each end (I = B + 2·ulp(|E| + B): the gap where E + ε may round is the
+    wider one)."""
+
+    exact: torch.Tensor  # E, float64
+    magnitude: torch.Tensor  # what the coefficient multiplies (Σ|a·b| of the first product)
+    coefficient: "Coefficient"
+    fmt: str
+    following: torch.Tensor  # |C|, float64
+    source: str = "rounded intermediate"
+
+    def deviation(self, model: BoundModel) -> torch.Tensor:
+        """I per element of the intermediate."""
+        error = self.magnitude * self.coefficient(model)
+        rounded = metrics.round_to(self.exact, self.fmt)
+        gap = metrics.ulp(rounded, self.fmt)
+        to_boundary = gap / 2 - (self.exact - rounded).abs()
+        step = metrics.ulp(self.exact.abs() + error, self.fmt)  # the gap where E + ε may round: the wider one
+        return torch.where(error >= to_boundary, 2 * step + error, 0.0)
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.matmul(self.deviation(model), self.following)
 
 
 # -- coefficients: the relative error of one step of a composed computation -------------

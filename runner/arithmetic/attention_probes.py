@@ -15,11 +15,12 @@ Accumulator: in the row that allows the most keys, three or four spread keys sco
 fourth), one column per gap g: the output is 2^(E-g)/l, or 0 where an accumulator of fewer than g bits
 lost the small term.
 
-P's format: rows that allow keys a and b score 0 on a and t_i < 0 on b; V = (-c, 1) on (a, b) in
-column i, with c = R_F(exp t_i) for a format F the input format holds. The output's diagonal is
+P's format: rows (of every head) that allow keys a and b score 0 on a and t_i < 0 on b; V = (-c, 1) on
+(a, b) in column i, with c = R_F(exp t_i) for a format F the input format holds. The output's diagonal is
 (P̂_i - c)/l: 0 exactly when P̂_i = R_F(exp t_i). Each hypothesis (P kept in f32, or rounded to
 f16/bf16 to nearest or toward zero, before or after normalising) predicts every row; the one that
-predicts all of them is the finding, and a note says so when none does.
+predicts all of them is the finding (where several do, the input format's, else the coarsest), and a
+note says so when none does.
 """
 from __future__ import annotations
 
@@ -90,12 +91,12 @@ class _Probe:
         return {"q": q, "k": k, "v": v, **extra}
 
     def run(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The kernel's o for the probed batch, head 0 (float64, CPU) on logical float64 inputs exact in the input format."""
+        """The kernel's o for the probed batch, every head (float64, CPU), on logical float64 inputs exact in the input format."""
         spec = self.problem.spec
         tensors = {name: spec.arrange(name, t.to(storage_dtype(self.in_fmt)).to(self.device), self.problem.layout)
                    for name, t in values.items()}
         out = call_kernel(self.problem, self.kernel, tensors, self.device, label=self.label, is_torch=self.label == TORCH_IMPL)
-        return out[self.problem.primary_output].detach().to("cpu", torch.float64)[self.batch, 0]
+        return out[self.problem.primary_output].detach().to("cpu", torch.float64)[self.batch]
 
     # -- the P·V accumulator ----------------------------------------------------------------------
     def accumulator(self) -> tuple[int, bool, list[str]]:
@@ -119,7 +120,7 @@ class _Probe:
             for column, gap in enumerate(gaps):
                 v = values["v"][self.batch, 0]
                 v[first, column], v[small, column], v[last, column] = big, 2.0 ** (ACC_EXPONENT - gap), -big
-            out = self.run(values)[row]
+            out = self.run(values)[0, row]
             for column, gap in enumerate(gaps):
                 expected, got = 2.0 ** (ACC_EXPONENT - gap) / len(active), float(out[column])
                 # a kernel that normalises P first adds ±l·P·big, rounded more coarsely: within 2x is kept
@@ -135,37 +136,41 @@ class _Probe:
         in_bits = metrics.get_format(self.in_fmt).mantissa_bits
         formats = [fmt for fmt in P_FORMATS if metrics.get_format(fmt).mantissa_bits <= in_bits]  # c travels in V
         a, b, rows = self._key_pair()
-        rows = rows[:min(P_ROWS, self.p.head_dim_v)]
-        if len(rows) < 2:
+        # experiments: (head, row) pairs, each with its own V column (every head sees the same keys)
+        slots = [(head, row) for head in range(self.p.heads_q) for row in rows][:min(P_ROWS, self.p.head_dim_v)]
+        if len(slots) < 2:
             return self._assumed("no two rows share two allowed keys and a V column each")
         values = self.tensors([a, b])
-        values["k"][self.batch, 0, b, 1] = 1.0
+        values["k"][self.batch, :, b, 1] = 1.0
         tested, exponents, constants = [], [], []
         candidate = 1
-        for index, row in enumerate(rows):
-            fmt = formats[index * len(formats) // len(rows)]
+        for index, (head, row) in enumerate(slots):
+            fmt = formats[index * len(formats) // len(slots)]
             while True:  # a score t = σ·q (q exact in the input format) whose exp is far from fmt's ties
                 q1 = self.exact_input(-candidate / 64.0 / self.sigma)
                 candidate += 3
                 t = self.sigma * q1
                 if all(self._far_from_ties(math.exp(t), f) for f in P_FORMATS):
                     break
-            values["q"][self.batch, 0, row, 1] = q1
+            values["q"][self.batch, head, row, 1] = q1
             c = _round(math.exp(t), fmt)
-            values["v"][self.batch, 0, a, index], values["v"][self.batch, 0, b, index] = -c, 1.0
+            values["v"][self.batch, :, a, index], values["v"][self.batch, :, b, index] = -c, 1.0
             tested.append(fmt), exponents.append(t), constants.append(c)
         out = self.run(values)
-        got = [float(out[row, index]) for index, row in enumerate(rows)]
+        got = [float(out[head, row, index]) for index, (head, row) in enumerate(slots)]
         matching = [(fmt, toward_zero, normalised) for fmt, toward_zero, normalised in HYPOTHESES
                     if all(_close(g, _predict(t, c, fmt, toward_zero, normalised), self.problem.out_dtype)
                            for g, t, c in zip(got, exponents, constants))]
         if not matching:
             return self._assumed(f"no hypothesis predicts the outputs {got}")
-        # where the output format cannot tell some apart, the bound takes the coarsest of them
-        fmt, toward_zero, normalised = max(matching, key=lambda h: (_unit(h[0]) * (2 if h[1] else 1)))
+        # where the output format cannot tell some apart: the input format (what kernels do) if it fits,
+        # else the coarsest (the widest bound)
+        expected = [h for h in matching if h[0] == self.in_fmt and not h[1]]
+        fmt, toward_zero, normalised = (expected or sorted(matching, key=lambda h: -_unit(h[0]) * (2 if h[1] else 1)))[0]
         notes = ["P is normalised before it is rounded"] if normalised else []
         if len(matching) > 1:
-            notes.append(f"{len(matching)} hypotheses fit these outputs; the coarsest is taken")
+            notes.append(f"{len(matching)} hypotheses fit these outputs; {'the input format' if expected else 'the coarsest'} "
+                         "is taken")
         return ("exact" if fmt == "f32" else fmt), ("toward-zero" if toward_zero else "nearest"), notes
 
     def _key_pair(self) -> tuple[int, int, list[int]]:

@@ -1,4 +1,4 @@
-"""Bounds of fused chains of products (gemm→gemm), composed from runner.bound's pieces.
+"""Bounds of fused chains of products (gemm→gemm, conv→gemm), composed from runner.bound's pieces.
 
 out = R_T(A·B)·C, the reference rounding the intermediate as the op says:
 
@@ -32,5 +32,22 @@ def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> S
         RoundedIntermediate(exact, torch.matmul(a.abs(), b.abs()), ProductSumCoefficient(params.k, dtype), fmt, c_abs,
                             source="A·B product sum, rounded to " + fmt),
         ScaledMagnitude(ProductSumCoefficient(params.n, dtype), second, "second product sum"),
+        OutputRounding(fmt),
+    ))
+
+
+def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
+    """As gemm→gemm, the first product a 2-d convolution (its Σ|x·w| and its reduction length C·R·S)."""
+    params, dtype, fmt = problem.params, problem.dtype, problem.out_dtype
+    spec = problem.spec
+    exact = spec.conv_output(params, inputs64)
+    magnitude = spec.conv_output(params, {"x": inputs64["x"].abs(), "w": inputs64["w"].abs()})
+    first_count = params.conv.c * params.conv.kernel[0] * params.conv.kernel[1]
+    c_abs = inputs64["c"].abs()
+    second = torch.matmul(metrics.round_to(exact, fmt).abs(), c_abs)
+    return SumOfBounds((
+        RoundedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), fmt, c_abs,
+                            source="convolution, rounded to " + fmt),
+        ScaledMagnitude(ProductSumCoefficient(params.conv.k, dtype), second, "gemm product sum"),
         OutputRounding(fmt),
     ))

@@ -131,6 +131,13 @@ def evaluate(problem, tensors):
         from e2egen import metrics
 
         return gemm(metrics.round_to(gemm(tensors["a"], tensors["b"]), problem.out_dtype), tensors["c"])
+    if problem.op == "conv_gemm":
+        from e2egen import metrics
+
+        c = p.conv
+        y = conv_fwd(tensors["x"], tensors["w"], c.stride, c.pad, c.dilation, 1)
+        rows = metrics.round_to(y.permute(0, 2, 3, 1).reshape(-1, c.k), problem.out_dtype)
+        return gemm(rows, tensors["c"])
     if problem.op == "gemm":
         return gemm(tensors["a"], tensors["b"])
     geometry = (p.stride, p.pad, p.dilation, p.groups)

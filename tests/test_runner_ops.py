@@ -28,6 +28,8 @@ PARAMS = {
     "conv3d": {"n": 1, "c": 4, "k": 4, "dhw": [5, 4, 6], "kernel": [2, 3, 3], "stride": [1, 2, 1], "pad": 1, "groups": 2},
     "gemm": {"m": 5, "n": 7, "k": 33, "batch": 2},
     "gemm_gemm": {"m": 5, "n": 9, "k": 33, "o": 3, "batch": 2},
+    "conv_gemm": {"n": 2, "c": 3, "k": 5, "hw": [7, 6], "kernel": [3, 2], "stride": [2, 1], "pad": [1, 0],
+                  "dilation": [1, 2], "o": 4},
     "attention": {"batch": 2, "heads_q": 4, "heads_kv": 2, "seq_q": 5, "seq_k": 9, "head_dim_qk": 6, "head_dim_v": 3,
                   "causal": True, "align": "bottom-right", "window": [3, -1], "kv_lengths": [9, 4], "return_lse": True,
                   "score_bias": True},

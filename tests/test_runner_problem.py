@@ -31,7 +31,7 @@ def test_public_names():
 
 
 def test_ops_describe_their_axes_and_parameters():
-    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm"}
+    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm", "conv_gemm"}
     for name, spatial in (("conv1d", "w"), ("conv2d", "hw"), ("conv3d", "dhw")):
         op = OPS[name]
         assert op.name == name
@@ -147,7 +147,7 @@ def test_list_of_wrong_length(op, key, value):
 
 
 @pytest.mark.parametrize("axis,kwargs,choices", [
-    ("op", {"op": "conv4d"}, ("conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm")),
+    ("op", {"op": "conv4d"}, ("conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm", "conv_gemm")),
     ("direction", {"direction": "bwd"}, ("fwd", "bwd_data", "bwd_weight")),
     ("dtype", {"dtype": "fp16"}, ("f32", "tf32", "f16", "bf16")),
     ("layout", {"layout": "nwhc"}, ("nchw", "nhwc")),

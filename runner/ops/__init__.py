@@ -12,10 +12,11 @@ from .attention import AttentionOp
 from .attention_params import AttentionParams
 from .base import Op, ProductSumOp, TensorSpec
 from .conv import ConvOp, ConvParams
+from .conv_gemm import ConvGemmOp, ConvGemmParams
 from .gemm import GemmOp, GemmParams
 from .gemm_gemm import GemmGemmOp, GemmGemmParams
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp())
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp())
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 
@@ -36,5 +37,5 @@ def unregister_op(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "GemmOp", "GemmParams", "GemmGemmOp", "GemmGemmParams",
+__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "ConvGemmOp", "ConvGemmParams", "GemmOp", "GemmParams", "GemmGemmOp", "GemmGemmParams",
            "register_op", "unregister_op"]

@@ -1,5 +1,5 @@
-"""gemm→gemm: the rounded-intermediate piece against brute force, the composed bound on correct and
-wrong kernels (tests/kernels_for_tests.py style, defined here), layouts."""
+"""gemm→gemm and conv→gemm: the rounded-intermediate piece against brute force, the composed bound on
+correct and wrong kernels (defined here), layouts."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,7 +66,7 @@ def _verdict(dtype, impl, layout="nnn", seed=3, params=PARAMS):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-@pytest.mark.parametrize("impl", ["torch", "tests.test_gemm_gemm:kernel_blocked_k"])
+@pytest.mark.parametrize("impl", ["torch", "tests.test_fused_chains:kernel_blocked_k"])
 def test_correct_kernels_pass(dtype, impl):
     for seed in range(3):
         verdict = _verdict(dtype, impl, seed=seed)
@@ -76,7 +76,7 @@ def test_correct_kernels_pass(dtype, impl):
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("impl", ["kernel_c_transposed", "kernel_scaled"])
 def test_wrong_kernels_fail(dtype, impl):
-    verdict = _verdict(dtype, f"tests.test_gemm_gemm:{impl}")
+    verdict = _verdict(dtype, f"tests.test_fused_chains:{impl}")
     assert not verdict.passed
 
 
@@ -85,5 +85,59 @@ def test_a_kernel_keeping_the_intermediate_in_f32_is_judged_by_the_same_bound():
     judged by the same bound. Its difference, Σ_n (E − R(E))·C, stays below the output's own rounding in
     f16 at this shape (it passes: as accurate as the arithmetic allows), and shows in bf16, whose coarser
     intermediate rounding exceeds the bound where outputs cancel towards zero (it fails)."""
-    assert _verdict("f16", "tests.test_gemm_gemm:kernel_f32_intermediate").passed
-    assert not _verdict("bf16", "tests.test_gemm_gemm:kernel_f32_intermediate").passed
+    assert _verdict("f16", "tests.test_fused_chains:kernel_f32_intermediate").passed
+    assert not _verdict("bf16", "tests.test_fused_chains:kernel_f32_intermediate").passed
+
+
+CONV_GEMM = {"n": 2, "c": 16, "k": 24, "hw": [10, 9], "kernel": 3, "pad": 1, "stride": [2, 1], "o": 20}
+
+
+def conv_gemm_f32_rows_shifted(x, w, c, *, stride, padding, dilation):
+    """The conv output reshaped off by one row (a reshape bug)."""
+    y = torch.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)
+    rows = y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
+    return torch.matmul(torch.roll(rows, 1, dims=0), c)
+
+
+def conv_gemm_nchw_view(x, w, c, *, stride, padding, dilation):
+    """Views the NCHW conv output as (n·ho·wo, k) without moving k last (a layout bug)."""
+    y = torch.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)
+    return torch.matmul(y.reshape(-1, y.shape[1]), c)
+
+
+def conv_gemm_blocked_channels(x, w, c, *, stride, padding, dilation):
+    """The conv summed in two channel halves in f32, rounded once: a correct reordering."""
+    half = x.shape[1] // 2
+    y = sum(torch.nn.functional.conv2d(x[:, s].float(), w[:, s].float(), stride=stride, padding=padding, dilation=dilation)
+            for s in (slice(0, half), slice(half, None)))
+    rows = y.to(x.dtype).permute(0, 2, 3, 1).reshape(-1, y.shape[1])
+    return torch.matmul(rows.float(), c.float()).to(x.dtype)
+
+
+def _conv_gemm_verdict(dtype, impl, layout="nchw-n", seed=4):
+    problem = make_problem("conv_gemm", "fwd", dtype, layout, CONV_GEMM, (-1.0, 1.0), seed)
+    result = run(problem, impl=impl, bound=BoundModel(), measure=False)
+    out = result.outputs["out"]
+    return metrics.compare(out.ref, out.out, dtype=out.dtype, bound=out.bound).check(VERDICT)
+
+
+@pytest.mark.parametrize("layout", OPS["conv_gemm"].layouts)
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("impl", ["torch", "tests.test_fused_chains:conv_gemm_blocked_channels"])
+def test_conv_gemm_correct_kernels_pass(impl, dtype, layout):
+    verdict = _conv_gemm_verdict(dtype, impl, layout)
+    assert verdict.passed, str(verdict)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("impl", ["conv_gemm_f32_rows_shifted", "conv_gemm_nchw_view"])
+def test_conv_gemm_wrong_kernels_fail(impl, dtype):
+    assert not _conv_gemm_verdict(dtype, f"tests.test_fused_chains:{impl}").passed
+
+
+def test_conv_gemm_takes_groups_one_only():
+    from e2egen.runner import ProblemError
+
+    with pytest.raises(ProblemError) as info:
+        make_problem("conv_gemm", "fwd", "f32", "nchw-n", {**CONV_GEMM, "groups": 2}, (-1.0, 1.0), 0)
+    assert info.value.key == "groups"

@@ -77,7 +77,7 @@ def lower(problem: Problem, inputs: Mapping[str, torch.Tensor]) -> GemmForm:
     if isinstance(p, GemmParams):
         return _lower_gemm(inputs["a"], inputs["b"], p)
     if direction == "fwd":
-        return _lower_conv_fwd(inputs["x"], inputs["w"], p.stride, p.pad, p.dilation, p.groups)
+        return _lower_conv_fwd(inputs["x"], inputs["w"], p.stride, p.pads, p.dilation, p.groups)
     if direction == "bwd_data":
         return _lower_conv_bwd_data(inputs["dy"], inputs["w"], p)
     return _lower_conv_bwd_weight(inputs["x"], inputs["dy"], p)
@@ -110,12 +110,13 @@ def _lower_gemm(a: torch.Tensor, b: torch.Tensor, p: GemmParams) -> GemmForm:
 
 
 # -- conv ---------------------------------------------------------------------------
-def im2col(x: torch.Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[int, ...],
+def im2col(x: torch.Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pads,
            dilation: tuple[int, ...]) -> torch.Tensor:
     """(N, C, *in) -> (N, C, *out, *kernel): the input value under each kernel tap, for every output."""
     dims = len(kernel)
+    pairs = [(q, q) if isinstance(q, int) else tuple(q) for q in pads]  # an int pads both sides alike
     # F.pad lists (before, after) pairs starting from the last dim.
-    padded = F.pad(x, [q for d in reversed(range(dims)) for q in (pad[d], pad[d])])
+    padded = F.pad(x, [q for d in reversed(range(dims)) for q in pairs[d]])
     for d in range(dims):
         span = dilation[d] * (kernel[d] - 1) + 1
         # unfold replaces dim 2+d by the window count and appends the window.
@@ -149,7 +150,7 @@ def _lower_conv_fwd(x: torch.Tensor, w: torch.Tensor, stride, pad, dilation, gro
 
 def _lower_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, p: ConvParams) -> GemmForm:
     g, kg = p.groups, p.k // p.groups
-    rhs, out_size = _grouped_columns(x, p.kernel, p.stride, p.pad, p.dilation, g)
+    rhs, out_size = _grouped_columns(x, p.kernel, p.stride, p.pads, p.dilation, g)
     positions = math.prod(out_size)
     lhs = dy.reshape(p.n, g, kg, positions).permute(1, 2, 0, 3).reshape(g, kg, p.n * positions)
     w_shape = p.w_shape
@@ -175,4 +176,4 @@ def _lower_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, p: ConvParams) -> Ge
     cg, kg = p.c // g, p.k // g
     w_t = (w.reshape(g, kg, cg, *p.kernel).transpose(1, 2).reshape(p.c, kg, *p.kernel)
            .flip(tuple(range(2, 2 + dims))))
-    return _lower_conv_fwd(spread, w_t, (1,) * dims, (0,) * dims, p.dilation, g)
+    return _lower_conv_fwd(spread, w_t, (1,) * dims, ((0, 0),) * dims, p.dilation, g)

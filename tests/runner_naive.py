@@ -13,13 +13,19 @@ import numpy as np
 import torch
 
 
+def pairs(pad):
+    """Padding per dim as (begin, end): an int pads both sides alike."""
+    return [(p, p) if isinstance(p, int) else tuple(p) for p in pad]
+
+
 def out_size(size, kernel, stride, pad, dilation):
-    return tuple((i + 2 * p - d * (r - 1) - 1) // s + 1 for i, r, s, p, d in zip(size, kernel, stride, pad, dilation))
+    return tuple((i + b + e - d * (r - 1) - 1) // s + 1
+                 for i, r, s, (b, e), d in zip(size, kernel, stride, pairs(pad), dilation))
 
 
 def zero_pad(x: torch.Tensor, pad) -> torch.Tensor:
-    padded = x.new_zeros((*x.shape[:2], *(i + 2 * p for i, p in zip(x.shape[2:], pad))))
-    padded[(slice(None), slice(None), *(slice(p, p + i) for i, p in zip(x.shape[2:], pad)))] = x
+    padded = x.new_zeros((*x.shape[:2], *(i + b + e for i, (b, e) in zip(x.shape[2:], pairs(pad)))))
+    padded[(slice(None), slice(None), *(slice(b, b + i) for i, (b, _) in zip(x.shape[2:], pairs(pad))))] = x
     return padded
 
 
@@ -47,13 +53,13 @@ def conv_bwd_data(dy, w, input_shape, stride, pad, dilation, groups):
     k, cg = w.shape[:2]
     kernel = tuple(w.shape[2:])
     outs = tuple(dy.shape[2:])
-    dxp = dy.new_zeros((input_shape[0], input_shape[1], *(i + 2 * p for i, p in zip(input_shape[2:], pad))))
+    dxp = dy.new_zeros((input_shape[0], input_shape[1], *(i + b + e for i, (b, e) in zip(input_shape[2:], pairs(pad)))))
     kg = k // groups
     for g in range(groups):
         for tap in itertools.product(*map(range, kernel)):
             where = (slice(None), slice(g * cg, (g + 1) * cg), *_tap_slices(tap, stride, dilation, outs))
             dxp[where] += torch.einsum("nk...,kc->nc...", dy[:, g * kg:(g + 1) * kg], w[g * kg:(g + 1) * kg][(..., *tap)])
-    return dxp[(slice(None), slice(None), *(slice(p, p + i) for i, p in zip(input_shape[2:], pad)))]
+    return dxp[(slice(None), slice(None), *(slice(b, b + i) for i, (b, _) in zip(input_shape[2:], pairs(pad))))]
 
 
 def conv_bwd_weight(x, dy, weight_shape, stride, pad, dilation, groups):
@@ -135,12 +141,12 @@ def evaluate(problem, tensors):
         from e2egen import metrics
 
         c = p.conv
-        y = conv_fwd(tensors["x"], tensors["w"], c.stride, c.pad, c.dilation, 1)
+        y = conv_fwd(tensors["x"], tensors["w"], c.stride, c.pads, c.dilation, 1)
         rows = metrics.round_to(y.permute(0, 2, 3, 1).reshape(-1, c.k), problem.out_dtype)
         return gemm(rows, tensors["c"])
     if problem.op == "gemm":
         return gemm(tensors["a"], tensors["b"])
-    geometry = (p.stride, p.pad, p.dilation, p.groups)
+    geometry = (p.stride, p.pads, p.dilation, p.groups)
     if problem.direction == "fwd":
         return conv_fwd(tensors["x"], tensors["w"], *geometry)
     if problem.direction == "bwd_data":

@@ -24,7 +24,7 @@ naive = _sibling("runner_naive")
 
 PARAMS = {
     "conv1d": {"n": 2, "c": 4, "k": 2, "w": 7, "kernel": 3, "stride": 2, "pad": 1, "groups": 2},
-    "conv2d": {"n": 1, "c": 2, "k": 4, "hw": [5, 4], "kernel": [2, 3], "stride": [2, 1], "pad": [1, 2], "dilation": [1, 2]},
+    "conv2d": {"n": 1, "c": 2, "k": 4, "hw": [5, 4], "kernel": [2, 3], "stride": [2, 1], "pad": [[1, 0], [2, 1]], "dilation": [1, 2]},
     "conv3d": {"n": 1, "c": 2, "k": 2, "dhw": [3, 4, 3], "kernel": 2, "pad": [1, 0, 1]},
     "gemm": {"m": 3, "n": 4, "k": 17, "batch": 2},
 }

@@ -23,7 +23,7 @@ naive = _sibling("runner_naive")
 # Small, but with every geometry feature: stride, padding, dilation, groups.
 PARAMS = {
     "conv1d": {"n": 2, "c": 4, "k": 6, "w": 11, "kernel": 3, "stride": 2, "pad": 1, "dilation": 2, "groups": 2},
-    "conv2d": {"n": 2, "c": 4, "k": 6, "hw": [7, 6], "kernel": [3, 2], "stride": [2, 1], "pad": [1, 0],
+    "conv2d": {"n": 2, "c": 4, "k": 6, "hw": [7, 6], "kernel": [3, 2], "stride": [2, 1], "pad": [[1, 2], [0, 1]],
                "dilation": [1, 2], "groups": 2},
     "conv3d": {"n": 1, "c": 4, "k": 4, "dhw": [5, 4, 6], "kernel": [2, 3, 3], "stride": [1, 2, 1], "pad": 1, "groups": 2},
     "gemm": {"m": 5, "n": 7, "k": 33, "batch": 2},

@@ -65,7 +65,7 @@ def test_accumulate_whole_reduction_is_the_rounded_exact_result():
 
 CONV_CASES = {
     "conv1d": {"n": 2, "c": 4, "k": 6, "w": 10, "kernel": 3, "stride": 3, "pad": 2, "dilation": 2, "groups": 2},
-    "conv2d": {"n": 2, "c": 6, "k": 4, "hw": [6, 7], "kernel": [3, 2], "stride": [2, 3], "pad": [1, 2], "dilation": [2, 1],
+    "conv2d": {"n": 2, "c": 6, "k": 4, "hw": [6, 7], "kernel": [3, 2], "stride": [2, 3], "pad": [[0, 2], [2, 1]], "dilation": [2, 1],
                "groups": 2},
     "conv3d": {"n": 1, "c": 3, "k": 2, "dhw": [4, 5, 3], "kernel": [2, 1, 3], "stride": [2, 1, 1], "pad": [0, 2, 1]},
     "gemm": {"m": 4, "n": 3, "k": 6},

@@ -2,10 +2,11 @@
 
 Logical shapes (what every tensor's `.shape` is, whatever its layout):
     x  (N, C, *spatial)          w  (K, C/groups, *kernel)
-    y  (N, K, *out_spatial)      out_spatial = (in + 2·pad − dilation·(kernel − 1) − 1) // stride + 1
+    y  (N, K, *out_spatial)      out_spatial = (in + pad_begin + pad_end − dilation·(kernel − 1) − 1) // stride + 1
 
 Directions and the kernel contract (tensors on the device, in the case's
-dtype and memory layout; stride, padding and dilation as tuples of ints):
+dtype and memory layout; stride and dilation as tuples of ints; padding a tuple of ints when every dim
+is padded symmetrically, else a tuple of (begin, end) pairs, one per spatial dim):
     fwd:        f(x, w, *, stride, padding, dilation, groups) -> y
     bwd_data:   f(dy, w, *, input_shape, stride, padding, dilation, groups) -> dx
     bwd_weight: f(x, dy, *, weight_shape, stride, padding, dilation, groups) -> dw
@@ -22,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
 from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
@@ -46,9 +47,10 @@ class ConvParams:
     size: tuple[int, ...]  # input spatial sizes (catalogue key w / hw / dhw)
     kernel: tuple[int, ...]
     stride: tuple[int, ...]
-    pad: tuple[int, ...]
+    pad: tuple[int, ...]  # padding before each spatial dim (and after, unless pad_end says otherwise)
     dilation: tuple[int, ...]
     groups: int = 1
+    pad_end: tuple[int, ...] = ()  # padding after each dim, when it differs somewhere from `pad`
 
     def __post_init__(self) -> None:
         dims = len(self.size) if isinstance(self.size, tuple) else 0
@@ -56,7 +58,10 @@ class ConvParams:
             raise ProblemError("size", self.size, f"a convolution has 1, 2 or 3 spatial dims, got {dims}")
         for key in ("n", "c", "k", "groups"):
             require_int(key, getattr(self, key), 1)
-        for key, minimum in (("size", 1), ("kernel", 1), ("stride", 1), ("pad", 0), ("dilation", 1)):
+        if self.pad_end == self.pad:
+            object.__setattr__(self, "pad_end", ())  # one form per problem: symmetric is ()
+        for key, minimum in (("size", 1), ("kernel", 1), ("stride", 1), ("pad", 0), ("dilation", 1)) + (
+                (("pad_end", 0),) if self.pad_end else ()):
             catalogue_key = self.spatial_key if key == "size" else key
             value = getattr(self, key)
             if not isinstance(value, tuple):
@@ -70,7 +75,7 @@ class ConvParams:
             if out < 1:
                 raise ProblemError(self.spatial_key, list(self.size),
                                    f"output {name} would be {out} (< 1): input {name} {size} is smaller than the dilated "
-                                   f"kernel with padding (kernel {list(self.kernel)}, dilation {list(self.dilation)}, pad {list(self.pad)})")
+                                   f"kernel with padding (kernel {list(self.kernel)}, dilation {list(self.dilation)}, pad {self.pad_text})")
 
     @property
     def spatial_dims(self) -> int:
@@ -85,9 +90,22 @@ class ConvParams:
         return ", ".join(_DIM_NAMES[len(self.size)])
 
     @property
+    def symmetric(self) -> bool:
+        return not self.pad_end
+
+    @property
+    def pads(self) -> tuple[tuple[int, int], ...]:
+        """(begin, end) padding per spatial dim."""
+        return tuple(zip(self.pad, self.pad_end or self.pad))
+
+    @property
+    def pad_text(self) -> str:
+        return str(list(self.pad)) if self.symmetric else str([list(pair) for pair in self.pads])
+
+    @property
     def out_size(self) -> tuple[int, ...]:
-        return tuple((i + 2 * p - d * (r - 1) - 1) // s + 1
-                     for i, r, s, p, d in zip(self.size, self.kernel, self.stride, self.pad, self.dilation))
+        return tuple((i + b + e - d * (r - 1) - 1) // s + 1
+                     for i, r, s, (b, e), d in zip(self.size, self.kernel, self.stride, self.pads, self.dilation))
 
     @property
     def x_shape(self) -> Shape:
@@ -104,18 +122,21 @@ class ConvParams:
     @property
     def geometry(self) -> dict[str, Any]:
         """The keyword arguments every conv kernel receives."""
-        return {"stride": self.stride, "padding": self.pad, "dilation": self.dilation, "groups": self.groups}
+        return {"stride": self.stride, "padding": self.pad if self.symmetric else self.pads, "dilation": self.dilation,
+                "groups": self.groups}
 
     def to_catalogue(self) -> dict[str, Any]:
         """The catalogue form (round-trips through ConvOp.parse_params)."""
         return {"n": self.n, "c": self.c, "k": self.k, self.spatial_key: list(self.size), "kernel": list(self.kernel),
-                "stride": list(self.stride), "pad": list(self.pad), "dilation": list(self.dilation), "groups": self.groups}
+                "stride": list(self.stride), "pad": list(self.pad) if self.symmetric else [list(p) for p in self.pads],
+                "dilation": list(self.dilation), "groups": self.groups}
 
     def describe(self) -> str:
         def dims(t: tuple[int, ...]) -> str:
             return "x".join(map(str, t))
         return (f"n={self.n} c={self.c} k={self.k} {self.spatial_key}={dims(self.size)} kernel={dims(self.kernel)} "
-                f"stride={dims(self.stride)} pad={dims(self.pad)} dilation={dims(self.dilation)} groups={self.groups}")
+                f"stride={dims(self.stride)} pad={dims(self.pad) if self.symmetric else self.pad_text.replace(' ', '')} "
+                f"dilation={dims(self.dilation)} groups={self.groups}")
 
 
 class ConvOp(ProductSumOp):
@@ -139,6 +160,7 @@ class ConvOp(ProductSumOp):
     def _build_params(self, raw: Mapping[str, Any]) -> ConvParams:
         dims = self.spatial_dims
         text = ", ".join(_DIM_NAMES[dims])
+        pad, pad_end = pad_pairs(raw["pad"], dims, text)
         return ConvParams(
             n=require_int("n", raw["n"], 1),
             c=require_int("c", raw["c"], 1),
@@ -146,9 +168,10 @@ class ConvOp(ProductSumOp):
             size=int_tuple(self.spatial_key, raw[self.spatial_key], dims, 1, text),
             kernel=int_tuple("kernel", raw["kernel"], dims, 1, text),
             stride=int_tuple("stride", raw["stride"], dims, 1, text),
-            pad=int_tuple("pad", raw["pad"], dims, 0, text),
+            pad=pad,
             dilation=int_tuple("dilation", raw["dilation"], dims, 1, text),
             groups=require_int("groups", raw["groups"], 1),
+            pad_end=pad_end,
         )
 
     def input_shapes(self, params: ConvParams, direction: str) -> dict[str, Shape]:
@@ -223,8 +246,9 @@ class ConvOp(ProductSumOp):
         side = {1: 24, 2: 8, 3: 5}[dims]
         size = tuple(max(side, s + st) for s, st in zip(span, params.stride))
         pad = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad, span))
+        pad_end = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad_end, span))
         return ConvParams(n=2, c=16 * params.groups, k=16 * params.groups, size=size, kernel=params.kernel,
-                          stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups)
+                          stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups, pad_end=pad_end)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
@@ -268,13 +292,52 @@ def _torch_functions() -> dict[str, dict[int, Callable[..., torch.Tensor]]]:
     }
 
 
+def _pairs(padding) -> tuple[tuple[int, int], ...] | None:
+    """(begin, end) pairs when the padding is asymmetric somewhere, else None (torch pads symmetrically)."""
+    if padding and not isinstance(padding[0], int):
+        return tuple((int(b), int(e)) for b, e in padding)
+    return None
+
+
+def _pad_explicitly(x: torch.Tensor, pairs: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    return F.pad(x, [q for b, e in reversed(pairs) for q in (b, e)])  # F.pad lists the last dim first
+
+
 def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:
+    pairs = _pairs(padding)
+    if pairs is not None:  # torch's conv pads both sides alike: pad first, here in the kernel, not in the reference
+        x, padding = _pad_explicitly(x, pairs), 0
     return _torch_functions()["fwd"][x.dim()](x, w, None, stride, padding, dilation, groups)
 
 
 def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, stride, padding, dilation, groups) -> torch.Tensor:
-    return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
+    pairs = _pairs(padding)
+    if pairs is None:
+        return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
+    padded_shape = [*input_shape[:2], *(size + b + e for size, (b, e) in zip(input_shape[2:], pairs))]
+    dx = _torch_functions()["bwd_data"][dy.dim()](padded_shape, w, dy, stride, 0, dilation, groups)
+    return dx[(..., *(slice(b, b + size) for size, (b, _) in zip(input_shape[2:], pairs)))]
 
 
 def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    pairs = _pairs(padding)
+    if pairs is not None:
+        x, padding = _pad_explicitly(x, pairs), 0
     return _torch_functions()["bwd_weight"][x.dim()](x, list(weight_shape), dy, stride, padding, dilation, groups)
+
+
+def pad_pairs(value: Any, dims: int, dims_text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The catalogue's pad: an int, a list of ints (symmetric per dim) or a list of [begin, end] pairs
+    (asymmetric, e.g. [[1, 2], [0, 1]]) -> (begin, end) tuples; end is () when symmetric."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and any(
+            isinstance(item, Sequence) and not isinstance(item, (str, bytes)) for item in value):
+        form = f"a list of {dims} [begin, end] pairs ({dims_text})"
+        if len(value) != dims or not all(isinstance(item, Sequence) and not isinstance(item, (str, bytes))
+                                         and len(item) == 2 for item in value):
+            raise ProblemError("pad", value, f"expected {form}, got {value!r}")
+        begin = int_tuple("pad", [item[0] for item in value], dims, 0, dims_text)
+        end = int_tuple("pad", [item[1] for item in value], dims, 0, dims_text)
+        return begin, (() if begin == end else end)
+    return int_tuple("pad", value, dims, 0, dims_text), ()

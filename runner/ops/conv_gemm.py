@@ -3,7 +3,7 @@
 C (k, o): out (n·ho·wo, o). What rocMLIR's conv_gemm computes.
 
 Kernel contract: f(x, w, c, *, stride, padding, dilation) -> out, x and w as a conv2d kernel gets them
-(the layout's conv part), c (k, o); the kernel rounds Y to the dtype before the gemm.
+(the layout's conv part; padding as conv's: ints, or (begin, end) pairs when asymmetric), c (k, o); the kernel rounds Y to the dtype before the gemm.
 
 Layouts: the conv part ("nchw" or "nhwc", as conv2d's) and C's letter ("n", or "t": the transposed
 view of a contiguous tensor), e.g. "nhwc-t" (rocMLIR's two layout families and --transC). The output
@@ -111,7 +111,9 @@ class ConvGemmOp(Op):
         """Y as a (n·ho·wo, k) float64 matrix, exact."""
         import torch
 
-        return as_matrix(torch.nn.functional.conv2d(inputs64["x"], inputs64["w"], **params.conv.geometry))
+        from .conv import torch_conv_fwd
+
+        return as_matrix(torch_conv_fwd(inputs64["x"], inputs64["w"], **params.conv.geometry))
 
     def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         import torch
@@ -130,5 +132,7 @@ class ConvGemmOp(Op):
 def torch_conv_gemm(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor, *, stride, padding, dilation) -> torch.Tensor:
     import torch
 
-    y = torch.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)  # in the dtype: rounded
+    from .conv import torch_conv_fwd
+
+    y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)  # in the dtype: rounded
     return torch.matmul(as_matrix(y), c)

@@ -2,8 +2,10 @@
 output and, at each output's worst elements, what each error source contributes to the bound, so a
 failure says which step (Q·Kᵀ, exp, P rounding, P·V, the output rounding...) the kernel exceeds.
 
-The reference-variant and accumulator-model analyses of explain.py are about one product sum; they
-do not apply to a composed op and are not run here."""
+The measured arithmetic is held against the case's requirements as `e2egen run` does (a bound that
+follows an f16 accumulator is wide, and the requirement is what fails such a kernel). The
+reference-variant and accumulator-model analyses of explain.py are about one product sum; they do not
+apply to a composed op and are not run here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,10 +55,13 @@ class TermsExplanation:
     kernel_failure: str = ""
     outputs: list[OutputExplanation] = field(default_factory=list)
     arithmetic: str = ""
+    broken: list[str] = field(default_factory=list)  # requirements the measured arithmetic breaks (fail the case)
+    accepted: list[str] = field(default_factory=list)  # broken ones an [[accept]] entry excuses
 
     @property
     def passed(self) -> bool:
-        return bool(self.skipped) or (not self.kernel_failure and all(o.verdict.passed for o in self.outputs))
+        return bool(self.skipped) or (not self.kernel_failure and not self.broken
+                                      and all(o.verdict.passed for o in self.outputs))
 
 
 def _source(part) -> str:
@@ -76,8 +81,16 @@ def explain_terms(case: Case, device: str | None = None) -> TermsExplanation:
         explanation.kernel_failure = failure.reason
         return explanation
     explanation.device = result.device
-    if result.arithmetic is not None:
-        explanation.arithmetic = f"{result.arithmetic.arithmetic.describe()} ({result.arithmetic.origin})"
+    measured = result.arithmetic
+    if measured is not None:
+        explanation.arithmetic = f"{measured.arithmetic.describe()} ({measured.origin})"
+        if measured.measured:  # held against the case's requirements as `e2egen run` does
+            from e2egen.runner.arithmetic.requirements import judge
+
+            failing, excused = judge(case.require, case.accepted, measured.arithmetic, case.dtype,
+                                     measured.device.device, measured.device.impl, str(measured.cell))
+            explanation.broken = [v.message for v in failing]
+            explanation.accepted = [f"{v.message} — {entry.reason}" for v, entry in excused]
     model = (case.bound or runner.BoundModel()).with_arithmetic(result.arithmetic.arithmetic if result.arithmetic else None)
     for name, output in result.outputs.items():
         comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz,
@@ -113,6 +126,8 @@ def render_terms(explanation: TermsExplanation) -> str:
         return "\n".join(lines + [f"kernel failed: {explanation.kernel_failure}"])
     if explanation.arithmetic:
         lines.append(f"arithmetic: {explanation.arithmetic}")
+    lines += [f"REQUIREMENT BROKEN: {message}" for message in explanation.broken]
+    lines += [f"accepted deviation: {message}" for message in explanation.accepted]
     for output in explanation.outputs:
         lines += ["", f"output {output.name}: {'passed' if output.verdict.passed else 'FAILED: ' + output.verdict.summary}"]
         for element in output.worst:

@@ -21,8 +21,8 @@ entry's values). The converter works in three steps:
 Mapping:
 - `--operation` conv2d | conv2d_bwd_data | conv2d_bwd_weight (and the older
   conv, conv_bwd_data, conv_bwd_weight) -> op conv2d, direction fwd |
-  bwd_data | bwd_weight; gemm -> op gemm, direction fwd; attention -> op
-  attention, direction fwd. No --operation: rocmlir-gen's default, conv2d
+  bwd_data | bwd_weight; gemm, attention, gemm_gemm, conv_gemm -> the op of
+  that name, direction fwd. No --operation: rocmlir-gen's default, conv2d
   fwd. A rocMLIR suite whose tests use two ops becomes two suites.
 - `-t`: f32, f16, bf16 as they are (default f32); i8 and the fp8 variants
   (fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8) are reported and left out, of the
@@ -31,14 +31,39 @@ Mapping:
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   anything else is reported and its cases left out. gemm layouts: the first
-  letter is A, the second B, `t` when `--transA` / `--transB` is true.
+  letter is A, the second B, `t` when `--transA` / `--transB` is true;
+  gemm's --transC (its output's storage order) is merged and reported.
 - conv shape: -batchsize -in_channels -out_channels -in_h -in_w -fil_h -fil_w
   -dilation_h/_w -conv_stride_h/_w -padding_h/_w (or _l/_r) -groupsize, and
-  the MIOpen-driver short forms -n -c -k -H -W -y -x -l -j -u -v -p -q -g.
-  in/out_channels are totals over the groups, as in torch. Asymmetric
-  padding (l != r) cannot be expressed (torch pads symmetrically): the config
-  is reported and skipped. gemm shape: -m -n -k, -g (or -groupsize) the batch;
-  g = 1 is a plain 2-d gemm (no `batch` key).
+  the MIOpen-driver short forms -n -c -k -H -W -y -x -l -j -u -v -q -g (not
+  -p: see below). in/out_channels are totals over the groups, as in torch.
+  Padding as rocmlir-gen's correctConvParameters(): -padding_h sets both
+  sides when -padding_h_l and _r are 0 (absent); equal sides give `pad = [h, w]`,
+  unequal ones (rocMLIR's -padding_h_l=2 -padding_h_r=1) begin/end pairs
+  `pad = [[2, 1], [w_l, w_r]]`, named `p2_1x..`. gemm shape: -m -n -k, -g (or
+  -groupsize) the batch; g = 1 is a plain 2-d gemm (no `batch` key).
+- gemm_gemm (rocmlir-gen's getGemmElementwiseGemmTypes and its CPU reference
+  createCpuGemmElementwiseGemmKernelWithMlir: A (g, m, k), B (g, k, n), C
+  (g, n, gemmO), out = R_T(A·B)·C (g, m, gemmO), the first product stored in
+  the element type): -m -n -k -gemmO -> m, n, k, o; -g the batch (g = 1: no
+  `batch` key). Layouts: three letters A, B, C, `t` for --transA / --transB
+  / --transC (each operand stored transposed). --transO (the output stored
+  (gemmO, m)) is merged and reported.
+- conv_gemm (getConvElementwiseGemmTypes, createCpuConvElementwiseGemmKernel-
+  WithMlir: the forward conv's output (n, ho, wo, k) in the element type,
+  viewed as (n·ho·wo, k), times C (k, gemmO); one group): the conv flags as
+  above plus -gemmO -> o; -groupsize other than 1 is reported and skipped.
+  Layouts: the conv family from -fil_layout -in_layout (gkcyx/ngchw -> nchw,
+  gkyxc/nhwgc -> nhwc; the conv output stays inside the kernel, so
+  -out_layout means nothing to it), then C's letter, `t` for --transC:
+  "nchw-n", "nchw-t", "nhwc-n", "nhwc-t". --transO merged and reported.
+- -p (rocmlir-gen's "populate default values", not MIOpen's pad_h): its
+  populateDefaults() runs after the command line is read and sets the op's
+  default problem over whatever sizes were given (DEFAULT_PROBLEMS: conv
+  n128 c8 k128 32x32 3x3, stride/dilation 1, pad 0, one group; conv_gemm the
+  same and gemmO 769; gemm g1 m1024 k769 n512; gemm_gemm the same and gemmO
+  769; attention g1 seq 1024/1024, 1/1 heads, head dims 32/32). Sizes it
+  replaces are reported as ignored; -p=false changes nothing.
 - attention (rocmlir-gen's CPU reference: S = Q·Kᵀ, times the
   --with-attn-scale tensor, plus the --with-attn-bias tensor, masks, softmax
   over the keys, ·V; no implicit 1/sqrt(d)): -seq_len_q -seq_len_k
@@ -70,14 +95,15 @@ Mapping:
   one of rocMLIR's PR-CI catalogues, so the suite gets `pr = true`. Inputs
   use range r0 = [-1, 1]: rocMLIR's random data range differs per type.
 - config names come from the shape (`n64-c128-k128-28x28-f3x3-p1`,
-  `b3-m1024-n1024-k769`, `b3-hq4-hkv2-sq1-sk384-d64-scale-bias-causal-kv18x2x33-lse`);
+  `n64-c64-k64-4x4-f2x2-s2-p2_1x2_0`, `b3-m1024-n1024-k769`, `m64-n64-k64-o64`,
+  `n2-c32-k32-28x28-f3x3-p1-o64`, `b3-hq4-hkv2-sq1-sk384-d64-scale-bias-causal-kv18x2x33-lse`);
   a config with the same shape as an earlier one (it differed only in
   dropped flags, e.g. --reverse_grid) gets `-2`, `-3`.
 - reported as not imported: unknown flags (the config is still imported when
   its shape is complete), flags with no equivalent (--reverse_grid,
-  --perf_config, --transC=true, --transO=true, -split_kv, -rand...), axes
-  with no equivalent (schedule_version, transO: their values are merged,
-  each case runs once), excludes
+  --perf_config, gemm's --transC=true, --transO=true, -split_kv, -rand...),
+  axes with no equivalent (schedule_version, transO: their values are
+  merged, each case runs once), excludes
   that no longer exclude anything. Reported as ignored: flags and lit
   substitutions that do not change what is computed (--arch, %pv...).
 """
@@ -110,6 +136,8 @@ OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
     "conv2d_bwd_weight": ("conv2d", "bwd_weight"), "conv_bwd_weight": ("conv2d", "bwd_weight"),
     "gemm": ("gemm", "fwd"),
     "attention": ("attention", "fwd"),
+    "gemm_gemm": ("gemm_gemm", "fwd"),
+    "conv_gemm": ("conv_gemm", "fwd"),
 }
 DEFAULT_OPERATION = "conv2d"
 DTYPES = ("f32", "f16", "bf16")
@@ -126,12 +154,18 @@ CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> lay
     ("kcyx", "nchw", "nkhw"): "nchw",
     ("kyxc", "nhwc", "nhwk"): "nhwc",
 }
+CONV_LAYOUT_NAMES = {"nchw": ("gkcyx", "ngchw", "ngkhw"), "nhwc": ("gkyxc", "nhwgc", "nhwgk")}  # for messages
 DEFAULT_CONV_LAYOUT = ("gkcyx", "ngchw", "ngkhw")
 LAYOUT_FLAGS = ("fil_layout", "in_layout", "out_layout")
 TRANSPOSE_FLAGS = ("transA", "transB")
+GEMM_GEMM_TRANSPOSE_FLAGS = ("transA", "transB", "transC")
 ATTENTION_TRANSPOSE_FLAGS = {"transQ": "q", "transK": "k", "transV": "v"}  # flag -> the tensor it stores transposed
 # Flags that pick the case's op, direction, dtype or layout (an axis of ours).
-CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS)
+CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS)
+LAYOUT_FLAGS_OF = {  # op -> the case flags that make its layout (the others mean nothing to it, or are merged)
+    "conv2d": LAYOUT_FLAGS, "gemm": TRANSPOSE_FLAGS, "attention": tuple(ATTENTION_TRANSPOSE_FLAGS),
+    "gemm_gemm": GEMM_GEMM_TRANSPOSE_FLAGS, "conv_gemm": ("fil_layout", "in_layout", "transC"),
+}
 
 TOLERANCE_FLAGS = {"RMS_threshold": "rms", "relDiff_threshold": "max_rel_diff", "absDiff_threshold": "max_abs_diff"}
 
@@ -140,10 +174,28 @@ CONV_SHAPE_FLAGS = {  # rocmlir-gen flag or MIOpen-driver short form -> rocmlir-
                       "dilation_h", "dilation_w", "conv_stride_h", "conv_stride_w", "padding_h", "padding_w",
                       "padding_h_l", "padding_h_r", "padding_w_l", "padding_w_r", "groupsize", "out_h", "out_w")},
     "n": "batchsize", "c": "in_channels", "k": "out_channels", "H": "in_h", "W": "in_w", "y": "fil_h", "x": "fil_w",
-    "l": "dilation_h", "j": "dilation_w", "u": "conv_stride_h", "v": "conv_stride_w", "p": "padding_h", "q": "padding_w",
+    "l": "dilation_h", "j": "dilation_w", "u": "conv_stride_h", "v": "conv_stride_w", "q": "padding_w",
     "g": "groupsize",
-}
+}  # no -p: MIOpen's pad_h, but rocmlir-gen's "populate default values" (POPULATE_FLAG)
+CONV_GEMM_SHAPE_FLAGS = {**CONV_SHAPE_FLAGS, "gemmO": "gemmO"}
 GEMM_SHAPE_FLAGS = {"m": "m", "n": "n", "k": "k", "g": "batch", "groupsize": "batch"}
+GEMM_GEMM_SHAPE_FLAGS = {**GEMM_SHAPE_FLAGS, "gemmO": "o"}
+# rocmlir-gen's -p ("populate default values"): populateDefaults() sets these sizes, whatever the command
+# line gave, after correctConvParameters(); conv_gemm counts as a conv there and also gets -gemmO 769.
+POPULATE_FLAG = "p"
+CONV_DEFAULT_PROBLEM = {
+    "groupsize": 1, "batchsize": 128, "in_channels": 8, "out_channels": 128, "in_h": 32, "in_w": 32, "fil_h": 3,
+    "fil_w": 3, "dilation_h": 1, "dilation_w": 1, "conv_stride_h": 1, "conv_stride_w": 1, "padding_h_l": 0,
+    "padding_h_r": 0, "padding_w_l": 0, "padding_w_r": 0,
+}
+DEFAULT_PROBLEMS = {  # op -> rocmlir-gen flag -> the value -p gives it
+    "conv2d": CONV_DEFAULT_PROBLEM,
+    "conv_gemm": {**CONV_DEFAULT_PROBLEM, "gemmO": 769},
+    "gemm": {"groupsize": 1, "m": 1024, "k": 769, "n": 512},
+    "gemm_gemm": {"groupsize": 1, "m": 1024, "k": 769, "n": 512, "gemmO": 769},
+    "attention": {"groupsize": 1, "seq_len_q": 1024, "seq_len_k": 1024, "num_heads_q": 1, "num_heads_kv": 1,
+                  "head_dim_qk": 32, "head_dim_v": 32},
+}
 ATTENTION_SIZE_FLAGS = {  # rocmlir-gen flag -> e2egen attention parameter (positive integers)
     "seq_len_q": "seq_q", "seq_len_k": "seq_k", "head_dim_qk": "head_dim_qk", "head_dim_v": "head_dim_v",
     "num_heads_q": "heads_q", "num_heads_kv": "heads_kv", "g": "batch", "groupsize": "batch",
@@ -156,7 +208,11 @@ ATTENTION_WINDOW_FLAGS = {"sliding_window_size": "0", "sliding_window_look_back"
 ATTENTION_LEGACY_FLAGS = ("seq_len", "num_heads")  # rocmlir-gen's first attention interface
 ATTENTION_FLAGS = (*ATTENTION_SIZE_FLAGS, *ATTENTION_SWITCH_FLAGS, *ATTENTION_LIST_FLAGS, *ATTENTION_WINDOW_FLAGS,
                    *ATTENTION_LEGACY_FLAGS)
-SHAPE_FLAGS = {"conv2d": CONV_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS, "attention": ATTENTION_FLAGS}
+SHAPE_FLAGS = {  # op -> the flags its shape reads (-p included: it sets them)
+    "conv2d": (*CONV_SHAPE_FLAGS, POPULATE_FLAG), "gemm": (*GEMM_SHAPE_FLAGS, POPULATE_FLAG),
+    "attention": (*ATTENTION_FLAGS, POPULATE_FLAG), "gemm_gemm": (*GEMM_GEMM_SHAPE_FLAGS, POPULATE_FLAG),
+    "conv_gemm": (*CONV_GEMM_SHAPE_FLAGS, POPULATE_FLAG),
+}
 
 # Flags that do not change what is computed: reported as ignored, with why.
 IGNORED_FLAGS = {
@@ -173,12 +229,14 @@ NO_EQUIVALENT = {
     "reverse_grid": "a kernel scheduling variant; e2egen's kernel under test is torch's",
     "schedule_version": "a kernel scheduling variant; e2egen's kernel under test is torch's",
     "perf_config": "a kernel tuning choice; e2egen's kernel under test is torch's",
-    "transC": "the output's storage order has no equivalent (gemm layouts name A and B only)",
+    "transC": "gemm's output storage order (gemm_gemm's and conv_gemm's --transC is their C input's, a layout); "
+              "e2egen compares the output as a logical tensor",
     "rand": "rocMLIR's input data; this catalogue draws its inputs from range r0",
     "rand_type": "rocMLIR's input data; this catalogue draws its inputs from range r0",
     "rand_min": "rocMLIR's input data; this catalogue draws its inputs from range r0",
     "rand_max": "rocMLIR's input data; this catalogue draws its inputs from range r0",
-    "transO": "the attention output's storage order; e2egen compares the output as a logical tensor",
+    "rand_side": "rocMLIR's input data; this catalogue draws its inputs from range r0",
+    "transO": "the output's storage order; e2egen compares the output as a logical tensor",
     "split_kv": "flash decoding, a kernel variant: rocMLIR recombines the split results on the host, "
                 "the same attention; e2egen's kernel under test is torch's",
 }
@@ -661,7 +719,26 @@ def resolve_case(flags: Mapping[str, Flag], notes: Notes) -> tuple[str, CaseKey]
     layout = _LAYOUT_RESOLVERS[op](flags, notes)
     if dtype is None or layout is None:
         return None
+    _note_layout_flags_of_other_ops(op, flags, notes)
     return op, CaseKey(direction, dtype, layout)
+
+
+def _note_layout_flags_of_other_ops(op: str, flags: Mapping[str, Flag], notes: Notes) -> None:
+    """Case flags this op's layout does not read: gemm's --transC (its output's storage order) is merged;
+    -out_layout means nothing to conv_gemm (its conv output stays inside the kernel); others are unused."""
+    for name in (*LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS):
+        flag = flags.get(name)
+        if flag is None or name in LAYOUT_FLAGS_OF[op] or (name not in LAYOUT_FLAGS and not _boolean(flag)):
+            continue
+        if name == "transC" and op == "gemm":
+            notes.add(flag.source.line, flag.source.what, f"{flag.text} dropped: {NO_EQUIVALENT['transC']}; "
+                                                          "merged with --transC=false")
+        elif name == "out_layout" and op == "conv_gemm":
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: conv_gemm has no conv output tensor (its "
+                                                          "conv result stays inside the kernel)", kind=IGNORED)
+        else:
+            notes.add(flag.source.line, flag.source.what, f"{flag.text}: not a flag of {op} (rocmlir-gen ignores it)",
+                      kind=IGNORED)
 
 
 def _resolve_dtype(flag: Flag | None, op: str, notes: Notes) -> str | None:
@@ -674,20 +751,42 @@ def _resolve_dtype(flag: Flag | None, op: str, notes: Notes) -> str | None:
     return None
 
 
-def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
-    given = [flags.get(name) for name in LAYOUT_FLAGS]
+def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int = 3) -> str | None:
+    """nchw or nhwc from -fil_layout -in_layout -out_layout (the first `tensors` of them), or None (reported)."""
+    given = [flags.get(name) for name in LAYOUT_FLAGS[:tensors]]
     names = tuple((f.value or "") if f else default for f, default in zip(given, DEFAULT_CONV_LAYOUT))
-    layout = CONV_LAYOUTS.get(tuple(n.lower().replace("g", "") for n in names))
+    layouts = {key[:tensors]: layout for key, layout in CONV_LAYOUTS.items()}
+    layout = layouts.get(tuple(n.lower().replace("g", "") for n in names))
     if layout is None:
         source = next(f.source for f in given if f)
         text = " ".join(f"-{n}={v}" for n, v in zip(LAYOUT_FLAGS, names))
-        notes.add(source.line, source.what, f"conv layout {text} has no equivalent (e2egen has nchw: gkcyx/ngchw/ngkhw, nhwc: gkyxc/nhwgc/nhwgk); left out")
+        families = ", ".join(f"{layout}: {'/'.join(names[:tensors])}" for layout, names in CONV_LAYOUT_NAMES.items())
+        notes.add(source.line, source.what, f"conv layout {text} has no equivalent (e2egen has {families}); left out")
     return layout
 
 
+def _resolve_conv_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    """The conv's layout family from -fil_layout -in_layout (rocmlir-gen's conv_gemm has no conv output
+    tensor), then C's letter: "t" when --transC stores C (k, o) transposed."""
+    conv = _resolve_conv_layout(flags, notes, tensors=2)
+    letters = _transpose_letters(flags, ("transC",), notes)
+    return None if conv is None or letters is None else f"{conv}-{letters}"
+
+
 def _resolve_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    return _transpose_letters(flags, TRANSPOSE_FLAGS, notes)
+
+
+def _resolve_gemm_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    """A's, B's and C's letters (rocmlir-gen's getGemmElementwiseGemmTypes: A (m, k), B (k, n), C (n, gemmO),
+    each stored transposed with its --trans flag); --transO, the output's storage order, is merged."""
+    return _transpose_letters(flags, GEMM_GEMM_TRANSPOSE_FLAGS, notes)
+
+
+def _transpose_letters(flags: Mapping[str, Flag], names: Iterable[str], notes: Notes) -> str | None:
+    """One letter per flag: "t" when true, "n" when false or absent; None (reported) when malformed."""
     letters = ""
-    for name in TRANSPOSE_FLAGS:
+    for name in names:
         flag = flags.get(name)
         value = _boolean(flag)
         if value is None:
@@ -714,6 +813,7 @@ def _resolve_attention_layout(flags: Mapping[str, Flag], notes: Notes) -> str | 
 
 _LAYOUT_RESOLVERS = {
     "conv2d": _resolve_conv_layout, "gemm": _resolve_gemm_layout, "attention": _resolve_attention_layout,
+    "gemm_gemm": _resolve_gemm_gemm_layout, "conv_gemm": _resolve_conv_gemm_layout,
 }
 
 
@@ -723,11 +823,18 @@ def _boolean(flag: Flag | None) -> bool | None:
     return {"true": True, "1": True, None: True, "false": False, "0": False}.get(flag.value.lower() if flag.value else None)
 
 
+SHAPE_TABLES = {"conv2d": CONV_SHAPE_FLAGS, "conv_gemm": CONV_GEMM_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS,
+                "gemm_gemm": GEMM_GEMM_SHAPE_FLAGS}
+
+
 def resolve_shape(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, object], ...] | None:
     """The config's shape parameters, or None (reported) when they are incomplete or not expressible."""
+    flags = _populate_defaults(op, tuple(flags), notes)
+    if flags is None:
+        return None
     if op == "attention":
         return _attention_params(flags, notes)
-    table = CONV_SHAPE_FLAGS if op == "conv2d" else GEMM_SHAPE_FLAGS
+    table = SHAPE_TABLES[op]
     values: dict[str, int] = {}
     first = None
     for flag in flags:
@@ -739,7 +846,36 @@ def resolve_shape(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[tuple[s
             notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected a non-negative integer; config skipped")
             return None
         values[table[flag.name]] = number
-    return (_conv_params if op == "conv2d" else _gemm_params)(values, first, notes)
+    return _PARAMS_OF[op](values, first, notes)
+
+
+def _populate_defaults(op: str, flags: tuple[Flag, ...], notes: Notes) -> tuple[Flag, ...] | None:
+    """The flags with rocmlir-gen's -p applied: its populateDefaults() gives the op's default problem
+    (DEFAULT_PROBLEMS), replacing any size the command line gave; -p=false changes nothing."""
+    populate = next((f for f in reversed(flags) if f.name == POPULATE_FLAG), None)
+    rest = tuple(f for f in flags if f.name != POPULATE_FLAG)
+    if populate is None:
+        return rest
+    value = _boolean(populate)
+    if value is None:
+        notes.add(populate.source.line, populate.source.what, f"{populate.text}: expected true or false; config skipped")
+        return None
+    if not value:
+        return rest
+    defaults = DEFAULT_PROBLEMS[op]
+    conv = op in ("conv2d", "conv_gemm")
+
+    def canonical(name: str) -> str:
+        name = CONV_SHAPE_FLAGS.get(name, name) if conv else ("groupsize" if name == "g" else name)
+        return {"padding_h": "padding_h_l", "padding_w": "padding_w_l"}.get(name, name) if conv else name
+
+    replaced = [f for f in rest if canonical(f.name) in defaults]
+    if replaced:
+        notes.add(populate.source.line, populate.source.what,
+                  f"{populate.text} (populate default values): rocmlir-gen replaces {' '.join(f.text for f in replaced)} "
+                  f"by its default {op} problem", kind=IGNORED)
+    given = tuple(Flag(name, str(number), f"-{name}={number}", populate.source) for name, number in defaults.items())
+    return tuple(f for f in rest if f not in replaced) + given
 
 
 def _integer(text: str | None) -> int | None:
@@ -753,14 +889,16 @@ def _conv_params(v: dict[str, int], source: Source | None, notes: Notes):
     if missing:
         notes.add(line, what, f"incomplete conv2d shape: no {', '.join(missing)}; config skipped")
         return None
-    pads = []
-    for dim in ("h", "w"):
-        low = v.get(f"padding_{dim}_l", v.get(f"padding_{dim}", 0))
-        high = v.get(f"padding_{dim}_r", v.get(f"padding_{dim}", 0))
-        if low != high:
-            notes.add(line, what, f"asymmetric padding -padding_{dim}_l={low} -padding_{dim}_r={high} cannot be expressed (torch pads both sides alike); config skipped")
-            return None
-        pads.append(low)
+    pairs = []
+    for dim in ("h", "w"):  # rocmlir-gen's correctConvParameters(): -padding_h sets _l and _r when both are 0
+        low, high, both = (v.get(f"padding_{dim}{side}", 0) for side in ("_l", "_r", ""))
+        if both > 0 and low == high == 0:
+            low = high = both
+        elif both > 0 and (low, high) != (both, both):
+            notes.add(line, what, f"-padding_{dim}={both} with -padding_{dim}_l={low} -padding_{dim}_r={high}: "
+                                  f"rocmlir-gen complains and uses the _l/_r values", kind=IGNORED)
+        pairs.append([low, high])
+    pads = [low for low, _ in pairs] if all(low == high for low, high in pairs) else pairs
     params: dict[str, object] = {
         "n": v["batchsize"], "c": v["in_channels"], "k": v["out_channels"],
         "hw": [v["in_h"], v["in_w"]], "kernel": [v["fil_h"], v["fil_w"]],
@@ -780,24 +918,50 @@ def _conv_params(v: dict[str, int], source: Source | None, notes: Notes):
 def _output_size_matches(v: dict[str, int], params: dict, line, what, notes: Notes) -> bool:
     """rocmlir-gen accepts -out_h/-out_w; they must agree with the rest, since e2egen derives them."""
     stride, pad, dilation = (params.get(k, d) for k, d in (("stride", [1, 1]), ("pad", [0, 0]), ("dilation", [1, 1])))
+    pairs = [p if isinstance(p, list) else [p, p] for p in pad]
     for i, dim in enumerate("hw"):
         if f"out_{dim}" not in v:
             continue
-        size = (params["hw"][i] + 2 * pad[i] - dilation[i] * (params["kernel"][i] - 1) - 1) // stride[i] + 1
+        size = (params["hw"][i] + sum(pairs[i]) - dilation[i] * (params["kernel"][i] - 1) - 1) // stride[i] + 1
         if v[f"out_{dim}"] != size:
             notes.add(line, what, f"-out_{dim}={v[f'out_{dim}']} disagrees with the other sizes (they give {size}); config skipped")
             return False
     return True
 
 
-def _gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
+def _conv_gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
+    """conv2d's parameters (rocmlir-gen's conv flags) plus o = -gemmO: C is (k, gemmO), the output
+    (n * ho * wo, gemmO) (getConvElementwiseGemmTypes); one group only."""
     line, what = (source.line, source.what) if source else (None, "config")
-    missing = [f"-{name}" for name in ("m", "n", "k") if name not in v]
-    if missing:
-        notes.add(line, what, f"incomplete gemm shape: no {', '.join(missing)}; config skipped")
+    if "gemmO" not in v:
+        notes.add(line, what, "incomplete conv_gemm shape: no -gemmO; config skipped")
         return None
-    batch = v.get("batch", 1)
-    return ((("batch", batch),) if batch != 1 else ()) + (("m", v["m"]), ("n", v["n"]), ("k", v["k"]))
+    if v.get("groupsize", 1) != 1:
+        notes.add(line, what, f"-groupsize={v['groupsize']}: rocmlir-gen's conv_gemm has one group (C is (1, k, gemmO), "
+                              "its reference no grouped conv); config skipped")
+        return None
+    conv = _conv_params(v, source, notes)
+    return None if conv is None else conv + (("o", v["gemmO"]),)
+
+
+def _gemm_params(v: dict[str, int], source: Source | None, notes: Notes, op: str = "gemm", extra: tuple = ()):
+    line, what = (source.line, source.what) if source else (None, "config")
+    names = {"m": "m", "n": "n", "k": "k", **{key: "gemmO" for key in extra}}
+    missing = [f"-{flag}" for key, flag in names.items() if key not in v]
+    if missing:
+        notes.add(line, what, f"incomplete {op} shape: no {', '.join(missing)}; config skipped")
+        return None
+    batch = v.get("batch", 1)  # g = 1 is a plain product, as rocmlir-gen's (1, m, k) tensors are
+    return ((("batch", batch),) if batch != 1 else ()) + tuple((key, v[key]) for key in names)
+
+
+def _gemm_gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
+    """m, n, k, o = -m -n -k -gemmO: A (m, k), B (k, n), C (n, gemmO), out (m, gemmO) (getGemmElementwiseGemmTypes)."""
+    return _gemm_params(v, source, notes, op="gemm_gemm", extra=("o",))
+
+
+_PARAMS_OF = {"conv2d": _conv_params, "conv_gemm": _conv_gemm_params, "gemm": _gemm_params,
+              "gemm_gemm": _gemm_gemm_params}
 
 
 def _attention_params(flags: Iterable[Flag], notes: Notes):
@@ -1017,17 +1181,21 @@ def _safe_name(text: str) -> str:
 
 
 def config_name(op: str, params: Mapping[str, object]) -> str:
+    """`n64-c128-k128-28x28-f3x3-p1`, `n2-c8-k8-6x6-f3x3-p1_0x0_2-o16`, `b3-m1024-n1024-k769`, `m64-n64-k64-o64`."""
     if op == "attention":
         return _attention_name(params)
-    if op == "gemm":
-        return "-".join(([f"b{params['batch']}"] if "batch" in params else []) + [f"m{params['m']}", f"n{params['n']}", f"k{params['k']}"])
+    if op in ("gemm", "gemm_gemm"):
+        keys = ("batch", "m", "n", "k", "o")
+        return "-".join(f"{'b' if key == 'batch' else key}{params[key]}" for key in keys if key in params)
     parts = [f"n{params['n']}", f"c{params['c']}", f"k{params['k']}", _pair(params["hw"]), "f" + _pair(params["kernel"])]
     for key, letter in (("stride", "s"), ("pad", "p"), ("dilation", "d")):
         if key in params:
-            h, w = params[key]
+            h, w = ("_".join(map(str, v)) if isinstance(v, list) else v for v in params[key])  # asymmetric: begin_end
             parts.append(f"{letter}{h}" if h == w else f"{letter}{h}x{w}")
     if "groups" in params:
         parts.append(f"g{params['groups']}")
+    if "o" in params:
+        parts.append(f"o{params['o']}")
     return "-".join(parts)
 
 

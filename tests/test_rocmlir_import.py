@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import itertools
+import re
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -183,7 +185,7 @@ def test_short_flags_layouts_and_thresholds():
         [[suite]]
         name = "s"
         [[suite.test]]
-        config = "-n 2 -c 4 -k 8 -H 9 -W 7 -y 3 -x 1 -u 2 -v 1 -p 1 -q 0 -l 1 -j 1 -g 2 -t bf16 -RMS_threshold 0.02"
+        config = "-n 2 -c 4 -k 8 -H 9 -W 7 -y 3 -x 1 -u 2 -v 1 -padding_h=1 -q 0 -l 1 -j 1 -g 2 -t bf16 -RMS_threshold 0.02"
     ''')
     [suite] = conversion.suites
     assert not suite.pr  # not a Pr* directory
@@ -195,18 +197,36 @@ def test_short_flags_layouts_and_thresholds():
     assert all(c.tolerances == {"rms": 0.02, "max_rel_diff": 0.01, "max_abs_diff": 0.5, "bound_ratio": 1.0} for c in cases)
 
 
-def test_asymmetric_padding_skips_the_config_and_says_so():
+def test_asymmetric_padding_becomes_begin_end_pairs():
+    """rocmlir-gen's correctConvParameters(): -padding_h sets both sides when -padding_h_l/_r are 0."""
     conversion, cases = convert_text(HEADER + f'''
+        [[axis]]
+        name = "operation"
+        values = ["conv", "conv_bwd_data", "conv_bwd_weight"]
+        prefix = "--operation "
         [[suite]]
         name = "s"
         [[suite.test]]
         config = "{CONV} -padding_h_l=1 -padding_h_r=0"
         [[suite.test]]
         config = "{CONV} -padding_h=1 -padding_w_l=2 -padding_w_r=2"
+        [[suite.test]]
+        config = "{CONV} -padding_h=1 -padding_h_l=0 -padding_h_r=0 -padding_w_l=2 -padding_w_r=1 -out_h=6 -out_w=7"
+        [[suite.test]]
+        config = "{CONV} -padding_h=2 -padding_h_l=1"
     ''')
-    assert [c.name for c in conversion.suites[0].configs] == ["n2-c4-k8-6x6-f3x3-p1x2"]
-    assert any("asymmetric padding -padding_h_l=1 -padding_h_r=0" in line and "config skipped" in line for line in conversion.report())
-    assert len(cases) == 1  # defaults: conv2d fwd, f32, nchw
+    configs = {named.name: dict(named.config.params)["pad"] for named in conversion.suites[0].configs}
+    assert configs == {
+        "n2-c4-k8-6x6-f3x3-p1_0x0_0": [[1, 0], [0, 0]],
+        "n2-c4-k8-6x6-f3x3-p1x2": [1, 2],
+        "n2-c4-k8-6x6-f3x3-p1_1x2_1": [[1, 1], [2, 1]],  # -padding_h=1 fills both zero sides; out 6x7 agrees
+        "n2-c4-k8-6x6-f3x3-p1_0x0_0-2": [[1, 0], [0, 0]],  # _l given: rocmlir-gen keeps _l=1, _r=0
+    }
+    report = "\n".join(conversion.report())
+    assert "asymmetric" not in report and "skipped" not in report
+    assert "-padding_h=2 with -padding_h_l=1 -padding_h_r=0: rocmlir-gen complains and uses the _l/_r values" in report
+    assert len(cases) == 4 * 3  # every direction of every config
+    assert {c.params["pad"] == [[1, 1], [2, 1]] for c in cases if c.config == "n2-c4-k8-6x6-f3x3-p1_1x2_1"} == {True}
 
 
 def test_unknown_flag_is_reported_and_the_config_kept():
@@ -292,7 +312,7 @@ def test_unknown_layout_and_operation_are_reported():
     conversion, cases = convert_text(HEADER + f'''
         [[axis]]
         name = "operation"
-        values = ["conv2d", "gemm_gemm"]
+        values = ["conv2d", "softmax"]
         prefix = "--operation "
         [[axis]]
         name = "layout"
@@ -303,7 +323,7 @@ def test_unknown_layout_and_operation_are_reported():
         config = "{CONV}"
     ''')
     report = "\n".join(conversion.report())
-    assert "operation 'gemm_gemm' has no equivalent" in report
+    assert "operation 'softmax' has no equivalent" in report
     assert "conv layout -fil_layout=gkyxc -in_layout=ngchw -out_layout=ngkhw has no equivalent" in report
     assert {(c.direction, c.layout) for c in cases} == {("fwd", "nchw")}
 
@@ -561,7 +581,7 @@ def test_attention_layouts_from_config_transposes_and_legacy_form():
     assert [(n.name, sorted(n.config.kept)) for n in suite.configs] == [
         ("sq64-sk64-d64", [CaseKey("fwd", "f16", "bhsd-qt-kt")]), ("sq64-sk64-d64-2", [CaseKey("fwd", "bf16", "bhsd-vt")])]
     report = "\n".join(conversion.report())
-    assert "--transO=true dropped: the attention output's storage order" in report
+    assert "--transO=true dropped: the output's storage order" in report
     assert "-seq_len 384 -num_heads 64: rocmlir-gen's first attention interface" in report
 
 
@@ -576,3 +596,194 @@ def test_attention_catalogues_load_and_expand():
     assert len(prefix) == 16  # f16, bf16 x 8 layouts; transO merged
     params = prefix[0].params
     assert params["kv_lengths"] == [18, 2, 33] and params["prefix_offset"] == [18, 5, 16] and params["scale"] == 1.0
+
+
+# ---------------------------------------------------------------- gemm_gemm, conv_gemm, -p
+
+def test_gemm_gemm_shapes_layouts_and_merged_transO():
+    """rocmlir-gen's gemm_gemm: A (g, m, k), B (g, k, n), C (g, n, gemmO); --transA/B/C store each transposed."""
+    conversion, cases = convert_text(HEADER.replace("--arch", "--operation gemm_gemm -t f16 --arch") + '''
+        [[axis]]
+        name = "transB"
+        values = ["true", "false"]
+        prefix = "--transB="
+        [[axis]]
+        name = "transC"
+        values = ["true", "false"]
+        prefix = "--transC="
+        [[axis]]
+        name = "transO"
+        values = ["true", "false"]
+        prefix = "--transO="
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-m 384 -n 384 -k 64 -gemmO 64"
+        [[suite.test]]
+        config = "-g 4 --transA=true -m 64 -n 32 -k 16 -gemmO 8 -perf_config attn:v2:32,32,64,32,32,32,4,1,1,2,1"
+        [[suite.test.exclude]]
+        name = "transC"
+        values = ["true"]
+        [[suite.test]]
+        config = "-g 1 -m 64 -n 32 -k 16"
+    ''')
+    [suite] = conversion.suites
+    assert (suite.op, suite.axes["dtypes"]) == ("gemm_gemm", ("f16",))
+    assert suite.axes["layouts"] == ("ntt", "ntn", "nnt", "nnn", "ttn", "tnn")  # A, B, C; rocMLIR's order
+    assert {named.name: dict(named.config.params) for named in suite.configs} == {
+        "m384-n384-k64-o64": {"m": 384, "n": 384, "k": 64, "o": 64},  # g = 1: a plain product
+        "b4-m64-n32-k16-o8": {"batch": 4, "m": 64, "n": 32, "k": 16, "o": 8},
+    }
+    assert ids(cases, "m384-n384-k64-o64") == {("fwd", "f16", layout) for layout in ("ntt", "ntn", "nnt", "nnn")}
+    assert ids(cases, "b4-m64-n32-k16-o8") == {("fwd", "f16", "ttn"), ("fwd", "f16", "tnn")}  # transC=true excluded
+    assert len(cases) == 6  # transO merged: each case once
+    assert {c.tolerances["max_rel_diff"] for c in cases} == {0.01}
+    report = "\n".join(conversion.report())
+    assert "axis 'transO': --transO true, false has no equivalent in e2egen (the output's storage order" in report
+    assert "merged" in report and "-perf_config attn:v2:32,32,64,32,32,32,4,1,1,2,1 dropped" in report
+    assert "incomplete gemm_gemm shape: no -gemmO; config skipped" in report
+
+
+def test_conv_gemm_layout_families_transC_and_checks():
+    """rocmlir-gen's conv_gemm: the conv (filter, input layouts; no conv output tensor) then C (k, gemmO)."""
+    conversion, cases = convert_text(HEADER.replace("--arch", "--operation conv_gemm -t bf16 --arch") + f'''
+        [[axis]]
+        name = "transC"
+        values = ["true", "false"]
+        prefix = "--transC="
+        [[axis]]
+        name = "layout"
+        values = ["-fil_layout=gkcyx -in_layout=ngchw", "-fil_layout=gkyxc -in_layout=nhwgc", "-fil_layout=gkcyx -in_layout=nhwgc"]
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-groupsize=1 {CONV} -dilation_h=2 -dilation_w=2 -padding_h_l=1 -padding_h_r=1 -padding_w_l=1 -padding_w_r=1 -gemmO=16"
+        [[suite.test]]
+        config = "{CONV} -conv_stride_h=2 -conv_stride_w=2 -padding_h_l=0 -padding_h_r=1 -padding_w_l=0 -padding_w_r=1 -gemmO=16 -out_layout=ngkhw"
+        [[suite.test]]
+        config = "-groupsize=2 {CONV} -gemmO=16"
+        [[suite.test]]
+        config = "{CONV}"
+    ''')
+    [suite] = conversion.suites
+    assert suite.op == "conv_gemm"
+    assert suite.axes["layouts"] == ("nchw-t", "nhwc-t", "nchw-n", "nhwc-n")
+    assert {named.name: dict(named.config.params) for named in suite.configs} == {
+        "n2-c4-k8-6x6-f3x3-p1-d2-o16": {"n": 2, "c": 4, "k": 8, "hw": [6, 6], "kernel": [3, 3], "pad": [1, 1],
+                                        "dilation": [2, 2], "o": 16},
+        "n2-c4-k8-6x6-f3x3-s2-p0_1-o16": {"n": 2, "c": 4, "k": 8, "hw": [6, 6], "kernel": [3, 3], "stride": [2, 2],
+                                          "pad": [[0, 1], [0, 1]], "o": 16},
+    }
+    assert len(cases) == 2 * 4 and {c.op for c in cases} == {"conv_gemm"}
+    report = "\n".join(conversion.report())
+    assert "conv layout -fil_layout=gkcyx -in_layout=nhwgc" in report and "left out" in report  # mixed families
+    assert "-out_layout=ngkhw: conv_gemm has no conv output tensor" in report
+    assert "-groupsize=2: rocmlir-gen's conv_gemm has one group" in report
+    assert "incomplete conv_gemm shape: no -gemmO; config skipped" in report
+
+
+def test_gemm_transC_is_the_output_order_and_merged():
+    conversion, cases = convert_text(HEADER.replace("--arch", "--operation gemm --arch") + '''
+        [[axis]]
+        name = "transC"
+        values = ["true", "false"]
+        prefix = "--transC="
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-m 8 -n 16 -k 4"
+        [[suite.test.exclude]]
+        name = "transC"
+        values = ["false"]
+    ''')
+    assert conversion.suites[0].axes["layouts"] == ("nn",)
+    assert len(cases) == 1
+    report = "\n".join(conversion.report())
+    assert "axis 'transC': --transC=true dropped: gemm's output storage order" in report and "merged" in report
+
+
+def test_populate_defaults_gives_rocmlir_gen_default_problem():
+    """-p is rocmlir-gen's populateDefaults(): the op's default sizes, over any sizes given; -p=false: none."""
+    def configs(operation: str, *tests: str):
+        header = HEADER.replace("--arch", f"--operation {operation} -t f16 --arch")
+        conversion, cases = convert_text(header + '\n[[suite]]\nname = "s"\n' + "".join(
+            f'[[suite.test]]\nconfig = "{config}"\n' for config in tests))
+        assert cases
+        return conversion, {named.name: dict(named.config.params) for s in conversion.suites for named in s.configs}
+
+    conversion, conv = configs("conv", "-p", f"-p=false {CONV} --padding_h=1 --padding_w=1",
+                               f"-p {CONV} -padding_h_l=2 -padding_h_r=1 -g 2")
+    default_conv = {"n": 128, "c": 8, "k": 128, "hw": [32, 32], "kernel": [3, 3]}
+    assert conv == {"n128-c8-k128-32x32-f3x3": default_conv, "n2-c4-k8-6x6-f3x3-p1": {**dict(
+        n=2, c=4, k=8, hw=[6, 6], kernel=[3, 3]), "pad": [1, 1]}, "n128-c8-k128-32x32-f3x3-2": default_conv}
+    report = "\n".join(conversion.report())
+    assert "ignored: t.toml:12: test 3 config: -p (populate default values): rocmlir-gen replaces -batchsize=2" in report
+    assert "-padding_h_l=2 -padding_h_r=1 -g 2 by its default conv2d problem" in report
+    assert configs("conv_gemm", "-p")[1] == {"n128-c8-k128-32x32-f3x3-o769": {**default_conv, "o": 769}}
+    assert configs("gemm", "-p -g 3 -m 8")[1] == {"m1024-n512-k769": {"m": 1024, "n": 512, "k": 769}}
+    assert configs("gemm_gemm", "-p")[1] == {"m1024-n512-k769-o769": {"m": 1024, "n": 512, "k": 769, "o": 769}}
+    assert configs("attention", "-p -causal")[1] == {"sq1024-sk1024-d32-causal": {
+        "seq_q": 1024, "seq_k": 1024, "head_dim_qk": 32, "scale": 1.0, "causal": True, "align": "top-left"}}
+
+
+# The real catalogues (ROCm/rocMLIR mlir/test/e2e, as stored for this project); skipped where absent.
+ROCMLIR_E2E = Path("/work/shared/rocmlir-e2e")
+FUSED = sorted(ROCMLIR_E2E.glob("*ElementwiseGemm*.toml"))
+MERGED_ONLY = ("axis 'transO'", "-perf_config", "axis 'splitKFactor'", "schedule_version", "-rand_type", "-rand_min",
+               "-rand_max")
+
+
+def rocmlir_keys(path: Path) -> dict[str, set[tuple[str, str]]]:
+    """rocMLIR's own expansion of a fused catalogue, read independently of the importer: per config
+    string, the (dtype, layout) pairs its runs need (layout as e2egen names it; transO ignored)."""
+    data = tomllib.loads(path.read_text())
+    suffix = data["suffix"].split("|")[0]
+    axes = data.get("axis", [])
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for suite in data["suite"]:
+        for test in suite["test"]:
+            for values in itertools.product(*[[(a["name"], v) for v in a["values"]] for a in axes]):
+                chosen = dict(values)
+                if test.get("exclude") and all(chosen.get(e["name"]) in e["values"] for e in test["exclude"]):
+                    continue
+                words = " ".join(a.get("prefix", "") + chosen[a["name"]] for a in axes)
+                [dtype] = re.findall(r"-t (\w+)", words) or re.findall(r"-t (\w+)", suffix)
+                letters = {name: "t" if f"--{name}=true" in words or f"--{name}=true" in test["config"] else "n"
+                           for name in ("transA", "transB", "transC")}
+                if "conv_gemm" in suffix:
+                    layout = ("nhwc" if "gkyxc" in words else "nchw") + "-" + letters["transC"]
+                else:
+                    layout = "".join(letters.values())
+                keys.setdefault(test["config"], set()).add((dtype, layout))
+    return keys
+
+
+@pytest.mark.skipif(not FUSED, reason="rocMLIR's catalogues are not here")
+@pytest.mark.parametrize("source", FUSED, ids=[p.stem for p in FUSED])
+def test_real_fused_catalogues_lose_no_case(source):
+    conversion = convert(read_rocmlir(source.read_text(), source.name))
+    lost = [line for line in conversion.report() if line.startswith("not imported")
+            and not any(merged in line for merged in MERGED_ONLY)]
+    assert not lost, lost  # only merged axes and dropped tuning/data flags: every rocMLIR case has its e2egen case
+    imported = {named.config.rocmlir_test.config: {(k.dtype, k.layout) for k in named.config.kept}
+                for suite in conversion.suites for named in suite.configs}
+    assert imported == rocmlir_keys(source)
+    cases = expand(parse_catalogue(conversion.to_toml(), source.name))
+    assert len(cases) == sum(len(keys) for keys in imported.values())
+    assert {c.op for c in cases} == {"conv_gemm" if "Conv" in source.name else "gemm_gemm"}
+
+
+@pytest.mark.skipif(not (ROCMLIR_E2E / "conv2d_regression_fwd.toml").exists(), reason="rocMLIR's catalogues are not here")
+def test_real_catalogues_with_p_and_asymmetric_padding():
+    conversions = {name: convert(read_rocmlir((ROCMLIR_E2E / f"{name}.toml").read_text(), f"{name}.toml"))
+                   for name in ("conv2d_regression_fwd", "conv2d_regression_bwd")}
+    names = [named.name for named in conversions["conv2d_regression_fwd"].suites[0].configs]
+    # config = "-p", "-p -rand_side filter", "-p -rand_side input": the default problem three times
+    assert names[:3] == ["n128-c8-k128-32x32-f3x3", "n128-c8-k128-32x32-f3x3-2", "n128-c8-k128-32x32-f3x3-3"]
+    [asymmetric] = [named for suite in conversions["conv2d_regression_bwd"].suites for named in suite.configs
+                    if "p2_1x2_0" in named.name]  # -padding_h_l=2 -padding_h_r=1 -padding_w_l=2 -padding_w_r=0
+    assert dict(asymmetric.config.params)["pad"] == [[2, 1], [2, 0]]
+    for name, conversion in conversions.items():
+        assert not [line for line in conversion.report() if "config skipped" in line]
+        cases = expand(parse_catalogue(conversion.to_toml(), name))
+        assert len(cases) == sum(len(named.config.kept) for suite in conversion.suites for named in suite.configs)

@@ -74,7 +74,7 @@ from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -228,6 +228,24 @@ class ScaledMagnitude:
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         return self.magnitude * self.coefficient(model)
+
+
+@dataclass(frozen=True, eq=False)
+class IndependentRoundings:
+    """Σ_j ρ_j t_j, roundings |ρ_j| <= u of different values, so independent with mean zero: at most
+    u·Σ|t_j| (`worst`), and under the probabilistic model (not `strict`) lam·u·sqrt(Σ t_j²) (`rms`)
+    when that is smaller (Higham & Mary's argument, as for the product sums' G(n))."""
+
+    coefficient: "Coefficient"  # u
+    worst: torch.Tensor  # Σ|t_j| per element
+    rms: torch.Tensor  # sqrt(Σ t_j²) per element
+    source: str
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        unit = self.coefficient(model)
+        if model.strict:
+            return self.worst * unit
+        return torch.minimum(self.worst, self.rms * model.lam).mul_(unit)
 
 
 @dataclass(frozen=True, eq=False)

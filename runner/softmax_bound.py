@@ -16,7 +16,9 @@ exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's u
        G(seq_k) · u · (EXP_ULPS + 1 + 2·spread) · (Σ_j p_j|v_j| + |o|)
 3. P rounded to a format F before P·V (the format the probes found, runner/arithmetic/attention_probes.py;
    the input format where not measured; nothing when P stays in f32): relative u_F, absolute half F's
-   subnormal spacing where P is that small, with the row sum l from the rounded or the unrounded P:
+   subnormal spacing where P is that small, with the row sum l from the rounded or the unrounded P.
+   Each weight is rounded on its own, so the errors are independent: under the probabilistic model the
+   first part is min(it, λ·u_F·(sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²))):
        u_F · (Σ_j p_j|v_j| + |o|) + tiny_F · Σ_allowed |v_j| / l
 4. the P·V product sum over seq_k (gemm piece): F_pv · Σ_j p_j |v_j|
 5. the row sum l (positive terms): G(seq_k)·u·|o|; the division o/l: u·|o|
@@ -32,7 +34,7 @@ from typing import Mapping
 
 import torch
 
-from .bound import (ComputeRoundings, ExactWhere, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient,
+from .bound import (ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient,
                     ScaledMagnitude, SumOfBounds)
 from .problem import Problem
 
@@ -66,6 +68,9 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     v_abs = rows.v.abs()
     o_abs = rows.o.abs()
     weighted_v = torch.matmul(rows.p, v_abs)  # Σ_j p_j |v_j|
+    p_squared = rows.p.square()
+    # the P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)
+    p_rounding_rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
 
     def through_softmax(per_score: torch.Tensor) -> torch.Tensor:
         """Σ_j p_j E_j (|v_j| + |o|) for score errors E_j."""
@@ -84,7 +89,7 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
         ScaledMagnitude(ComputeRoundings(1, dtype), through_softmax(roundings), "scores, exp"),
         ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), rescale_per_weight * (weighted_v + o_abs),
                         "online rescaling"),
-        ScaledMagnitude(IntermediateRounding(dtype), weighted_v + o_abs, "P rounded before P·V"),
+        IndependentRoundings(IntermediateRounding(dtype), weighted_v + o_abs, p_rounding_rms, "P rounded before P·V"),
         ScaledMagnitude(IntermediateRounding(dtype, tiny=True), tiny_terms, "subnormal P"),
         ScaledMagnitude(ProductSumCoefficient(seq_k, dtype), weighted_v, "P·V product sum"),
         ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), o_abs, "row sum"),

@@ -153,3 +153,25 @@ def test_bf16_bound_is_wider_than_f16_by_the_p_rounding():
     rows16, b16, _ = _bound(params, "f16")
     rows_bf, bbf, _ = _bound(params, "bf16")
     assert (bbf["o"] > 4 * b16["o"]).all()
+
+
+@SETTINGS
+@given(st.integers(0, 2 ** 32 - 1), st.sampled_from(["f16", "bf16"]), st.floats(0.0, 30.0), st.integers(16, 4096))
+def test_p_rounding_within_the_probabilistic_form(seed, fmt, spread, keys):
+    """The roundings of different weights are independent: the error also stays within
+    lam·u_F·(sqrt(Σ (p_j v_j)²) + |o|·sqrt(Σ p_j²)) (the IndependentRoundings piece, default model)."""
+    from e2egen.runner.bound import IndependentRoundings
+
+    rng = np.random.default_rng(seed)
+    scores = torch.tensor(rng.standard_normal(keys) * spread, dtype=torch.float64)
+    v = torch.tensor(rng.uniform(-1, 1, (keys, 4)), dtype=torch.float64)
+    weights = torch.exp(scores - scores.max())
+    p = weights / weights.sum()
+    o = p @ v
+    rounded = round_to_storage(weights, torch.float16 if fmt == "f16" else torch.bfloat16).double()
+    rms = (p.square() @ v.square()).sqrt() + o.abs() * p.square().sum().sqrt()
+    piece = IndependentRoundings(FormatRounding(fmt), p @ v.abs() + o.abs(), rms, "P")
+    allowance = piece.evaluate(BoundModel()) + SubnormalRounding(fmt)(BoundModel()) * v.abs().sum(0) / weights.sum()
+    assert (piece.evaluate(BoundModel()) <= piece.evaluate(STRICT) * (1 + 1e-12)).all()
+    for total in (weights.sum(), rounded.sum()):
+        assert ((rounded @ v / total - o).abs() <= allowance * (1 + 1e-9)).all()

@@ -1,22 +1,28 @@
 """The `e2egen` command: validate, gen, list, run, import-rocmlir.
 
 Exit status: 0 success, 1 a case failed, 2 a user error (bad catalogue,
-unknown case id, bad argument), always with a message and no traceback.
+unknown case id, bad argument), always with a message and no traceback;
+130 interrupted; 141 (128 + SIGPIPE, as a killed Unix tool) when the
+reader of the output went away (`e2egen list | head -1`), silently.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
-from e2egen.commands.arguments import EXIT_USAGE
+from e2egen.commands.arguments import EXIT_USAGE, apply_option_rules
 from e2egen.errors import UserError
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return args.handler(args)
     except UserError as err:  # every user error, from any layer: its lines, no traceback
         for line in err.lines():
@@ -24,7 +30,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout's reader closed it: nobody reads what is left
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit does not fail once more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file (tests)
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in commands.MODULES:
         module.register(sub)
+    apply_option_rules(sub)  # seeds and output paths: one rule in every command
     return parser
 
 

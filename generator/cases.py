@@ -18,10 +18,35 @@ from e2egen.generator.catalogue import Catalogue, Config, Layered, Suite
 from e2egen.generator.errors import CatalogueError, Problem
 
 
+# A case's time limit when neither the command line nor the catalogue (`timeout`) gives one: generous,
+# because CPU runs of big shapes are slow; a hang still ends within it.
+DEFAULT_TIMEOUT = 600.0
+
+
 def derive_seed(global_seed: int, case_id: str) -> int:
     """A case's seed: stable across runs and machines, independent of case order."""
     digest = hashlib.sha256(f"{global_seed}:{case_id}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1  # 63 bits: fits torch.Generator.manual_seed
+
+
+# One rule for every seed a user gives (run/gen/nightly --seed, pytest --global-seed): what torch's and
+# numpy's generators take.
+SEED_LIMIT = 2 ** 64
+SEED_RULE = "an integer in [0, 2**64)"
+
+
+def parse_seed(value: str | int) -> int:
+    """A seed as typed (decimal text) or given (an int); ValueError saying the rule otherwise."""
+    if isinstance(value, str):
+        try:
+            number = int(value.strip(), 10)
+        except ValueError:
+            number = None
+    else:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is None or not 0 <= number < SEED_LIMIT:
+        raise ValueError(f"expected {SEED_RULE}, got {value!r}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,7 @@ class Case:
     require: Requirements = Requirements()  # what the kernel's measured arithmetic must be (catalogue `require`)
     accepted: tuple[Acceptance, ...] = ()  # the catalogue's [[accept]] entries, all of them, in catalogue order
     location: str = field(default="", compare=False)
+    timeout: float | None = None  # seconds the case may run (catalogue `timeout`); None: DEFAULT_TIMEOUT
 
     def __post_init__(self) -> None:
         if not isinstance(self.reference, ReferenceOptions):
@@ -117,6 +143,11 @@ class Case:
     def with_seed(self, seed: int) -> "Case":
         return replace(self, seed=seed)
 
+    @property
+    def time_limit(self) -> float:
+        """The seconds this case may run unless the command line says otherwise."""
+        return self.timeout if self.timeout is not None else DEFAULT_TIMEOUT
+
 
 def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     """Every case of the catalogue, in catalogue order; raises CatalogueError for cases with no metrics."""
@@ -156,6 +187,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
             flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
             require=require, accepted=catalogue.accepted, location=str(config.location),
+            timeout=_timeout(catalogue, suite, config),
         ))
     if problems:
         raise CatalogueError(problems)
@@ -188,6 +220,14 @@ def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[b
     if cid in catalogue.pr_selection:
         return True, f"selection: {catalogue.pr_selection[cid]}" if catalogue.pr_selection[cid] else "selection"
     return False, ""
+
+
+def _timeout(catalogue: Catalogue, suite: Suite, config: Config) -> float | None:
+    """The most specific `timeout`: the config's, else the suite's, else the catalogue's (None: the default)."""
+    for level in (config, suite, catalogue):
+        if level.timeout is not None:
+            return float(level.timeout)
+    return None
 
 
 def _options(built: dict[tuple, Any], kind: type, table: Mapping[str, Any]) -> Any:

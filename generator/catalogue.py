@@ -78,6 +78,7 @@ class Config:
     markers: tuple[str, ...] = ()
     pr: bool | None = None
     require: Layered = EMPTY
+    timeout: float | None = None  # seconds a case may run; None: the suite's
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Suite:
     markers: tuple[str, ...] = ()
     pr: bool = False
     require: Layered = EMPTY
+    timeout: float | None = None  # seconds a case may run; None: the catalogue's
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,4 @@ class Catalogue:
     pr_selection: Mapping[str, str] = field(default_factory=frozen)
     require: Layered = EMPTY
     accepted: tuple["Acceptance", ...] = ()  # the [[accept]] entries, in catalogue order
+    timeout: float | None = None  # seconds a case may run; None: cases.DEFAULT_TIMEOUT

@@ -4,7 +4,8 @@ A module lists shared tables once, then one compact row per case (compiling a
 module with a full dict per case took seconds for 10,000 cases, and bytecode
 caching is often off):
 
-    CONFIGS   config name -> {"params", "location", "markers"}  (the catalogue's own markers)
+    CONFIGS   config name -> {"params", "location", "markers", "timeout"}  (the catalogue's own markers;
+              the config's resolved time limit in seconds, None for the default)
     RANGES    range name -> (low, high)
     SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "accepted"}
               (options as catalogue tables; accepted: the [[accept]] entries as tables)
@@ -33,7 +34,8 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
     settings_names: dict[tuple, str] = {}
     rows = []
     for case in cases:
-        config = configs.setdefault(case.config, {"params": dict(case.params), "location": case.location, "markers": []})
+        config = configs.setdefault(case.config, {"params": dict(case.params), "location": case.location, "markers": [],
+                                                  "timeout": case.timeout})
         # A catalogue marker named like an axis value is dropped from the cases that have that value: the
         # union over the config's cases gives every case its own back.
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
@@ -74,7 +76,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
             tolerances=tolerances, reference=reference, bound=bound,
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
-            require=require, accepted=accepted, location=config["location"],
+            require=require, accepted=accepted, location=config["location"], timeout=config.get("timeout"),
         ))
     return cases
 

@@ -6,16 +6,29 @@ case unless an `[[accept]]` entry covers the device, impl and cell.
 
 Everything a case can do wrong ends here as an Outcome (passed, failed or
 skipped, with the reason and a repro command), never as an exception, so a
-sweep goes on after a crashing kernel.
+sweep goes on after a crashing kernel: a kernel that raises (SystemExit
+included) fails its case, one that declines (KernelDeclined) skips it, one
+that runs past the time limit fails with "timed out after N s". Only a real
+Ctrl-C (KeyboardInterrupt from a SIGINT) goes through.
+
+Time limits: `execute(case, timeout=S)` limits the case itself (SIGALRM, in
+the main thread), as `e2egen run --timeout` does. Under pytest the limit is
+pytest-timeout's (generator.plugin gives every case its limit as a
+`timeout` marker); `timed_out` turns its expiry into the same Outcome.
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Iterator, Mapping
 
-from e2egen.generator.cases import Case
+from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
+from e2egen.runner.errors import CaseTimedOut, format_seconds
 
 DEFAULT_CATALOGUE = "configs.toml"
 
@@ -40,21 +53,44 @@ class Outcome:
 
 
 def repro_command(case: Case, device: str | None, catalogue: str | None = None) -> str:
+    """The command that reruns exactly this case; names the catalogue by its absolute path unless it is
+    the default one (configs.toml in the working directory)."""
     parts = ["e2egen", "run", _quote(case.id), "--seed", str(case.seed)]
     if device:
         parts += ["--device", device]
-    if catalogue and catalogue != DEFAULT_CATALOGUE:
-        parts += ["--catalogue", _quote(catalogue)]
+    catalogue_path = catalogue_argument(catalogue)
+    if catalogue_path:
+        parts += ["--catalogue", _quote(catalogue_path)]
     return " ".join(parts)
 
 
+def catalogue_argument(catalogue: str | None) -> str | None:
+    """The catalogue as a repro names it: None for the default (configs.toml here), else its absolute path."""
+    if not catalogue:
+        return None
+    path = Path(catalogue)
+    try:
+        resolved = path.resolve()
+        if resolved == Path(DEFAULT_CATALOGUE).resolve():
+            return None
+    except OSError:  # no working directory any more: keep what was given
+        return str(path)
+    return str(resolved)
+
+
 def _quote(text: str) -> str:
-    return text if all(ch.isalnum() or ch in "/._-+:" for ch in text) else f"'{text}'"
+    if all(ch.isalnum() or ch in "/._-+:" for ch in text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"  # POSIX shell quoting: a ' inside becomes '\''
 
 
-def execute(case: Case, device: str | None = None, catalogue: str | None = None) -> Outcome:
-    """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides)."""
-    from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+def execute(case: Case, device: str | None = None, catalogue: str | None = None,
+            timeout: float | None = None) -> Outcome:
+    """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides).
+
+    timeout: seconds the case may take (inputs, probes, kernel, reference, compare), enforced here with
+    SIGALRM (main thread only); None: no limit here (under pytest, pytest-timeout's applies).
+    """
     from e2egen import runner
 
     try:
@@ -62,8 +98,20 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
     except runner.Skip as skip:
         return Outcome(case, "skipped", skip.reason, str(device), repro_command(case, device, catalogue))
     device_name = torch_device.type
-    repro = repro_command(case, device_name, catalogue)
-    outcome = Outcome(case, "failed", "", device_name, repro)
+    outcome = Outcome(case, "failed", "", device_name, repro_command(case, device_name, catalogue))
+    try:
+        with time_limit(timeout):
+            _run_case(case, torch_device, outcome)
+    except CaseTimedOut as expired:
+        return timed_out(case, device_name, catalogue, expired.seconds, outcome.timings)
+    return outcome
+
+
+def _run_case(case: Case, torch_device: Any, outcome: Outcome) -> None:
+    """Fill `outcome` with what running `case` gives."""
+    from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+    from e2egen import runner
+
     try:
         problem = case.problem()
         result = runner.run(
@@ -74,15 +122,16 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
         )
     except runner.Skip as skip:
         outcome.status, outcome.reason = "skipped", skip.reason
-        return outcome
+        return
     except runner.KernelFailure as failure:
         outcome.reason = f"kernel failed: {failure.reason}"
         outcome.report = outcome.reason
-        return outcome
-    except Exception as err:  # a bug anywhere below must not kill the sweep
-        outcome.reason = f"error while running the case: {type(err).__name__}: {err}"
+        return
+    except (Exception, SystemExit) as err:  # a bug anywhere below (or a stray sys.exit) must not kill the sweep
+        name = f"SystemExit({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
+        outcome.reason = f"error while running the case: {name}: {err}"
         outcome.report = outcome.reason + "\n" + traceback.format_exc()
-        return outcome
+        return
     outcome.device = result.device
     outcome.timings = dict(result.timings)
     start = time.perf_counter()
@@ -109,7 +158,39 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None)
             outcome.status = "failed"
             outcome.reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
             outcome.report = outcome.reason + "\n" + traceback.format_exc() + outcome.report
-    return outcome
+
+
+def timed_out(case: Case, device: str | None, catalogue: str | None, seconds: float,
+              timings: Mapping[str, float] | None = None) -> Outcome:
+    """The Outcome of a case stopped at its time limit: failed, "timed out after N s", with its repro."""
+    reason = f"timed out after {format_seconds(seconds)} s"
+    report = (f"{reason}: the case (kernel, probes, reference and comparison together) did not finish within its "
+              f"time limit (catalogue `timeout`, or --timeout; default {format_seconds(DEFAULT_TIMEOUT)} s)")
+    return Outcome(case, "failed", reason, str(device), repro_command(case, device, catalogue), report=report,
+                   timings=dict(timings or {}))
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise CaseTimedOut(seconds) in this (main) thread when the block runs longer than `seconds`.
+
+    A no-op for None, off the main thread, or without SIGALRM. Python code (and C code that returns to
+    Python) is interrupted; the timer in place before is put back after the block.
+    """
+    if not seconds or not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CaseTimedOut(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:

@@ -6,6 +6,7 @@ file and line, the key path, the bad value and the valid choices.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from e2egen.generator.catalogue import Catalogue, Config, Exclude, Layered, Suit
 from e2egen.generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
 from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
-from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml
+from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml, read_toml_text, unreadable
 from e2egen.runner.arithmetic.requirements import Acceptance
 from e2egen.runner.options import OPTION_TYPES, OptionKey, Requirements
 
@@ -27,12 +28,7 @@ LAYERED_TABLES = ("tolerances", "reference", "bound", "require")
 
 def load_catalogue(path: str | Path) -> Catalogue:
     """Parse and validate a catalogue file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise CatalogueError([Problem(Location(str(path)), "", f"cannot read the catalogue: {err.strerror}")])
-    return parse_catalogue(text, str(path))
+    return parse_catalogue(read_toml_text(path, "catalogue"), str(path))
 
 
 def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
@@ -80,14 +76,18 @@ class _Reader(TomlReader):
             self.problem(("suite",), "the catalogue defines no [[suite]]")
         suites = tuple(s for s in (self.suite(d, ("suite", i), ranges) for i, d in enumerate(suites_data)) if s)
         self.no_duplicates([s.name for s in suites], ("suite",), "suite", [s.location for s in suites])
-        slugs = [module_slug(s.name) for s in suites]
+        # Compared without case: on macOS's and Windows' file systems test_A.py and test_a.py are one file.
+        slugs = [module_slug(s.name).casefold() for s in suites]
         for i, slug in enumerate(slugs):
-            if slug in slugs[:i]:
-                self.problem(("suite", i, "name"), f"suite {suites[i].name!r} would share the test module test_{slug}.py with suite {suites[slugs.index(slug)].name!r}")
+            if slug in slugs[:i] and suites[i].name != suites[slugs.index(slug)].name:
+                self.problems.append(Problem(suites[i].location, "suite.name",
+                                             f"suite {suites[i].name!r} would share the test module "
+                                             f"test_{module_slug(suites[i].name)}.py with suite {suites[slugs.index(slug)].name!r}"))
         selection_path, selection = self.selection(data.get("pr_selection"))
         return Catalogue(
             path=self.path, seed=seed, ranges=frozen(ranges), suites=suites,
             pr_selection_path=selection_path, pr_selection=frozen(selection), accepted=accepted, **layered,
+            timeout=self.timeout(data.get("timeout"), ("timeout",)),
         )
 
     def ranges(self, table: dict) -> dict[str, tuple[float, float]]:
@@ -119,10 +119,13 @@ class _Reader(TomlReader):
         if not path.exists():
             return name, {}  # written later by `e2egen select`; no selection yet
         try:
+            read_toml_text(path, "PR selection file")  # a directory, unreadable, not UTF-8: named here
             return name, read_selection(path)
         except CatalogueError as err:
             self.problems.extend(err.problems)
-            return name, {}
+        except (OSError, UnicodeDecodeError) as err:
+            self.problems.append(unreadable(path, err, "PR selection file"))
+        return name, {}
 
     def no_duplicates(self, names: list[str], key_path: tuple, kind: str, locations: list[Location]) -> None:
         seen: dict[str, Location] = {}
@@ -267,6 +270,12 @@ class _Reader(TomlReader):
     def suite(self, data: dict, key_path: tuple, ranges: Mapping) -> Suite | None:
         self.unknown_keys(data, schema.SUITE_KEYS, key_path)
         name = self.string(data.get("name"), key_path + ("name",), schema.NAME_PATTERN)
+        if name is not None and len(name) > schema.SUITE_NAME_MAX:
+            self.problem(key_path + ("name",), f"a suite name is at most {schema.SUITE_NAME_MAX} characters (it names "
+                                               f"the test module test_<name>.py); this one has {len(name)}")
+            name = None
+        if "description" in data:
+            self.string(data["description"], key_path + ("description",))
         if "op" not in data:
             self.problem(key_path + ("op",), f"missing; valid: {', '.join(runner.OPS)}")
             return None
@@ -307,6 +316,8 @@ class _Reader(TomlReader):
         pr = self.boolean(data.get("pr", False), key_path + ("pr",))
         if name is None:
             return None
+        if configs and all(axes.values()):
+            self.check_some_case_left(name, configs, axes, excludes, key_path + (("exclude",) if excludes else ()))
         return Suite(
             name=name, op=op_name, configs=configs, location=self.location(key_path),
             dtypes=axes["dtypes"], directions=axes["directions"], layouts=axes["layouts"], ranges=axes["ranges"],
@@ -316,6 +327,7 @@ class _Reader(TomlReader):
             require=self.layered("require", data.get("require"), key_path + ("require",)),
             excludes=excludes, impl=None if impl in (None, "torch") else impl,
             markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=bool(pr),
+            timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
         )
 
     def check_impl(self, op: str, directions: Iterable[str], impl: str, key_path: tuple) -> None:
@@ -325,6 +337,22 @@ class _Reader(TomlReader):
             except runner.ImplError as err:
                 self.problem(key_path, str(err))
                 return
+            except SystemExit as exit:  # importing the module must not end the command (with status 0, silently)
+                self.problem(key_path, f"impl {impl!r}: importing module {impl.split(':')[0]!r} called "
+                                       f"sys.exit({exit.code!r}); a kernel module must not exit when imported")
+                return
+
+    def check_some_case_left(self, name: str, configs: tuple[Config, ...], axes: Mapping, excludes: tuple[Exclude, ...],
+                             key_path: tuple) -> None:
+        """A suite whose excludes (its own and its configs') remove every case is a mistake, not an empty suite."""
+        for config in configs:
+            for direction, dtype, layout, range_name in itertools.product(
+                    axes["directions"], axes["dtypes"], axes["layouts"], axes["ranges"]):
+                case_axes = {"config": config.name, "direction": direction, "dtype": dtype, "layout": layout, "range": range_name}
+                if not any(e.matches(case_axes) for e in (*excludes, *config.excludes)):
+                    return
+        self.problem(key_path, f"suite {name!r} has no case left: its excludes (and its configs') remove every "
+                               "combination of configs, dtypes, directions, layouts and ranges")
 
     def config(self, data: dict, key_path: tuple, op_name: str, axes: Mapping, exclude_axes: Mapping, ranges: Mapping) -> Config | None:
         op = runner.OPS[op_name]
@@ -339,6 +367,7 @@ class _Reader(TomlReader):
                 continue  # already reported as the unknown key it was misspelled as
             self.problem(key_path + (p,), f"missing shape parameter of {op_name}; required: {', '.join(op.param_names)}")
         if not missing and all(axes.values()):
+            self.check_catalogue_minimums(op, params, key_path)
             self.check_shape(op_name, params, key_path, axes, ranges)
         excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.CONFIG_EXCLUDE_KEYS, exclude_axes)
         pr = data.get("pr")
@@ -353,7 +382,15 @@ class _Reader(TomlReader):
             bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
             require=self.layered("require", data.get("require"), key_path + ("require",)),
             excludes=excludes, markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=pr,
+            timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
         )
+
+    def check_catalogue_minimums(self, op: Any, params: dict, key_path: tuple) -> None:
+        """Values the runner takes internally but a catalogue may not write (gemm's batch = 0, its "no batch")."""
+        for key, (minimum, hint) in getattr(op, "catalogue_minimums", {}).items():
+            value = params.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value < minimum:
+                self.problem(key_path + (key,), f"expected an integer >= {minimum}, got {value}" + (f"; {hint}" if hint else ""))
 
     def check_shape(self, op: str, params: dict, key_path: tuple, axes: Mapping, ranges: Mapping) -> None:
         """Let the runner judge the shape: sizes, output size, groups."""
@@ -385,6 +422,16 @@ class _Reader(TomlReader):
                 excludes.append(Exclude(frozen(picked)))
         return tuple(excludes)
 
+    def timeout(self, value: Any, key_path: tuple) -> float | None:
+        """A `timeout`: the seconds each case may run, a finite number > 0 (None: not given here)."""
+        if value is None:
+            return None
+        problem = schema.timeout_problem(value)
+        if problem is not None:
+            self.problem(key_path, problem)
+            return None
+        return float(value)
+
     def markers(self, value: Any, key_path: tuple) -> tuple[str, ...]:
         if value is None:
             return ()
@@ -394,4 +441,8 @@ class _Reader(TomlReader):
         for i, marker in enumerate(value):
             if not re.fullmatch(schema.MARKER_PATTERN, marker):
                 self.problem(key_path + (i,), f"{marker!r} is not a valid pytest marker name (a Python identifier)")
+            elif marker in schema.RESERVED_MARKERS:
+                self.problem(key_path + (i,), f"{marker!r} is {schema.RESERVED_MARKERS[marker]}: it would change how the "
+                                              f"case runs or is judged; catalogue markers only label cases "
+                                              f"(reserved: {', '.join(sorted(schema.RESERVED_MARKERS))})")
         return tuple(value)

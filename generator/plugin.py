@@ -4,11 +4,20 @@ Options: --device (cpu|cuda; default CUDA when present), --global-seed (fresh
 inputs: re-derives every case's seed, as the nightly does). The Outcome is
 stashed on the test item so other plugins (loaded with -p, such as the
 nightly sweep's recorder) can read it.
+
+Time limits come from pytest-timeout: `--timeout S` (or its ini key or
+$PYTEST_TIMEOUT) limits every case; without one, each case gets its own
+limit (the catalogue's `timeout`, else 600 s) as a `timeout` marker. A case
+past its limit fails with "timed out after N s" and its repro, and the
+session goes on. Without pytest-timeout installed the runner enforces the
+case's limit itself.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +33,55 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     share_cpu_threads()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """Import the runner (torch, metrics) before the first case, not inside it: a case's time limit must not
+    pay for (or interrupt) the imports."""
+    if session.config.option.collectonly or not any(_case_of(item) is not None for item in session.items):
+        return
+    from e2egen import metrics, runner
+
+    runner.run, metrics.compare  # noqa: B018  (loads torch, the ops and the metrics: see metrics.lazy)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each generated case gets its own time limit as a pytest-timeout marker, unless the run gives one."""
+    if not _has_pytest_timeout(config) or _run_timeout(config) is not None:
+        return
+    for item in items:
+        case = _case_of(item)
+        if case is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(case.time_limit))
+
+
+def _has_pytest_timeout(config) -> bool:
+    return config.pluginmanager.hasplugin("timeout")
+
+
+def _run_timeout(config) -> float | None:
+    """The time limit the run sets for every test (pytest-timeout's --timeout, $PYTEST_TIMEOUT or ini), if any."""
+    value = config.getoption("timeout", None)
+    if value is None:
+        value = os.environ.get("PYTEST_TIMEOUT") or None
+    if value is None:
+        try:
+            value = config.getini("timeout") or None
+        except ValueError:  # not registered: pytest-timeout is not loaded
+            value = None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # pytest-timeout itself reports a bad value
+
+
+def _case_of(item):
+    from e2egen.generator.cases import Case
+
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("case") if callspec is not None else None
+    return case if isinstance(case, Case) else None
 
 
 def share_cpu_threads() -> None:
@@ -56,12 +114,21 @@ def e2e_case(request):
 
     def run(case):
         from e2egen.generator.cases import derive_seed
-        from e2egen.generator.execute import describe, execute
+        from e2egen.generator.execute import describe, execute, timed_out
 
         global_seed = request.config.getoption("--global-seed")
         if global_seed is not None:
             case = case.with_seed(derive_seed(global_seed, case.id))
-        outcome = execute(case, device=request.config.getoption("--device"), catalogue=_catalogue(request))
+        device, catalogue = request.config.getoption("--device"), _catalogue(request)
+        # pytest-timeout limits the case when present; without it, the runner does.
+        own_limit = None if _has_pytest_timeout(request.config) else (_run_timeout(request.config) or case.time_limit)
+        try:
+            outcome = execute(case, device=device, catalogue=catalogue, timeout=own_limit)
+        except pytest.fail.Exception as err:
+            seconds = _expired_time_limit(err)
+            if seconds is None:
+                raise
+            outcome = timed_out(case, _device_name(device), catalogue, seconds)
         request.node.stash[OUTCOME] = outcome
         if outcome.status == "skipped":
             pytest.skip(outcome.reason)
@@ -72,5 +139,55 @@ def e2e_case(request):
     return run
 
 
+def _expired_time_limit(err: BaseException) -> float | None:
+    return expired_time_limit(str(getattr(err, "msg", err)))
+
+
+def expired_time_limit(text: str) -> float | None:
+    """The limit in pytest-timeout's failure ("Timeout (>600.0s) from pytest-timeout."), or None for another text."""
+    try:
+        from pytest_timeout import PYTEST_FAILURE_MESSAGE
+    except ImportError:
+        return None
+    pattern = re.escape(PYTEST_FAILURE_MESSAGE).replace(re.escape("%s"), "(.+?)")
+    match = re.search(pattern, text)
+    if match is None:
+        return None
+    try:
+        return float(match.group(1))
+    except ValueError:
+        return None
+
+
+def _device_name(option: str | None) -> str:
+    try:
+        from e2egen import runner
+
+        return runner.select_device(option).type
+    except Exception:
+        return str(option)
+
+
 def _catalogue(request) -> str | None:
-    return getattr(request.module, "CATALOGUE", None)
+    """The module's catalogue, as an absolute path where it can be found.
+
+    Generated modules name it relative to where `gen` ran: look there from the directory pytest was started
+    in, its root, and the generated suite's directory and the ones above it.
+    """
+    return resolve_catalogue(getattr(request.module, "CATALOGUE", None), request.config,
+                             Path(str(request.module.__file__)).parent)
+
+
+def resolve_catalogue(catalogue: str | None, config, suite_dir: Path) -> str | None:
+    """A generated suite's catalogue (as `gen` wrote it, relative to where it ran) as an absolute path: looked
+    for from pytest's starting directory, its root, then `suite_dir` and the directories above it."""
+    if not catalogue:
+        return None
+    path = Path(catalogue)
+    if path.is_absolute():
+        return str(path)
+    suite_dir = suite_dir.resolve()
+    for base in (Path(config.invocation_params.dir), Path(config.rootpath), suite_dir, *suite_dir.parents):
+        if (base / path).is_file():
+            return str((base / path).resolve())
+    return catalogue

@@ -7,13 +7,15 @@ files left by suites that no longer exist are deleted.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import jinja2
 
+from e2egen.files import make_directory, output_error, write_text_atomically
 from e2egen.generator import codec
 from e2egen.generator.cases import Case
 from e2egen.generator.catalogue import Catalogue
@@ -34,8 +36,33 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.FunctionLoader(lambda name: resources.files("e2egen.templates").joinpath(name).read_text(encoding="utf-8")),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
     )
-    env.filters["py"] = repr  # literals of str/int/float/bool/None/dict/list round-trip through repr
+    # Every value a template writes goes through one of these: `py` in code, `text` in comments and docstrings.
+    env.filters["py"] = python_literal
+    env.filters["text"] = comment_text
     return env
+
+
+def python_literal(value: Any) -> str:
+    """`value` as Python source that evaluates to it, on one line: str, int, float, bool, None, and lists, tuples
+    and dicts of them (repr of these is exact and escapes every quote and line break; inf and nan, which repr
+    writes as names, become float('inf')). Any other type is refused, so no object's own repr reaches code."""
+    kind = type(value)
+    if value is None or kind in (str, int, bool):
+        return repr(value)
+    if kind is float:
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if kind is list:
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    if kind is tuple:
+        return "(" + ", ".join(python_literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if kind is dict:
+        return "{" + ", ".join(f"{python_literal(k)}: {python_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write a {kind.__name__} into generated code: {value!r}")
+
+
+def comment_text(value: Any) -> str:
+    """`value` for a comment or a docstring: JSON-quoted, so one line, with no quote that ends a string."""
+    return json.dumps(str(value), ensure_ascii=True)
 
 
 def render(catalogue: Catalogue, cases: Sequence[Case], out_dir: str | Path, global_seed: int) -> RenderResult:
@@ -83,21 +110,36 @@ def _display_path(path: str) -> str:
 
 
 def _write(out_dir: Path, files: dict[str, str]) -> RenderResult:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Each file atomically (whole or not at all: e2egen.files), manifest.json last, so that it never lists
+    modules a crash or a full disk kept from being written; OutputError naming the file when one cannot be."""
+    make_directory(out_dir)
     written, unchanged = [], []
-    for name, text in sorted(files.items()):
+    for name, text in sorted(files.items(), key=lambda item: (item[0] == "manifest.json", item[0])):
         path = out_dir / name
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        if _holds(path, text):
             unchanged.append(path)
             continue
-        path.write_text(text, encoding="utf-8")
+        write_text_atomically(path, text, make_parents=False)
         written.append(path)
     deleted = []
     for path in sorted(out_dir.glob("test_*.py")):
-        if path.name not in files and path.read_text(encoding="utf-8").startswith(GENERATED_MARK):
-            path.unlink()
+        if path.name not in files and _holds(path, GENERATED_MARK, prefix=True):
+            try:
+                path.unlink()
+            except OSError as err:
+                raise output_error(path, err, "a generated module of a suite that no longer exists could not be deleted") from None
             deleted.append(path)
     return RenderResult(tuple(written), tuple(unchanged), tuple(deleted))
+
+
+def _holds(path: Path, text: str, *, prefix: bool = False) -> bool:
+    """Whether the file at `path` holds `text` (starts with it, with prefix); False when it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    wanted = text.encode("utf-8")
+    return data.startswith(wanted) if prefix else data == wanted
 
 
 def load_manifest(out_dir: str | Path) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 if sys.version_info >= (3, 11):
@@ -17,22 +18,58 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
-from e2egen.generator.toml_lines import line_of
+from e2egen.generator.toml_lines import deepest_line, line_of
 
 NAME_HELP = "letters, digits, '_', '.', '+', '-'; starting with a letter or digit"
+BOM = "\ufeff"  # a UTF-8 byte-order mark, as some editors write one: accepted and dropped
+
+
+def read_toml_text(path: str | Path, what: str = "catalogue") -> str:
+    """A user's TOML file as text, or a CatalogueError naming the file (and the line of a byte that is not UTF-8).
+
+    TOML is UTF-8; a leading byte-order mark is dropped. `what` names the file in messages.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CatalogueError([unreadable(path, err, what)]) from None
+    try:
+        return data.decode("utf-8").removeprefix(BOM)
+    except UnicodeDecodeError as err:
+        raise CatalogueError([unreadable(path, err, what)]) from None
+
+
+def unreadable(path: str | Path, err: OSError | UnicodeDecodeError, what: str) -> Problem:
+    """The problem of a file that cannot be read as text: a directory, missing, not allowed, not UTF-8."""
+    if isinstance(err, UnicodeDecodeError):
+        data = err.object
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        return Problem(Location(str(path), line), "",
+                       f"the {what} is not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); TOML files are UTF-8")
+    if isinstance(err, IsADirectoryError) or Path(path).is_dir():
+        return Problem(Location(str(path)), "", f"cannot read the {what}: it is a directory, not a file")
+    return Problem(Location(str(path)), "", f"cannot read the {what}: {err.strerror or err}")
 
 
 def parse_toml(text: str, path: str) -> dict:
     """tomllib.loads, with a syntax error turned into a CatalogueError at its line.
 
-    tomllib says "(at line L, column C)" or "(at end of document)"; both become a line.
+    tomllib says "(at line L, column C)" or "(at end of document)"; both become a line. A leading
+    byte-order mark is dropped; arrays nested deeper than tomllib can follow are a message, not a
+    RecursionError.
     """
+    text = text.removeprefix(BOM)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         match = re.search(r"line (\d+)", str(err))
         line = int(match.group(1)) if match else max(1, len(text.splitlines()))
         raise CatalogueError([Problem(Location(path, line), "", f"invalid TOML: {err}")]) from None
+    except RecursionError:
+        raise CatalogueError([Problem(Location(path, deepest_line(text)), "",
+                                      "invalid TOML: arrays or inline tables nested too deeply to read")]) from None
 
 
 def key_text(path: tuple) -> str:

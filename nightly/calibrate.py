@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from e2egen.files import write_text_atomically
 from e2egen.generator.cases import Case
 from e2egen.generator.catalogue import Catalogue
 from e2egen.generator.layers import Source, existing_entries, resolve_with_sources, sources_for
@@ -551,7 +552,5 @@ def write_catalogue(path: str | Path, catalogue: Catalogue, calibration: Calibra
     new = apply_changes(text, catalogue, calibration.changes)
     check_written(new, str(path), calibration)
     if not dry_run and new != text:
-        tmp = path.with_name(path.name + ".calibrate.tmp")
-        tmp.write_text(new, encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomically(path, new)  # whole or not at all: a full disk leaves the catalogue as it was
     return diff(text, new, str(path))

@@ -9,6 +9,11 @@ come from the shards, its start and end span theirs, and its machine lists
 every shard's. A case recorded by two shards is kept once (the first input
 wins) and reported. Shard runs in the target store are marked merged_into,
 so reports compare the merged run, not its parts.
+
+Every input is read and checked before the target store is touched (a records
+line that is not a valid record is a RecordsError naming file:line, a damaged
+or foreign store a StoreError naming it), and the merged run is written in one
+transaction: it is in the store whole, or not at all.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from typing import Any, Iterable, Sequence
 
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
-from e2egen.nightly.records import new_run_id, read_records_file
+from e2egen.nightly.records import check_run_id, new_run_id, read_records_file
 from e2egen.nightly.shard import ShardSpec
 from e2egen.nightly.store import Store, iter_store_records
 
@@ -63,7 +68,7 @@ def read_input(source: str, target: Store) -> ShardInput:
                 run = target.run(run_id) if run_id else target.latest_run()
                 return _from_objects(source, _objects_of(target, run.run_id), store_run_id=run.run_id)
             return _from_objects(source, objects)
-        return _from_objects(source, list(read_records_file(path)))
+        return _from_objects(source, list(read_records_file(path, validate=True)))
     if target.has_run(source):
         return _from_objects(source, _objects_of(target, source), store_run_id=source)
     raise NightlyError(f"merge: {source!r} is neither a records file, a store file nor a run id in {target.path}")
@@ -99,7 +104,9 @@ def _from_objects(source: str, objects: Iterable[dict], store_run_id: str | None
 def merge(sources: Sequence[str], store_path: str | Path, run_id: str | None = None) -> MergeResult:
     if not sources:
         raise NightlyError("merge: give the shards to merge (records files, store files or run ids)")
-    with Store(store_path) as target:
+    if run_id is not None:
+        check_run_id(run_id, "--run-id")
+    with Store(store_path) as target, target.transaction():
         inputs = [read_input(s, target) for s in sources]
         run_id = run_id or new_run_id()
         if target.has_run(run_id):
@@ -141,7 +148,14 @@ def _consistency_warnings(inputs: Sequence[ShardInput]) -> list[str]:
     if len(parts := distinct("partition")) > 1:
         warnings.append(f"the shards split the cases differently ({', '.join(sorted(parts))}): "
                         "give every shard the same store (or none) so they compute the same split")
-    specs = [ShardSpec.parse(h["shard"]) for s in inputs for h in s.headers[:1] if h.get("shard")]
+    specs = []
+    for shard in inputs:
+        for h in shard.headers[:1]:
+            if h.get("shard"):
+                try:
+                    specs.append(ShardSpec.parse(h["shard"]))
+                except NightlyError:
+                    warnings.append(f"{shard.source}: its run header's shard {h['shard']!r} is not I/N; ignored")
     if specs:
         counts = {spec.count for spec in specs}
         if len(counts) > 1:

@@ -32,9 +32,10 @@ from typing import Any, Mapping
 import pytest
 
 from e2egen.generator.cases import Case, derive_seed
-from e2egen.generator.execute import repro_command
+from e2egen.generator.execute import catalogue_argument, repro_command
 from e2egen.generator.catalogue import module_slug
-from e2egen.generator.plugin import OUTCOME
+from e2egen.generator.plugin import OUTCOME, expired_time_limit, resolve_catalogue
+from e2egen.runner.errors import format_seconds
 from e2egen.nightly import machine
 from e2egen.nightly.records import (RecordWriter, new_run_id, record_from_case_data, record_from_outcome)
 from e2egen.nightly.case_filter import CASE_FILTER, case_data
@@ -78,6 +79,9 @@ def _reason(report) -> str:
     text = crash.message if crash is not None else (report.longreprtext or str(longrepr or ""))
     # xdist prefixes a worker's texts with "[gw0] linux -- Python ...": not part of the reason.
     text = "\n".join(line for line in text.splitlines() if not XDIST_HEADER.match(line)).strip()
+    expired = expired_time_limit(text)
+    if expired is not None:  # pytest-timeout stopped the test outside the case runner (its setup or teardown)
+        return f"timed out after {format_seconds(expired)} s"
     if len(text) > MAX_REASON:
         text = text[:MAX_REASON] + " …"
     return text
@@ -150,10 +154,12 @@ class Recorder:
         case = case_data(item)
         if case is None:
             return None
+        catalogue = self._catalogue_of(item.nodeid)
         if report.when == "setup" and not report.passed:
             status = "skipped" if report.skipped else "failed"
             reason = _reason(report) if report.skipped else f"setup error: {_reason(report)}"
-            return self._from_case(case, status=status, phase="setup", reason=reason, nodeid=item.nodeid)
+            return self._from_case(case, status=status, phase="setup", reason=reason, nodeid=item.nodeid,
+                                   catalogue=catalogue)
         if report.when == "teardown" and report.failed:
             return {"teardown_error": f"teardown error: {_reason(report)}"}
         if report.when != "call":
@@ -164,7 +170,8 @@ class Recorder:
             reason = _reason(report)
             if status == "failed":
                 reason = f"error outside the case runner: {reason}"
-            return self._from_case(case, status=status, phase="call", reason=reason, nodeid=item.nodeid)
+            return self._from_case(case, status=status, phase="call", reason=reason, nodeid=item.nodeid,
+                                   catalogue=catalogue)
         record = record_from_outcome(outcome, run_id=self.run_id, global_seed=self.global_seed, nodeid=item.nodeid,
                                      worker=self.worker, duration=0.0, versions=machine.versions(),
                                      finished=machine.utc_now()).to_dict()
@@ -183,12 +190,20 @@ class Recorder:
             worker=self.worker, duration=0.0, versions=machine.versions(), finished=machine.utc_now(),
         ).to_dict()
 
+    def _catalogue_of(self, nodeid: str) -> str | None:
+        """The catalogue of the suite a test belongs to, as an absolute path where it can be found."""
+        _, manifest = self.manifests.case(nodeid)
+        catalogue = (manifest or {}).get("catalogue")
+        return resolve_catalogue(catalogue, self.config, (self.config.rootpath / nodeid.split("::", 1)[0]).parent)
+
     def _repro(self, case: Mapping[str, Any], seed: int | None, catalogue: str | None) -> str:
         try:
             c = Case.from_dict(case)
             return repro_command(c.with_seed(seed) if seed is not None else c, self.device_option, catalogue)
         except Exception:  # a case dict too broken to rebuild still gets a command
-            return f"e2egen run {case['id']}" + (f" --seed {seed}" if seed is not None else "")
+            path = catalogue_argument(catalogue)
+            return (f"e2egen run {case['id']}" + (f" --seed {seed}" if seed is not None else "")
+                    + (f" --catalogue {path}" if path else ""))
 
     def _device_name(self) -> str:
         try:
@@ -262,7 +277,7 @@ class Recorder:
         if reason is None:
             reason = _reason(report) if status != "passed" else ""
         return self._from_case(case, status=status, phase=phase or report.when, reason=reason, nodeid=report.nodeid,
-                               catalogue=(manifest or {}).get("catalogue"))
+                               catalogue=self._catalogue_of(report.nodeid))
 
     def _write(self, record: dict, nodeid: str) -> None:
         case_id = record["case_id"]
@@ -284,7 +299,8 @@ class Recorder:
             if case_filter is not None and not case_filter.allows(case["id"]):
                 continue
             record = self._from_case(case, status="failed", phase="collect", reason=reason, nodeid=report.nodeid,
-                                     catalogue=(manifest or {}).get("catalogue"))
+                                     catalogue=resolve_catalogue((manifest or {}).get("catalogue"), self.config,
+                                                                 self.config.rootpath / report.nodeid.split("::", 1)[0]))
             self._write(record, f"{report.nodeid}::{case['id']}")
 
     def pytest_sessionfinish(self, session, exitstatus):

@@ -20,9 +20,18 @@ Schema (version 1):
 Readers for the next steps: runs(), records(run_id), metric_history(case_id,
 metric) and metric_maxima() for calibrating tolerances from what was
 observed, durations(device) and headroom(run_id) for choosing the PR subset.
+
+Failures are StoreErrors (user errors: one line naming the file, exit 2), never
+SQLite tracebacks: a damaged page, a `record` that is not JSON (naming the run
+and case), a full disk (the change is rolled back whole), a store locked by
+another process. Another application's SQLite file is refused before anything
+is written to it ("not an e2egen results store"); a missing or empty file
+becomes a new store (tables created in one transaction). Run ids are checked
+(records.check_run_id) wherever a run is looked up or created.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sqlite3
@@ -31,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from e2egen.nightly.errors import NightlyError
-from e2egen.nightly.records import CaseRecord, read_records_file
+from e2egen.files import make_directory
+from e2egen.nightly.errors import NightlyError, RecordsError, StoreError
+from e2egen.nightly.records import CaseRecord, check_run_id, read_records_file
 
 DEFAULT_STORE = "results/e2e.sqlite"
 SCHEMA_VERSION = 1
@@ -93,6 +103,9 @@ CREATE INDEX IF NOT EXISTS metrics_by_case ON metrics (case_id, metric);
 CREATE INDEX IF NOT EXISTS records_by_case ON records (case_id);
 """
 
+# Everything an e2egen store holds in sqlite_master (SQLite's own sqlite_* objects aside).
+_OBJECTS = frozenset({"meta", "runs", "records", "metrics", "metrics_by_case", "records_by_case"})
+
 _RUN_COLUMNS = ("run_id", "global_seed", "started", "ended", "machine", "device", "catalogue", "catalogue_sha256",
                 "git_revision", "git_dirty", "shard", "partition", "selected", "records_path", "merged_from", "merged_into")
 
@@ -151,21 +164,53 @@ class UnknownRun(NightlyError):
 
 
 class Store:
-    """A results store at `path` (created on first use)."""
+    """A results store at `path` (created on first use unless create=False)."""
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError("a directory, not a results store file; give a file path with --store", where=str(self.path))
         if not self.path.exists():
             if not create:
-                raise NightlyError(f"{self.path}: no results store here (run `e2egen nightly`, or give --store)")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+                raise StoreError("no results store here (run `e2egen nightly`, or give --store)", where=str(self.path))
+            make_directory(self.path.parent)
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=60)
-            self.db.row_factory = sqlite3.Row
-            self.db.executescript(_SCHEMA)
-            self._check_version()
+            connection = sqlite3.connect(str(self.path), timeout=60)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from None
+        connection.row_factory = sqlite3.Row
+        self.db = Database(self.path, connection)
+        try:
+            self._open(create)
+        except BaseException:
+            connection.close()
+            raise
+
+    def _open(self, create: bool) -> None:
+        """Check that the file is an e2egen store of this schema version (or empty: then create the tables)."""
+        try:
+            objects = {row[0] for row in self.db.connection.execute(
+                "SELECT name FROM sqlite_master WHERE substr(name, 1, 7) != 'sqlite_'")}
         except sqlite3.DatabaseError as err:
-            raise NightlyError(f"{self.path}: not a results store ({err})") from None
+            if "not a database" in str(err) or "encrypted" in str(err):
+                raise StoreError(f"not a results store (not an SQLite database: {err}); it was left untouched",
+                                 where=str(self.path)) from None
+            raise store_error(self.path, err) from None
+        if not objects:
+            if not create:
+                raise StoreError("an empty file, not a results store (run `e2egen nightly`, or give --store)",
+                                 where=str(self.path))
+            self.db.executescript(f"BEGIN; {_SCHEMA}\nINSERT OR IGNORE INTO meta VALUES ('schema_version', "
+                                  f"'{SCHEMA_VERSION}'); COMMIT;")
+            return
+        foreign = sorted(objects - _OBJECTS)
+        if foreign or "meta" not in objects:
+            held = f"it holds {', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}" if foreign else "no e2egen tables"
+            raise StoreError(f"not an e2egen results store ({held}); it was left untouched: give another --store",
+                             where=str(self.path))
+        self._check_version()
+        if create:  # a writer: any table a crash kept from being created (the tables are made in one transaction)
+            self.db.executescript(_SCHEMA)
 
     def close(self) -> None:
         self.db.close()
@@ -176,20 +221,25 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def transaction(self):
+        """`with store.transaction():` what is written inside is stored whole or (on an error) not at all."""
+        return self.db.transaction()
+
     def _check_version(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            with self.db:
-                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row["value"]) != SCHEMA_VERSION:
-            raise NightlyError(f"{self.path}: store schema version {row['value']}, this e2egen reads {SCHEMA_VERSION}")
+            raise StoreError("not an e2egen results store (its meta table has no schema version); it was left "
+                             "untouched: give another --store", where=str(self.path))
+        if str(row["value"]) != str(SCHEMA_VERSION):
+            raise StoreError(f"store schema version {row['value']}, this e2egen reads {SCHEMA_VERSION}",
+                             where=str(self.path))
 
     # -- runs -------------------------------------------------------------------------
     def upsert_run(self, header: Mapping[str, Any]) -> None:
         """Create a run or complete its row: known fields keep their value, started keeps the
         earliest and ended the latest (a resumed run has several headers and ends)."""
-        with self.db:
-            self._upsert_run_row(header["run_id"], _run_values(header))
+        with self.db.transaction():
+            self._upsert_run_row(check_run_id(header["run_id"]), _run_values(header))
 
     def _upsert_run_row(self, run_id: str, values: Mapping[str, Any]) -> None:
         values = {**values, "run_id": run_id}
@@ -219,7 +269,7 @@ class Store:
         """Overwrite fields of a run (e.g. merged_into, ended)."""
         self.run(run_id)
         sets = ", ".join(f"{k} = ?" for k in fields)
-        with self.db:
+        with self.db.transaction():
             self.db.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", (*fields.values(), run_id))
 
     def runs(self) -> list[RunInfo]:
@@ -229,8 +279,10 @@ class Store:
         return [self._run_info(row, counts.get(row["run_id"], {})) for row in rows]
 
     def run(self, run_id: str) -> RunInfo:
+        """The run `run_id`; UnknownRun when there is none, NightlyError with the valid form when it is no run id."""
         row = self.db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
+            check_run_id(run_id)  # (a stored run is found whatever its id: one merged before ids were checked)
             known = [r.run_id for r in self.runs()]
             hint = f"; known runs: {', '.join(known[-5:])}" + (" (latest 5; see `e2egen runs`)" if len(known) > 5 else "") \
                 if known else "; the store holds no runs yet"
@@ -271,23 +323,33 @@ class Store:
             out.setdefault(row["run_id"], {})[row["status"]] = row["n"]
         return out
 
-    @staticmethod
-    def _run_info(row: sqlite3.Row, counts: Mapping[str, int]) -> RunInfo:
+    def _run_info(self, row: sqlite3.Row, counts: Mapping[str, int]) -> RunInfo:
         data = {k: row[k] for k in _RUN_COLUMNS}
-        data["machine"] = json.loads(data["machine"]) if data["machine"] else {}
-        data["merged_from"] = tuple(json.loads(data["merged_from"])) if data["merged_from"] else ()
+        data["machine"] = self._json_column(data, "machine", dict) if data["machine"] else {}
+        data["merged_from"] = tuple(self._json_column(data, "merged_from", list)) if data["merged_from"] else ()
         data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
         return RunInfo(**data, counts=dict(counts))
+
+    def _json_column(self, data: Mapping[str, Any], column: str, kind: type) -> Any:
+        try:
+            value = json.loads(data[column])
+        except (TypeError, ValueError, RecursionError) as err:
+            value = err
+        if not isinstance(value, kind):
+            raise StoreError(f"run {data['run_id']}: its `{column}` is not a JSON {kind.__name__} "
+                             f"({value if isinstance(value, Exception) else type(value).__name__}); the store is "
+                             f"damaged: restore it from a backup", where=str(self.path))
+        return value
 
     # -- records ----------------------------------------------------------------------
     def add_record(self, record: CaseRecord) -> bool:
         """Store one case of a run; False (and nothing changes) when that case is already stored."""
-        added = self._insert(record)
-        self.db.commit()
-        return added
+        with self.db.transaction():
+            return self._insert(record)
 
     def _insert(self, record: CaseRecord) -> bool:
         if not self.has_run(record.run_id):
+            check_run_id(record.run_id)
             self.db.execute("INSERT INTO runs (run_id, global_seed) VALUES (?, ?)", (record.run_id, record.global_seed))
         t = record.timings
         cursor = self.db.execute(
@@ -323,13 +385,16 @@ class Store:
         """
         added = duplicates = 0
         runs: list[str] = []
-        with self.db:
+        if run_id is not None:
+            check_run_id(run_id)
+        with self.db.transaction():
             for obj in objects:
                 kind = obj.get("type")
                 target = run_id or obj.get("run_id")
                 if not target:
                     continue
                 if target not in runs:
+                    check_run_id(target)
                     runs.append(target)
                 if kind == "run":
                     self._upsert_run_row(target, _run_values({**obj, "run_id": target}))
@@ -345,13 +410,26 @@ class Store:
         return IngestResult(added, duplicates, tuple(runs))
 
     def ingest_file(self, path: str | Path, *, run_id: str | None = None) -> IngestResult:
-        return self.ingest(read_records_file(path), run_id=run_id)
+        """Ingest a records file; a line that is not a valid record is a RecordsError naming file:line."""
+        return self.ingest(list(read_records_file(path, validate=True)), run_id=run_id)
 
     def records(self, run_id: str) -> list[CaseRecord]:
         """Every case of a run, in the order they finished."""
         self.run(run_id)
-        rows = self.db.execute("SELECT record FROM records WHERE run_id = ? ORDER BY rowid", (run_id,))
-        return [CaseRecord.from_dict(json.loads(row["record"])) for row in rows]
+        rows = self.db.execute("SELECT case_id, record FROM records WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return [self._record_of(run_id, row) for row in rows]
+
+    def _record_of(self, run_id: str, row: sqlite3.Row) -> CaseRecord:
+        where = f"run {run_id}, case {row['case_id']}"
+        try:
+            data = json.loads(row["record"])
+        except (TypeError, ValueError, RecursionError) as err:
+            raise StoreError(f"{where}: the stored record is not JSON ({err}); the store is damaged: restore it "
+                             f"from a backup, or ingest the run's records file into a new store", where=str(self.path)) from None
+        try:
+            return CaseRecord.from_dict(data)
+        except RecordsError as err:
+            raise StoreError(f"{where}: the stored record is damaged: {err.message}", where=str(self.path)) from None
 
     def recorded_case_ids(self, run_id: str) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT case_id FROM records WHERE run_id = ?", (run_id,))}
@@ -414,6 +492,123 @@ class Store:
         """case_id -> margin (max value/tolerance) in one run; > 1 failed, near 0 is far from failing."""
         rows = self.db.execute("SELECT case_id, margin FROM records WHERE run_id = ? AND margin IS NOT NULL", (run_id,))
         return {row["case_id"]: row["margin"] for row in rows}
+
+
+class Database:
+    """The store's SQLite connection: every SQLite error becomes a StoreError naming the file.
+
+    execute/executemany/executescript as sqlite3's (the rows they return translate
+    errors met while iterating too); transaction() nests: only the outermost
+    commits, and an error anywhere rolls the whole of it back.
+    """
+
+    def __init__(self, path: Path, connection: sqlite3.Connection):
+        self.path = path
+        self.connection = connection
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.ProgrammingError):
+                raise
+            raise store_error(self.path, err) from None
+
+    def execute(self, sql: str, args: Iterable[Any] = ()) -> "Rows":
+        with self.errors():
+            return Rows(self, self.connection.execute(sql, tuple(args)))
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> "Rows":
+        with self.errors():
+            return Rows(self, self.connection.executemany(sql, rows))
+
+    def executescript(self, script: str) -> None:
+        with self.errors():
+            self.connection.executescript(script)
+
+    def commit(self) -> None:
+        if self._depth == 0:
+            with self.errors():
+                self.connection.commit()
+
+    def close(self) -> None:
+        self.connection.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._depth = 1
+        try:
+            yield
+            self._depth = 0
+            with self.errors():
+                self.connection.commit()
+        except BaseException:
+            self._depth = 0
+            try:
+                self.connection.rollback()
+            except sqlite3.Error:
+                pass
+            raise
+
+
+class Rows:
+    """A cursor whose reads report SQLite errors as StoreErrors."""
+
+    def __init__(self, db: Database, cursor: sqlite3.Cursor):
+        self._db, self._cursor = db, cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def fetchone(self) -> sqlite3.Row | None:
+        with self._db.errors():
+            return self._cursor.fetchone()
+
+    def fetchall(self) -> list[sqlite3.Row]:
+        with self._db.errors():
+            return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[sqlite3.Row]:
+        while True:
+            with self._db.errors():
+                row = self._cursor.fetchone()
+            if row is None:
+                return
+            yield row
+
+
+def store_error(path: Path, err: sqlite3.Error) -> StoreError:
+    """One line naming the store and what SQLite met, with what to do about it."""
+    text = str(err)
+    lowered = text.lower()
+    if "malformed" in lowered or "corrupt" in lowered:
+        message = (f"the results store is damaged ({text}); restore it from a backup, or give another --store "
+                   "(a run's records file can be ingested again with `e2egen merge RUN.jsonl`)")
+    elif "not a database" in lowered:
+        message = f"not a results store (not an SQLite database: {text}); it was left untouched"
+    elif "disk is full" in lowered or "disk full" in lowered:
+        message = "cannot write: disk full (SQLite: database or disk is full); the change was rolled back, nothing of it was stored"
+    elif "locked" in lowered or "busy" in lowered:
+        message = f"another process holds the store locked ({text}); try again when it has finished"
+    elif "readonly" in lowered or "read-only" in lowered:
+        message = f"cannot write: the store is read-only ({text})"
+    elif "unable to open" in lowered:
+        message = f"cannot open the results store ({text}: no permission, or its directory is missing)"
+    elif "i/o error" in lowered or "disk i/o" in lowered:
+        message = f"cannot read or write the store: disk I/O error ({text})"
+    else:
+        message = f"SQLite error: {text}"
+    return StoreError(message, where=str(path))
 
 
 def _run_values(header: Mapping[str, Any]) -> dict[str, Any]:

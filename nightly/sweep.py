@@ -10,10 +10,20 @@
    or N CPU workers), the reference on the GPU when there is one.
 4. Meanwhile tail the records file: each record goes into the store at once
    and moves the progress bar (ETA, failures).
-5. If pytest dies, carry on: a case that killed an in-process run is recorded
-   as failed and the rest run in a new pytest; cases pytest never ran are
-   recorded as failed with its exit status, so the run always accounts for
-   every case it set out to run.
+5. If pytest dies, carry on: a case that killed an in-process run (its
+   session never ended: no run_end record, whatever the exit status) is
+   recorded as failed, "the process died: ...", and the rest run in a new
+   pytest; cases pytest never ran are recorded as failed with its exit
+   status, so the run always accounts for every case it set out to run.
+6. Time limits: every case has one (--timeout, else the catalogue's
+   `timeout`, else 600 s), enforced by pytest-timeout in the test process: a
+   case past it fails, "timed out after N s", and the session goes on. A
+   kernel stuck where pytest-timeout cannot interrupt it (in C, on the
+   device) is caught here: past its limit plus a grace the test process is
+   killed, the case recorded as timed out, and the rest run in a new pytest.
+   A case that timed out has its record, so --resume never runs it again.
+
+A Ctrl-C stops the run (what finished is stored); `--resume RUN_ID` goes on.
 
 Exit status (SweepResult.exit_status): 0 every case passed or was skipped, 1
 some failed.
@@ -29,15 +39,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
+from e2egen.generator.cases import DEFAULT_TIMEOUT
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.records import RecordTail, RecordWriter, new_run_id, record_from_case_data
 from e2egen.nightly.shard import ShardSpec, partition
 from e2egen.nightly.store import Store
+from e2egen.runner.errors import format_seconds
 
+PYTEST_INTERRUPTED = 2
 PYTEST_USAGE_ERROR = 4
 PYTEST_FINISHED = (0, 1, 5)  # all passed, some failed, nothing collected: pytest ran to its end
-MAX_ATTEMPTS = 50  # pytest restarts after a crash; each must make progress
+# A case stuck past its time limit outside Python (pytest-timeout cannot interrupt it) is killed, with the
+# test process, this long after the limit: max(HARD_LIMIT_GRACE, HARD_LIMIT_GRACE_FRACTION * limit) seconds.
+HARD_LIMIT_GRACE = 3.0
+HARD_LIMIT_GRACE_FRACTION = 0.1
 POLL_SECONDS = 0.5
 RECORDER_PLUGIN = "e2egen.nightly.recorder"  # pytest -p: the generated suite itself never loads nightly plugins
 
@@ -60,6 +76,7 @@ class SweepOptions:
     progress: bool = True
     case_filter: Callable[[Mapping[str, Any]], bool] | None = None  # a subset sweep: which manifest cases to plan
     filter_text: str = ""
+    timeout: float | None = None  # seconds each case may run; None: the catalogue's `timeout`, else 600
 
 
 @dataclass(frozen=True)
@@ -257,6 +274,16 @@ def _catch_up(store: Store, plan: Plan) -> set[str]:
 
 
 # -- running ----------------------------------------------------------------------------
+@dataclass
+class Attempt:
+    """What one pytest process did, as its records tell: the cases it started (in order, with the sweep's clock
+    when each start was seen) and whether its session ended (the recorder's run_end record)."""
+
+    started: dict[str, float] = field(default_factory=dict)
+    session_ended: bool = False
+    exitstatus: int | None = None  # pytest's, from run_end
+
+
 def _run_until_done(store: Store, plan: Plan, options: SweepOptions, recorded: set[str], out: TextIO) -> None:
     from tqdm import tqdm
 
@@ -267,49 +294,138 @@ def _run_until_done(store: Store, plan: Plan, options: SweepOptions, recorded: s
                mininterval=0.1 if sys.stderr.isatty() else 30.0)
     bar.set_postfix(failed=failed)
     tail = RecordTail(plan.records_path, offset=_file_size(plan.records_path))
+    returncode: int | None = None
+    attempt = Attempt()
     try:
-        for _attempt in range(MAX_ATTEMPTS):
-            remaining = [cid for cid in plan.case_ids if cid not in recorded]
-            if not remaining:
-                return
+        # A fresh pytest after each one that died; each must record at least one case, so this ends.
+        while any(cid not in recorded for cid in plan.case_ids):
             process = _start_pytest(plan, options, recorded)
-            started: list[str] = []
+            attempt = Attempt()
             progress_before = len(recorded)
+            hung = None
             while True:
                 returncode = process.poll()
-                failed = _show_failures(bar, failed, _ingest(store, tail, plan, recorded, started, bar))
+                failed = _show_failures(bar, failed, _ingest(store, tail, plan, recorded, attempt, bar))
                 if returncode is not None:
                     break
+                hung = _hung_case(plan, options, attempt, recorded)
+                if hung is not None:  # past its limit and its grace: the kernel never gave control back
+                    _kill_tree(process)
+                    returncode = process.wait()
+                    break
                 time.sleep(POLL_SECONDS)
-            failed = _show_failures(bar, failed, _ingest(store, tail, plan, recorded, started, bar))
+            failed = _show_failures(bar, failed, _ingest(store, tail, plan, recorded, attempt, bar))
+            if hung is not None and hung not in recorded:
+                limit = _time_limit(plan, options, hung)
+                _record_unfinished(store, plan, [hung], status="failed", phase="timeout",
+                                   reason=f"timed out after {format_seconds(limit)} s (the kernel did not give control "
+                                          f"back; the test process was killed {format_seconds(_grace(limit))} s later)",
+                                   recorded=recorded)
+                failed = _show_failures(bar, failed, 1)
+                bar.update(1)
+                continue
             if all(cid in recorded for cid in plan.case_ids):
                 return
             if returncode == PYTEST_USAGE_ERROR and len(recorded) == progress_before:
                 raise NightlyError(f"pytest refused its arguments (exit status 4); the run is left as it was, "
                                    f"resume it with --resume {plan.run_id} once fixed:\n{_log_tail(plan.log_path)}")
-            culprit = _crashed_case(plan, started, recorded, returncode)
-            if culprit is not None:  # killed the pytest process: record it, run the rest in a fresh process
-                _record_unfinished(store, plan, [culprit], status="failed", phase="crash", reason=f"crashed the test process ({_describe_exit(returncode)}); "
-                                   f"rerun alone with the repro command", recorded=recorded)
+            if _interrupted(returncode, attempt):
+                # A Ctrl-C that reached pytest: the rest stays unrecorded, for --resume to run.
+                _say(out, f"pytest was interrupted ({_describe_exit(returncode)})")
+                raise KeyboardInterrupt
+            culprit = _crashed_case(plan, attempt, recorded, returncode)
+            if culprit is not None:  # it ended the pytest process: record it, run the rest in a fresh process
+                _record_unfinished(store, plan, [culprit], status="failed", phase="crash",
+                                   reason=f"the process died: {_describe_exit(returncode)} while running this case "
+                                          f"(os._exit, abort or a crash in the kernel?); rerun it alone with the repro "
+                                          f"command", recorded=recorded)
                 failed = _show_failures(bar, failed, 1)
                 bar.update(1)
                 continue
-            if len(recorded) > progress_before and returncode is not None and returncode < 0:
-                continue  # pytest was killed from outside after making progress: try the rest again
+            if len(recorded) > progress_before and not attempt.session_ended:
+                continue  # pytest died outside any case (killed from outside?) after making progress: run the rest
             break
         remaining = [cid for cid in plan.case_ids if cid not in recorded]
-        if remaining and returncode in PYTEST_FINISHED:
+        if remaining and attempt.session_ended and returncode in PYTEST_FINISHED:
             # pytest ended normally without these: deselected by the pytest arguments, or not in the suite.
             _record_unfinished(store, plan, remaining, status="skipped", phase="not-run",
                                reason=f"not run: pytest finished ({_describe_exit(returncode)}) without running it "
                                       "(deselected by the pytest arguments, or not collected)", recorded=recorded)
         elif remaining:
-            reason = (f"not run: pytest exited ({_describe_exit(returncode)}) before running it; "
-                      f"see {plan.log_path}: {_log_tail(plan.log_path, lines=3)}")
-            _record_unfinished(store, plan, remaining, status="failed", phase="not-run", reason=reason, recorded=recorded)
+            # The reason names the crash and the log, never the log's lines: they quote other cases (their repro).
+            ended = "ended" if attempt.session_ended else "died"
+            how = f"the pytest process {ended} ({_describe_exit(returncode)})"
+            print(f"warning: {how} with {len(remaining)} cases not run; the end of its log ({plan.log_path}):\n"
+                  f"{_log_tail(plan.log_path)}", file=sys.stderr)
+            running = [cid for cid in remaining if cid in attempt.started]
+            if running:
+                _record_unfinished(store, plan, running, status="failed", phase="not-run", recorded=recorded,
+                                   reason=f"not run: {how} while this case was running (it may be the cause); "
+                                          f"see the log {plan.log_path}")
+            _record_unfinished(store, plan, [cid for cid in remaining if cid not in recorded], status="failed",
+                               phase="not-run", recorded=recorded,
+                               reason=f"not run: {how} before running it; see the log {plan.log_path}")
         bar.update(len(remaining))
     finally:
         bar.close()
+
+
+def _interrupted(returncode: int | None, attempt: Attempt) -> bool:
+    """pytest stopped on a KeyboardInterrupt (its exit status 2, or SIGINT)."""
+    return returncode == PYTEST_INTERRUPTED or attempt.exitstatus == PYTEST_INTERRUPTED or returncode == -signal.SIGINT
+
+
+def _time_limit(plan: Plan, options: SweepOptions, case_id: str) -> float:
+    """A case's time limit: --timeout, else the catalogue's (in the manifest), else the default."""
+    if options.timeout is not None:
+        return float(options.timeout)
+    limit = (plan.cases.get(case_id) or {}).get("timeout")
+    return float(limit) if limit else DEFAULT_TIMEOUT
+
+
+def _grace(limit: float) -> float:
+    """How long past its limit the sweep waits for a case before killing the test process: pytest-timeout
+    interrupts Python code at the limit; only a kernel stuck outside Python (in C, on the device) needs this."""
+    return max(HARD_LIMIT_GRACE, HARD_LIMIT_GRACE_FRACTION * limit)
+
+
+def _hung_case(plan: Plan, options: SweepOptions, attempt: Attempt, recorded: set[str]) -> str | None:
+    """A started, unrecorded case running longer than its limit plus the grace, if any."""
+    now = time.monotonic()
+    for cid, since in attempt.started.items():
+        if cid not in recorded and cid in plan.cases:
+            limit = _time_limit(plan, options, cid)
+            if now - since > limit + _grace(limit):
+                return cid
+    return None
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL the pytest process and every process below it (its xdist workers)."""
+    victims = [*_descendants(process.pid), process.pid]
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (Linux /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _show_failures(bar, failed: int, new: int) -> int:
@@ -328,6 +444,8 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
         command += ["--device", options.device]
     if plan.reference_device:
         command += ["--reference-device", plan.reference_device]
+    if options.timeout is not None:
+        command += ["--timeout", format_seconds(options.timeout)]  # pytest-timeout: beats the catalogue's limits
     if plan.workers > 0:
         # xdist also isolates crashes: a case that kills its worker is reported failed and the worker replaced.
         command += ["-n", str(plan.workers), "--dist", "load", "--max-worker-restart", str(len(plan.case_ids) + plan.workers)]
@@ -367,7 +485,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _ingest(store: Store, tail: RecordTail, plan: Plan, recorded: set[str], started: list[str], bar) -> int:
+def _ingest(store: Store, tail: RecordTail, plan: Plan, recorded: set[str], attempt: Attempt, bar) -> int:
     """Store the new records; returns how many new failures they hold."""
     objects = tail.poll()
     if not objects:
@@ -375,8 +493,13 @@ def _ingest(store: Store, tail: RecordTail, plan: Plan, recorded: set[str], star
     wanted = set(plan.case_ids)
     failures = 0
     for obj in objects:
-        if obj.get("type") == "started":
-            started.append(obj.get("case_id"))
+        if obj.get("run_id") != plan.run_id:
+            continue
+        if obj.get("type") == "started" and isinstance(obj.get("case_id"), str):
+            attempt.started[obj["case_id"]] = time.monotonic()
+        elif obj.get("type") == "run_end":
+            attempt.session_ended = True
+            attempt.exitstatus = obj.get("exitstatus")
     store.ingest(objects)
     for obj in objects:
         if obj.get("type") == "case" and obj.get("run_id") == plan.run_id and obj["case_id"] in wanted \
@@ -387,11 +510,15 @@ def _ingest(store: Store, tail: RecordTail, plan: Plan, recorded: set[str], star
     return failures
 
 
-def _crashed_case(plan: Plan, started: list[str], recorded: set[str], returncode: int | None) -> str | None:
-    """The case an in-process pytest was running when it died (with xdist, the worker's crash is reported)."""
-    if plan.workers != 0 or returncode in (0, 1, 5):
+def _crashed_case(plan: Plan, attempt: Attempt, recorded: set[str], returncode: int | None) -> str | None:
+    """The case an in-process pytest was running when it died (with xdist, the worker's crash is reported).
+
+    Died, whatever its exit status (os._exit(1) looks like "some tests failed"): its session never ended,
+    so the recorder wrote no run_end.
+    """
+    if plan.workers != 0 or attempt.session_ended or returncode is None:
         return None
-    unfinished = [cid for cid in started if cid not in recorded and cid in plan.cases]
+    unfinished = [cid for cid in attempt.started if cid not in recorded and cid in plan.cases]
     return unfinished[-1] if unfinished else None
 
 

@@ -21,7 +21,8 @@ _SOURCES = {
     "ErrorBound": "bound", "error_bounds": "bound",
     "DTYPES": "dtypes",
     "select_device": "device",
-    "ImplError": "errors", "KernelFailure": "errors", "ProblemError": "errors", "Skip": "errors",
+    "CaseTimedOut": "errors", "ImplError": "errors", "KernelDeclined": "errors", "KernelFailure": "errors",
+    "ProblemError": "errors", "Skip": "errors",
     "resolve_impl": "kernels",
     "OPS": "ops", "Op": "ops", "ProductSumOp": "ops", "TensorSpec": "ops",
     "Problem": "problem", "make_problem": "problem",
@@ -30,9 +31,9 @@ _SOURCES = {
 }
 
 __all__ = [
-    "BoundModel", "DTYPES", "ErrorBound", "ImplError", "KernelFailure", "KernelTiming", "OPS", "Op", "OutputResult",
-    "Problem", "ProblemError", "ProductSumOp", "ReferenceOptions", "RunResult", "Skip", "TensorSpec", "TimingOptions",
-    "error_bounds", "make_problem", "resolve_impl", "run", "select_device",
+    "BoundModel", "CaseTimedOut", "DTYPES", "ErrorBound", "ImplError", "KernelDeclined", "KernelFailure", "KernelTiming",
+    "OPS", "Op", "OutputResult", "Problem", "ProblemError", "ProductSumOp", "ReferenceOptions", "RunResult", "Skip",
+    "TensorSpec", "TimingOptions", "error_bounds", "make_problem", "resolve_impl", "run", "select_device",
 ]
 
 

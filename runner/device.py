@@ -16,37 +16,72 @@ from typing import Iterator
 
 import torch
 
+from e2egen.errors import UserError
+
 from .errors import Skip
 
 DEVICE_ENV = "E2E_DEVICE"
+ALLOW_MISSING_ENV = "E2E_ALLOW_MISSING_DEVICE"  # "1": a device asked for and missing skips the cases instead
 DEVICE_CHOICES = ("cpu", "cuda", "cuda:N")
 _GIB = 2 ** 30
+
+
+class DeviceError(UserError, ValueError):
+    """An unknown device name, or a device asked for that this machine lacks (a user error: exit 2)."""
 
 
 def select_device(name: str | torch.device | None = None) -> torch.device:
     """CUDA when available, else the CPU; `name` or $E2E_DEVICE overrides.
 
-    Unknown names are a ValueError listing the choices; asking for CUDA where
-    there is none is a Skip.
+    An unknown name is a DeviceError listing the choices (naming $E2E_DEVICE when the name came from
+    there). A device asked for by name that this machine lacks is a DeviceError too (a CI job on a machine
+    that lost its GPU must not go green by skipping everything), unless $E2E_ALLOW_MISSING_DEVICE=1 says
+    skipping is fine: then it is a Skip, and the case is skipped with the reason.
     """
+    source = "--device"
     if isinstance(name, torch.device):
         name = str(name)
     if not name:
         name = os.environ.get(DEVICE_ENV, "").strip() or None
+        source = f"${DEVICE_ENV}"
     if name is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if name == "cpu":
         return torch.device("cpu")
     match = re.fullmatch(r"cuda(?::(\d+))?", name)
     if not match:
-        raise ValueError(f"unknown device {name!r} (argument or ${DEVICE_ENV}); valid: {', '.join(DEVICE_CHOICES)}")
+        raise DeviceError(f"unknown device {name!r}; valid: {', '.join(DEVICE_CHOICES)}", key=source, value=name,
+                          choices=DEVICE_CHOICES)
     if not torch.cuda.is_available():
-        raise Skip(f"device {name!r} requested but CUDA is not available (torch {torch.__version__}, "
-                   f"built with CUDA {torch.version.cuda or 'no'})")
+        _missing(source, name, f"CUDA is not available (torch {torch.__version__}, built with CUDA {torch.version.cuda or 'no'})")
     index = int(match.group(1)) if match.group(1) else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
-        raise Skip(f"device {name!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
+        _missing(source, name, f"only {torch.cuda.device_count()} CUDA device(s) exist")
     return torch.device("cuda", index)
+
+
+def missing_device_allowed() -> bool:
+    """Whether $E2E_ALLOW_MISSING_DEVICE says a device asked for and missing skips the cases."""
+    return os.environ.get(ALLOW_MISSING_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _missing(source: str, name: str, why: str) -> None:
+    reason = f"device {name!r} requested but {why}"
+    if missing_device_allowed():
+        raise Skip(f"{reason} (skipping: ${ALLOW_MISSING_ENV} is set)")
+    raise DeviceError(f"{reason}; set {ALLOW_MISSING_ENV}=1 to skip its cases instead", key=source, value=name)
+
+
+def check_device(name: str | None = None) -> None:
+    """Before a run: the device asked for (`name`, else $E2E_DEVICE) is valid and present; DeviceError otherwise.
+
+    What a pytest plugin or a sweep calls once up front, so a bad device is one message, not one per case.
+    A missing device that $E2E_ALLOW_MISSING_DEVICE allows passes (its cases skip).
+    """
+    try:
+        select_device(name)
+    except Skip:
+        pass
 
 
 def device_name(device: torch.device) -> str:

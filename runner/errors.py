@@ -8,6 +8,12 @@
   with the reason, never failed.
 - `KernelFailure`: the kernel under test raised, ran out of memory, or broke
   its contract (wrong shape, dtype or device). The case fails; the run goes on.
+- `KernelDeclined`: public, raised *by* a kernel under test that cannot do a
+  case (a dtype, direction, layout or shape it does not support); the runner
+  turns it into a `Skip` with the kernel's reason, never a failure.
+- `CaseTimedOut`: the case ran past its time limit. A BaseException, so that
+  a kernel's `except Exception` cannot swallow it; the case fails with
+  "timed out after N s".
 """
 from __future__ import annotations
 
@@ -66,3 +72,28 @@ class KernelFailure(Exception):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class KernelDeclined(Exception):
+    """Raised by a kernel under test that cannot do this case: `raise KernelDeclined("no f16 bwd_weight")`.
+
+    The case is skipped (in `e2egen run`, pytest, nightly records and reports) with the kernel's reason;
+    the reason should say what the kernel lacks.
+    """
+
+    def __init__(self, reason: str = ""):
+        self.reason = str(reason).strip() or "no reason given"
+        super().__init__(self.reason)
+
+
+class CaseTimedOut(BaseException):
+    """A case ran past its time limit of `seconds` (raised inside the running case by its timer)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        super().__init__(f"timed out after {format_seconds(seconds)} s")
+
+
+def format_seconds(seconds: float) -> str:
+    """600.0 -> "600", 0.5 -> "0.5": a time limit as a person would write it."""
+    return f"{seconds:g}"

@@ -15,18 +15,40 @@ order, or a mapping by name; each is checked the same way.
 A kernel that raises (out of memory included) or breaks this is a
 KernelFailure of that case; NaN or inf in its output is not: the metrics
 judge values. An impl that cannot be imported is an ImplError.
+
+Declining a case: a kernel that cannot do a dtype, direction, layout or
+shape raises `e2egen.runner.KernelDeclined(reason)` (importable without
+torch from e2egen.runner.errors); the case is then skipped with
+"kernel IMPL declined: REASON", never failed:
+
+    from e2egen.runner import KernelDeclined
+
+    def my_gemm(a, b):
+        if a.dtype == torch.bfloat16:
+            raise KernelDeclined("no bf16 path")
+        ...
+
+What a kernel must not do, and what it gets if it does: `SystemExit` and
+`KeyboardInterrupt` raised by the kernel are failures of that case (a real
+Ctrl-C, a SIGINT the process received while the kernel ran, still stops the
+run); a kernel that ends its process (os._exit, abort, a segfault) fails
+its case and the sweep goes on in a fresh process; a kernel that runs past
+the case's time limit fails with "timed out after N s".
 """
 from __future__ import annotations
 
 import importlib
 import re
+import signal
+import threading
+import time
 from typing import Any, Callable, Mapping
 
 import torch
 
 from .dtypes import storage_dtype
 from .device import synchronize
-from .errors import ImplError, KernelFailure, Skip
+from .errors import ImplError, KernelDeclined, KernelFailure, Skip
 from .ops import Op
 from .ops.base import named_outputs
 from .problem import Problem, check_direction, lookup_op
@@ -65,9 +87,20 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
 def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[str, torch.Tensor],
                 device: torch.device, *, label: str, is_torch: bool) -> dict[str, torch.Tensor]:
     """Run the kernel once (waiting for the device) and check its outputs against the contract."""
+    watch_interrupts()
+    started = time.monotonic()
     try:
         result = problem.spec.call(kernel, problem.direction, problem.params, tensors)
         synchronize(device)
+    except KernelDeclined as err:
+        raise Skip(f"kernel {label} declined: {err.reason}") from err
+    except KeyboardInterrupt as err:
+        if interrupted_since(started):  # a real Ctrl-C (SIGINT) arrived while the kernel ran: stop the run
+            raise
+        raise KernelFailure(f"kernel {label} raised KeyboardInterrupt (a kernel must not raise it; "
+                            f"a real Ctrl-C still stops the run)") from err
+    except SystemExit as err:
+        raise KernelFailure(f"kernel {label} raised SystemExit({err.code!r}) (a kernel must not end the process)") from err
     except torch.OutOfMemoryError as err:
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -81,6 +114,36 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
     for name, out in outputs.items():
         check_output(problem, out, device, label, name=name)
     return outputs
+
+
+# -- telling a kernel's own KeyboardInterrupt from a real Ctrl-C ---------------------------
+_last_sigint: float | None = None  # time.monotonic() of the last SIGINT this process received
+_watching = False
+
+
+def watch_interrupts() -> None:
+    """Note the time of every SIGINT, then let the handler in place act as before (Python's raises
+    KeyboardInterrupt). Installed once, from the main thread, only over a handler that is a callable."""
+    global _watching
+    if _watching or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIG_IGN / SIG_DFL: nothing raises KeyboardInterrupt from a signal here
+        _watching = True
+        return
+
+    def note_sigint(signum, frame):
+        global _last_sigint
+        _last_sigint = time.monotonic()
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note_sigint)
+    _watching = True
+
+
+def interrupted_since(started: float) -> bool:
+    """Whether the process received a SIGINT at or after `started` (a time.monotonic())."""
+    return _last_sigint is not None and _last_sigint >= started
 
 
 def check_output(problem: Problem, out: Any, device: torch.device, label: str, name: str | None = None) -> None:

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from e2egen.commands.arguments import EXIT_OK, catalogue_argument, number_above, whole_number
+from e2egen.commands.nightly_commands import run_id_argument
 from e2egen.errors import UsageError
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.store import DEFAULT_STORE
@@ -52,7 +53,7 @@ def _evidence_arguments(p, default_runs: int, runs_only: bool = False) -> None:
     p.add_argument("--runs", type=whole_number(1), default=None, metavar="N",
                    help=f"learn from the N latest runs (default: {default_runs})")
     if not runs_only:
-        p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="learn from these runs instead")
+        p.add_argument("run_ids", nargs="*", type=run_id_argument, metavar="RUN_ID", help="learn from these runs instead")
     p.set_defaults(default_runs=default_runs)
 
 
@@ -102,6 +103,7 @@ def calibrate(args) -> int:
 
 
 def select(args) -> int:
+    from e2egen.files import write_text_atomically
     from e2egen.generator.cases import expand
     from e2egen.generator.loader import load_catalogue
     from e2egen.nightly import pr_select
@@ -116,8 +118,7 @@ def select(args) -> int:
     selection = pr_select.select(cases, evidence, prices, args.budget)
     text = pr_select.render(selection, budget_text=f"{_budget_text(args.budget)} on {args.device}",
                             catalogue=args.catalogue)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_text_atomically(out, text)  # whole or not at all; OutputError (exit 2) naming it when it cannot be written
     print(pr_select.report(selection))
     print(f"{out}: {len(selection.chosen)} cases selected")
     if not catalogue.pr_selection_path or Path(args.catalogue).parent / catalogue.pr_selection_path != out:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above, whole_number
@@ -32,6 +33,9 @@ def register(sub) -> None:
                    help="run only the I-th of N balanced, disjoint parts of the cases (1-based); merge them with `e2egen merge`")
     p.add_argument("--durations-from", default=None, metavar="STORE",
                    help="store whose recorded durations balance the shards (default: --store); every shard must use the same")
+    p.add_argument("--timeout", type=number_above(0, finite=True), default=None, metavar="S",
+                   help="seconds each case may run; a case past it fails, \"timed out after S s\", and the sweep goes on "
+                        "(default: the catalogue's `timeout`, else 600)")
     p.add_argument("--filter", "-k", default="", metavar="EXPR",
                    help="sweep a subset: the `e2egen list --filter` terms (id globs, AXIS=V1,V2), all must match")
     p.add_argument("--no-gen", dest="generate", action="store_false", help="use the generated suite as it is")
@@ -50,15 +54,17 @@ def register(sub) -> None:
                                    "the id of a run in the target store. Exit status: 0 all passed, 1 some failed, 2 user error.")
     p.add_argument("inputs", nargs="+", metavar="INPUT")
     _store_argument(p, help_text="the store the merged run goes into")
-    p.add_argument("--run-id", default=None, help="id of the merged run (default: a new one)")
+    p.add_argument("--run-id", default=None, type=run_id_argument,
+                   help="id of the merged run: letters, digits, '.', '_', '-' (default: a new one)")
     p.set_defaults(handler=merge)
 
     p = sub.add_parser("report", help="write the HTML and Markdown report of a run",
                        description="Write one self-contained HTML file and a Markdown summary of a run: the aggregate "
                                    "tables, relative-difference histograms, worst cases with repro commands, and the "
                                    "changes since another run.")
-    p.add_argument("run_id", nargs="?", default=None, metavar="RUN_ID", help="default: the latest run")
-    p.add_argument("--against", default=None, metavar="RUN_ID", help="compare with this run (default: the one before)")
+    p.add_argument("run_id", nargs="?", default=None, type=run_id_argument, metavar="RUN_ID", help="default: the latest run")
+    p.add_argument("--against", default=None, type=run_id_argument, metavar="RUN_ID",
+                   help="compare with this run (default: the one before)")
     _store_argument(p)
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: reports/ beside the store)")
     p.add_argument("--drift", type=number_above(0), default=4.0, metavar="FACTOR",
@@ -69,6 +75,16 @@ def register(sub) -> None:
     p = sub.add_parser("runs", help="list the runs in the results store")
     _store_argument(p)
     p.set_defaults(handler=list_runs)
+
+
+def run_id_argument(text: str) -> str:
+    """An argparse type: a run id is a name (nightly.records.check_run_id); else exit 2 with the valid form."""
+    from e2egen.nightly.records import run_id_problem
+
+    problem = run_id_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _store_argument(p, help_text: str = "results store") -> None:
@@ -94,6 +110,7 @@ def nightly(args) -> int:
         durations_from=Path(args.durations_from) if args.durations_from else None,
         generate=args.generate, pytest_args=pytest_args, progress=args.progress,
         case_filter=_manifest_filter(args.filter) if args.filter else None, filter_text=args.filter,
+        timeout=args.timeout,
     )
     result = run_sweep(options)
     counts = result.counts
@@ -119,12 +136,19 @@ def _print_failures(store_path: str, run_id: str, limit: int = 10) -> None:
     from e2egen.nightly.store import Store
 
     with Store(store_path) as store:
-        failed = [r for r in store.records(run_id) if r.status == "failed"]
+        records = store.records(run_id)
+    failed = [r for r in records if r.status == "failed"]
     for record in failed[:limit]:
         reason = " ".join(record.reason.split())
         print(f"FAILED {record.case_id}: {reason[:200]}\n  repro: {record.repro}")
     if len(failed) > limit:
         print(f"… and {len(failed) - limit} more failures (see the report)")
+    # Skips by reason (a kernel that declined, a capability the device lacks), most frequent first.
+    reasons = Counter(" ".join(r.skip_reason.split())[:200] or "no reason given" for r in records if r.status == "skipped")
+    for reason, count in reasons.most_common(limit):
+        print(f"SKIPPED {count} case{'s' if count != 1 else ''}: {reason}")
+    if len(reasons) > limit:
+        print(f"… and {len(reasons) - limit} more skip reasons")
 
 
 def _write_report(store_path: str, run_id: str | None, against: str | None, out_dir: Path, drift: float, top: int):

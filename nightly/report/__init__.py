@@ -1,6 +1,6 @@
 """Reports of a run: the seed's aggregate and histogram tables, plots, worst cases, and the
 comparison with the previous run. `write_report` writes one self-contained HTML file and a
-Markdown summary.
+Markdown summary, each atomically (e2egen.files: a full disk leaves the old file, never half a new one).
 
     aggregate.py      tables: average / maximum per metric by range, dtype, direction, layout, reference
     compare_runs.py   new failures, fixed failures, drifts against another run
@@ -11,9 +11,11 @@ Markdown summary.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2egen.files import make_directory, write_text_atomically
 from e2egen.nightly.report.compare_runs import DEFAULT_DRIFT
 from e2egen.nightly.report.model import ReportData, build_report
 from e2egen.nightly.store import Store
@@ -32,13 +34,18 @@ def write_report(store: Store, out_dir: str | Path, run_id: str | None = None, a
     from e2egen.nightly.report.markdown import render_markdown
 
     data = build_report(store, run_id, against, drift=drift, top=top)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html_path = out_dir / f"report-{data.run.run_id}.html"
-    md_path = out_dir / f"report-{data.run.run_id}.md"
-    html_path.write_text(render_html(data), encoding="utf-8")
-    md_path.write_text(render_markdown(data), encoding="utf-8")
+    out_dir = make_directory(out_dir)
+    name = file_name_of(data.run.run_id)
+    html_path = out_dir / f"report-{name}.html"
+    md_path = out_dir / f"report-{name}.md"
+    write_text_atomically(html_path, render_html(data))
+    write_text_atomically(md_path, render_markdown(data))
     return ReportFiles(html_path, md_path, data)
+
+
+def file_name_of(run_id: str) -> str:
+    """The run id as part of a file name (ids are checked names; one stored before they were is made safe)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id).lstrip(".") or "run"
 
 
 __all__ = ["DEFAULT_DRIFT", "ReportData", "ReportFiles", "build_report", "write_report"]

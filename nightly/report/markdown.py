@@ -1,6 +1,7 @@
 """The report as a Markdown summary (for a CI job summary, a chat message, or the PR that moves a tolerance)."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from e2egen.nightly.report.model import (ReportData, arithmetic_flags, arithmetic_rows, fmt, fmt_rate, headline,
@@ -9,8 +10,31 @@ from e2egen.nightly.report.model import (ReportData, arithmetic_flags, arithmeti
 MAX_LISTED = 25
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _text(text: object) -> str:
+    """Case data as Markdown that shows as itself: no raw HTML (CI systems render reports), one line.
+
+    `&` and `<` become entities, so `<script>` or `<img onerror=...>` from a kernel's message is text.
+    """
+    text = " ".join(str(text).splitlines())
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _code(text: str) -> str:
+    """A code span whose content cannot end it early: fenced by more backticks than it holds in a row."""
+    text = " ".join(text.splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _cell(text: object) -> str:
+    """A table cell: escaped text, or (written `like this`) a code span, whose content Markdown shows verbatim."""
+    text = str(text)
+    if len(text) >= 2 and text.startswith("`") and text.endswith("`"):
+        cell = _code(text[1:-1])
+    else:
+        cell = _text(text)
+    return cell.replace("|", "\\|")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -25,12 +49,12 @@ def _short_reason(text: str, limit: int = 160) -> str:
 
 
 def render_markdown(data: ReportData) -> str:
-    out = [f"# {data.title}", "", run_line(data.run), "", f"**{headline(data)}**", ""]
+    out = [f"# {_text(data.title)}", "", _text(run_line(data.run)), "", f"**{_text(headline(data))}**", ""]
     flags = arithmetic_flags(data)
     if flags:
         out += [f"**Arithmetic changed in {len(flags)} cell{'s' if len(flags) != 1 else ''}** "
                 "(the bound follows the new findings):", ""]
-        out += [f"- {flag}" for flag in flags] + [""]
+        out += [f"- {_text(flag)}" for flag in flags] + [""]
     if data.comparison is not None:
         c = data.comparison
         out += [f"## Against run {c.against}", "",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from e2egen.errors import UserError
+from e2egen.files import write_text_atomically
 
 from .model import Arithmetic, CellKey
 
@@ -92,12 +92,9 @@ class Profile:
         return cls(DeviceKey.of(data["device"], data["impl"], versions), cells, path, shipped)
 
     def write(self, path: Path) -> Path:
-        """Atomically (a temporary file renamed over the target), so concurrent workers never see half a file."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(self.to_toml())
-        os.replace(temporary, path)
+        """Atomically (e2egen.files: a temporary file renamed over the target), so concurrent workers never see
+        half a file; OutputError (also an OSError) naming the file when it cannot be written (disk full, ...)."""
+        write_text_atomically(path, self.to_toml())
         self.path = path
         return path
 

@@ -67,6 +67,9 @@ class GemmOp(ProductSumOp):
     layouts = GEMM_LAYOUTS
     param_names = ("m", "n", "k")
     optional_params = frozen_mapping({"batch": 0})
+    # batch 0 is the runner's "no batch"; a catalogue leaves batch out for that, and a batch it writes counts
+    # matrices (the generator's loader checks these minimums: key -> (minimum, hint)).
+    catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm")})
 
     def __repr__(self) -> str:
         return "GemmOp(gemm)"

@@ -1,0 +1,174 @@
+"""Writing e2egen's output files: whole or not at all, and a failure said in one line.
+
+    write_text_atomically(path, text)     the generated suite, manifest.json, reports, pr_selection.toml,
+                                          a calibrated catalogue, arithmetic profiles
+    make_directory(path)                  an output directory (and its parents)
+    write_all(fd, data)                   every byte to an open file (records appends use it too)
+    OutputError                           a file that could not be written: disk full, no permission, ...
+
+The text goes to a temporary file in the same directory, is flushed to the disk
+(fsync), and is renamed over the target (os.replace, atomic on POSIX): readers,
+a crash or a full disk see the old file or the new one, never half of one, and
+a failed write leaves no temporary file behind. A new file gets the usual mode
+(0o666 less the umask), a replaced one keeps its mode; a symbolic link is
+followed, so the file it points to is replaced and the link stays.
+
+A leaf module (standard library and e2egen.errors only): every layer writes through it.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from e2egen.errors import UserError
+
+_REASONS = {
+    errno.ENOSPC: "disk full (no space left on the device)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+    errno.EISDIR: "it is a directory",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.EEXIST: "a part of the path is a file, not a directory",
+    errno.ENOENT: "no such directory",
+    errno.EFBIG: "file too large",
+}
+
+
+class OutputError(UserError, OSError):
+    """A file e2egen could not write; the message names it and says why, and the old file (if any) is unchanged.
+
+    Also an OSError, so code that handles failed writes as OSErrors still does.
+    """
+
+    def __init__(self, path: str | Path, reason: str, *, errno_: int | None = None):
+        UserError.__init__(self, f"cannot write: {reason}", where=str(path))
+        self.errno, self.filename = errno_, str(path)  # OSError's fields
+
+    def __str__(self) -> str:
+        return UserError.__str__(self)
+
+
+def describe_os_error(err: OSError) -> str:
+    """The cause of a failed file operation in a few words ("disk full (…)", "permission denied", ...)."""
+    reason = _REASONS.get(err.errno or 0)
+    if reason is None:
+        reason = err.strerror or str(err) or type(err).__name__
+    return reason
+
+
+def output_error(path: str | Path, err: OSError, what: str = "") -> OutputError:
+    """The OutputError for an OSError met while writing `path` (`what`: a few words after the reason)."""
+    if isinstance(err, OutputError):
+        return err
+    reason = describe_os_error(err)
+    return OutputError(path, f"{reason}{f'; {what}' if what else ''}", errno_=err.errno)
+
+
+def make_directory(path: str | Path) -> Path:
+    """Create a directory and its parents (nothing when it exists); OutputError naming it when that fails."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as err:  # a file where a directory should be
+        raise OutputError(path, "a file is in the way, not a directory", errno_=err.errno) from None
+    except OSError as err:
+        raise output_error(path, err) from None
+    return path
+
+
+def write_text_atomically(path: str | Path, text: str, *, encoding: str = "utf-8", make_parents: bool = True) -> Path:
+    """Write `text` to `path` whole or not at all (see the module's docstring); returns the path written.
+
+    OutputError (one line naming the file: disk full, permission denied, ...) when it cannot.
+    """
+    return write_bytes_atomically(path, text.encode(encoding), make_parents=make_parents)
+
+
+def write_bytes_atomically(path: str | Path, data: bytes, *, make_parents: bool = True) -> Path:
+    """write_text_atomically for bytes."""
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if make_parents:
+        try:
+            make_directory(target.parent)
+        except OutputError as err:  # name the file asked for, and the directory at fault
+            raise OutputError(path, f"its directory {err.where}: {err.message.removeprefix('cannot write: ')}",
+                              errno_=err.errno) from None
+    if target.is_dir():
+        raise OutputError(path, "it is a directory", errno_=errno.EISDIR)
+    mode = _existing_mode(target)
+    temporary, fd = _create_temporary(target)
+    try:
+        try:
+            write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except OSError as err:
+        _remove_quietly(temporary)
+        raise output_error(path, err, "the file was left as it was") from None
+    except BaseException:  # interrupted: no temporary file left behind either
+        _remove_quietly(temporary)
+        raise
+    _sync_directory(target.parent)
+    return path
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (one os.write may take fewer): what both writers here and records appends use."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _existing_mode(path: Path) -> int | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+
+
+def _create_temporary(target: Path) -> tuple[Path, int]:
+    """A new file beside `target` (the same file system, so the rename is atomic), opened for writing."""
+    stem = target.name[:100]  # the temporary name must fit where the target's does
+    for _ in range(100):
+        temporary = target.with_name(f".{stem}.{secrets.token_hex(4)}.tmp")
+        try:
+            # 0o666: the umask applies, as for any new file (mkstemp would make it 0o600).
+            return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise output_error(target, err, "the file was left as it was") from None
+    raise OutputError(target, "could not create a temporary file beside it")
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make the rename itself durable (best effort: some file systems cannot open or sync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

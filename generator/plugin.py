@@ -28,11 +28,30 @@ OUTCOME = pytest.StashKey["e2egen.generator.execute.Outcome"]()
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
     group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
-    group.addoption("--global-seed", type=int, default=None, help="derive every case's seed from this global seed instead of the generated one")
+    group.addoption("--global-seed", type=_seed_option, default=None, help="derive every case's seed from this global seed instead of the generated one")
+
+
+def _seed_option(text: str) -> int:
+    import argparse
+
+    from e2egen.generator.cases import parse_seed
+
+    try:
+        return parse_seed(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def pytest_configure(config):
     share_cpu_threads()
+    device = config.getoption("--device", default=None)
+    if device or os.environ.get("E2E_DEVICE"):  # a bad or missing device is one usage error, not a failure per case
+        from e2egen.runner.device import DeviceError, check_device
+
+        try:
+            check_device(device)  # None: $E2E_DEVICE, named as such in the message
+        except DeviceError as err:
+            raise pytest.UsageError(str(err)) from None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -30,6 +30,7 @@ some failed.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -42,7 +43,7 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 from e2egen.generator.cases import DEFAULT_TIMEOUT
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
-from e2egen.nightly.records import RecordTail, RecordWriter, new_run_id, record_from_case_data
+from e2egen.nightly.records import RecordTail, RecordWriter, lock_run, new_run_id, record_from_case_data
 from e2egen.nightly.shard import ShardSpec, partition
 from e2egen.nightly.store import Store
 from e2egen.runner.errors import format_seconds
@@ -115,8 +116,8 @@ class Plan:
 
 def run_sweep(options: SweepOptions, out: TextIO | None = None) -> SweepResult:
     out = out or sys.stdout
-    with Store(options.store) as store:
-        plan = make_plan(options, store, out)
+    with Store(options.store) as store, contextlib.ExitStack() as held:
+        plan = make_plan(options, store, out, held)
         recorded = _catch_up(store, plan)
         _say(out, f"nightly run {plan.run_id}: {len(plan.case_ids)} cases"
                   f"{f' (shard {plan.shard}, split by {plan.partition})' if plan.shard else ''}, "
@@ -142,7 +143,8 @@ def _say(out: TextIO, text: str) -> None:
 
 
 # -- planning ---------------------------------------------------------------------------
-def make_plan(options: SweepOptions, store: Store, out: TextIO) -> Plan:
+def make_plan(options: SweepOptions, store: Store, out: TextIO, held: contextlib.ExitStack) -> Plan:
+    """What the run will do; its write lock (one writer per run) is taken here and held by `held`."""
     # Absolute: the store keeps it, and a resume may start from another directory.
     records_dir = (Path(options.records_dir) if options.records_dir else Path(options.store).parent / "runs").resolve()
     previous = store.run(options.resume) if options.resume else None  # unknown id: a user error
@@ -195,6 +197,7 @@ def make_plan(options: SweepOptions, store: Store, out: TextIO) -> Plan:
                 catalogue=options.catalogue, records_path=records_path, selection_path=selection_path,
                 log_path=records_path.with_suffix(".log"), shard=shard, partition=fingerprint, workers=workers,
                 device=device, reference_device=reference_device, gpus=gpus if workers > 0 else ())
+    held.enter_context(lock_run(run_id, records_path))  # before anything is written for the run
     _start_run(store, plan, previous is None)
     return plan
 
@@ -241,8 +244,17 @@ def machine_device_name(option: str | None) -> str:
 
 
 def _resolve_device(option: str | None) -> str:
-    if option:
-        return option
+    """The device asked for (the option, else $E2E_DEVICE), checked once (a bad or missing one is a user
+    error, exit 2), else CUDA when present."""
+    from e2egen.runner.device import DeviceError, check_device
+
+    name = option or os.environ.get("E2E_DEVICE") or None
+    try:
+        check_device(name)
+    except DeviceError as err:
+        raise NightlyError(str(err)) from None
+    if name:
+        return name
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

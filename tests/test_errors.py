@@ -130,9 +130,21 @@ def test_bad_shard_is_a_nightly_error(capsys, tmp_path, catalogue):
     assert status == 2 and err.startswith("error: merge: 'nothing-here' is neither a records file")
 
 
-def test_problem_error_in_explain_names_the_case(capsys, catalogue):
-    status, err = cli(capsys, "explain", GEMM_ID, "-c", catalogue, "--seed", str(2**64), "--device", "cpu")
+def test_problem_error_in_explain_names_the_case(capsys, catalogue, monkeypatch):
+    from e2egen import runner
+
+    def refusing(*args, **kwargs):  # the catalogue passed; this run's problem does not
+        raise ProblemError("seed", 2**64, "expected an integer in [0, 2**64)")
+
+    monkeypatch.setattr(runner, "run", refusing)
+    status, err = cli(capsys, "explain", GEMM_ID, "-c", catalogue, "--device", "cpu")
     assert status == 2 and err.startswith(f"error: {GEMM_ID}: seed: expected an integer in [0, 2**64)")
+
+
+def test_an_out_of_range_seed_is_refused_by_the_command_line(capsys, catalogue):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", GEMM_ID, "-c", catalogue, "--seed", str(2**64), "--device", "cpu"])
+    assert info.value.code == 2 and "--seed: expected an integer in [0, 2**64)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("error, line", [

@@ -219,9 +219,6 @@ def _plugin_checks_the_device() -> bool:
     return "check_device" in (REPO / "generator" / "plugin.py").read_text(encoding="utf-8")
 
 
-@pytest.mark.xfail(not _plugin_checks_the_device(), strict=True,
-                   reason="needs generator/plugin.py: pytest_configure calling runner.device.check_device "
-                          "(and --global-seed typed by generator.cases.parse_seed)")
 def test_under_pytest_a_bad_device_or_seed_is_one_usage_error(gemm_catalogue, tmp_path):
     out = tmp_path / "suite"
     assert main("gen", str(gemm_catalogue), "--out", str(out))[0] == 0

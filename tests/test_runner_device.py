@@ -41,10 +41,17 @@ def test_unknown_device_names_are_value_errors_listing_choices(name, monkeypatch
 
 @no_cuda
 @pytest.mark.parametrize("name", ["cuda", "cuda:0"])
-def test_cuda_without_cuda_is_a_skip(name, monkeypatch):
-    with pytest.raises(Skip, match="CUDA is not available"):
+def test_cuda_asked_for_without_cuda_is_an_error_unless_allowed(name, monkeypatch):
+    from e2egen.runner.device import DeviceError
+
+    with pytest.raises(DeviceError, match="E2E_ALLOW_MISSING_DEVICE"):
         select_device(name)
     monkeypatch.setenv("E2E_DEVICE", name)
+    with pytest.raises(DeviceError):
+        run(gemm())
+    monkeypatch.setenv("E2E_ALLOW_MISSING_DEVICE", "1")  # the user says skipping is fine
+    with pytest.raises(Skip, match="CUDA is not available"):
+        select_device(name)
     with pytest.raises(Skip):
         run(gemm())
 

@@ -67,6 +67,7 @@ class GemmGemmOp(Op):
     layouts = GEMM_GEMM_LAYOUTS
     param_names = ("m", "n", "k", "o")
     optional_params = frozen_mapping({"batch": 0})
+    catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm_gemm")})
 
     def __repr__(self) -> str:
         return "GemmGemmOp(gemm_gemm)"

@@ -41,6 +41,7 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
+from e2egen.runner.ops.attention_torch import contract_params
 from e2egen.runner.ops.attention_math import allowed_keys, expand_kv, scores_float64
 from e2egen.runner.ops.attention_params import AttentionParams
 
@@ -67,17 +68,6 @@ class Call:
 
     def allowed(self, params: AttentionParams | None = None) -> torch.Tensor | None:
         return allowed_keys(params or self.params, self.q.device)
-
-
-def contract_params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, align: str,
-                    window, kv_lengths, prefix_offset) -> AttentionParams:
-    """The AttentionParams a call describes (the tensors' shapes, the masks' keywords)."""
-    return AttentionParams(
-        seq_q=q.shape[2], seq_k=k.shape[2], head_dim_qk=q.shape[3], head_dim_v=v.shape[3], batch=q.shape[0],
-        heads_q=q.shape[1], heads_kv=k.shape[1], scale=scale, causal=causal, align=align,
-        window=None if window is None else tuple(window),
-        kv_lengths=None if kv_lengths is None else tuple(int(x) for x in kv_lengths.tolist()),
-        prefix_offset=None if prefix_offset is None else tuple(int(x) for x in prefix_offset.tolist()))
 
 
 def attention_kernel(body: Callable[[Call], tuple[torch.Tensor, torch.Tensor]]) -> Callable[..., object]:

@@ -9,8 +9,10 @@ import torch
 from .attention_params import AttentionParams
 
 
-def _params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, align: str,
-            window, kv_lengths, prefix_offset) -> AttentionParams:
+def contract_params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, align: str,
+                    window, kv_lengths, prefix_offset) -> AttentionParams:
+    """The AttentionParams a call under the contract describes (the tensors' shapes, the masks' keywords):
+    what a kernel needs to build the mask with attention_math.allowed_keys."""
     return AttentionParams(
         seq_q=q.shape[2], seq_k=k.shape[2], head_dim_qk=q.shape[3], head_dim_v=v.shape[3], batch=q.shape[0],
         heads_q=q.shape[1], heads_kv=k.shape[1], scale=scale, causal=causal, align=align,
@@ -24,7 +26,7 @@ def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale:
                     score_bias=None, return_lse: bool = False):
     from .attention_math import allowed_keys
 
-    params = _params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
+    params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
     allowed = allowed_keys(params, q.device)
     if score_scale is None and not return_lse:
         o = _sdpa(q, k, v, params, allowed, score_bias)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
+from e2egen.files import write_text_atomically
 from e2egen.generator.cases import DEFAULT_TIMEOUT
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
@@ -268,7 +269,7 @@ def _start_run(store: Store, plan: Plan, is_new: bool) -> None:
               "selected": len(plan.case_ids), "records_path": str(plan.records_path)}
     plan.records_path.parent.mkdir(parents=True, exist_ok=True)
     if is_new or not plan.selection_path.exists():
-        plan.selection_path.write_text("".join(f"{cid}\n" for cid in plan.case_ids), encoding="utf-8")
+        write_text_atomically(plan.selection_path, "".join(f"{cid}\n" for cid in plan.case_ids))
     if is_new:
         writer = RecordWriter(plan.records_path)  # the file describes its run even if pytest never starts
         writer.write(header)
@@ -464,7 +465,7 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
     command += ["--select-cases", str(plan.selection_path)]  # the plan, whatever the suite holds besides
     deselect_path = plan.records_path.with_suffix(".recorded")
     if recorded:
-        deselect_path.write_text("".join(f"{cid}\n" for cid in sorted(recorded)), encoding="utf-8")
+        write_text_atomically(deselect_path, "".join(f"{cid}\n" for cid in sorted(recorded)))
         command += ["--deselect-cases", str(deselect_path)]
     command += list(options.pytest_args)
     # The plugins are imported as e2egen.* from the installed package. No source folder goes on PYTHONPATH: that

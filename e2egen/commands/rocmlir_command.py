@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from e2egen.files import write_text_atomically
 from e2egen.commands.arguments import EXIT_OK
 from e2egen.errors import UsageError
 from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
@@ -46,7 +47,7 @@ def import_rocmlir(args) -> int:
 
 def _write(path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        write_text_atomically(path, text)
     except OSError as err:
         raise UsageError(f"{path}: cannot write the catalogue: {err.strerror}")
 

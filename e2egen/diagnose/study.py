@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from e2egen.files import write_text_atomically
 from e2egen.metrics.names import HISTOGRAM_BUCKETS, METRIC_NAMES
 
 from e2egen.diagnose import tables as fmt
@@ -468,8 +469,8 @@ def write_study(result: StudyResult, out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     md, html, data = out / "study.md", out / "study.html", out / "results.json"
-    md.write_text(render_markdown(result, out), encoding="utf-8")
-    html.write_text(render_html(result, out), encoding="utf-8")
+    write_text_atomically(md, render_markdown(result, out))
+    write_text_atomically(html, render_html(result, out))
     payload = {
         "title": result.config.title, "study": result.config.path, "device": result.device, "versions": result.versions,
         "started": result.started, "seconds": result.seconds, "seed": result.config.seed, "rule": dict(result.config.rule),
@@ -477,7 +478,7 @@ def write_study(result: StudyResult, out: str | Path) -> list[Path]:
         "validations": [asdict(v) for v in result.config.validations], "variants": [asdict(v) for v in result.config.variants],
         "notes": result.notes, "records": [r.to_dict() for r in result.records],
     }
-    data.write_text(json.dumps(payload, indent=1, allow_nan=True), encoding="utf-8")
+    write_text_atomically(data, json.dumps(payload, indent=1, allow_nan=True))
     return [md, html, data]
 
 

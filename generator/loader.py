@@ -44,8 +44,10 @@ def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
 class _Reader(TomlReader):
     """Validates one parsed catalogue, collecting problems instead of stopping at the first."""
 
-    def choices(self, value: Any, key_path: tuple, valid: Iterable[str], kind: str) -> tuple[str, ...]:
-        """A list of names, each among `valid` (a single string is a list of one)."""
+    def choices(self, value: Any, key_path: tuple, valid: Iterable[str], kind: str,
+                accepts: Callable[[str], str | None] | None = None) -> tuple[str, ...]:
+        """A list of names, each among `valid` (a single string is a list of one), or one `accepts` takes
+        (it says what is wrong with an item, None when nothing is: an op's layouts that are data)."""
         valid = tuple(valid)
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not values:
@@ -53,7 +55,11 @@ class _Reader(TomlReader):
             return ()
         good = []
         for i, item in enumerate(values):
-            if item not in valid:
+            if item not in valid and accepts is not None and isinstance(item, str) and accepts(item) is None:
+                good.append(item)
+            elif item not in valid and accepts is not None and isinstance(item, str) and not item.isalpha():
+                self.problem(key_path + (i,), accepts(item))
+            elif item not in valid:
                 self.problem(key_path + (i,), unknown(kind, item, valid))
             elif item in good:
                 self.problem(key_path + (i,), f"{kind} {item!r} is listed twice")
@@ -199,6 +205,8 @@ class _Reader(TomlReader):
                 valid = runner.DTYPES
             else:
                 valid = runner.OPS[op].layouts
+                if runner.OPS[op].layout_problem(part) is None:
+                    continue
             if part not in valid:
                 axis = ("op", "direction", "dtype", "layout")[position]
                 self.problem(key_path, f"unknown {axis} {part!r} in cells {pattern!r}{did_you_mean(part, valid)}")
@@ -300,7 +308,8 @@ class _Reader(TomlReader):
                 axes[axis] = ()
             else:
                 kind = f"{axis[:-1]} for {op_name}" if axis in ("directions", "layouts") else axis[:-1]
-                axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind)
+                accepts = op.layout_problem if axis == "layouts" else None
+                axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind, accepts)
             exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
         impl = data.get("impl")
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":

@@ -30,7 +30,10 @@ Mapping:
   attention: i8 Q and K with a quantization bias and scale, f16 V).
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
-  anything else is reported and its cases left out. gemm layouts: the first
+  any other orders -> e2egen's layout string "input-filter-output"
+  (runner/ops/conv_layouts.py, e.g. nhwc-yxck-nhwk, nc012-kc012-nk012; an
+  output spelled with c gets k); orders e2egen cannot pass as a strided view
+  (a group dim away from the dim it splits: nghwc, hwcgn) are reported and left out. gemm layouts: the first
   letter is A, the second B, `t` when `--transA` / `--transB` is true;
   gemm's --transC (its output's storage order) is merged and reported.
 - conv shape: -batchsize -in_channels -out_channels -in_h -in_w -fil_h -fil_w
@@ -757,12 +760,37 @@ def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int =
     names = tuple((f.value or "") if f else default for f, default in zip(given, DEFAULT_CONV_LAYOUT))
     layouts = {key[:tensors]: layout for key, layout in CONV_LAYOUTS.items()}
     layout = layouts.get(tuple(n.lower().replace("g", "") for n in names))
+    if layout is None and tensors == 3:  # any other orders: e2egen's layout string input-filter-output
+        layout = _conv_layout_string(names, flags, given, notes)
+        if layout is not None or any(f is not None and f.source is not None for f in given):
+            return layout
     if layout is None:
         source = next(f.source for f in given if f)
         text = " ".join(f"-{n}={v}" for n, v in zip(LAYOUT_FLAGS, names))
         families = ", ".join(f"{layout}: {'/'.join(names[:tensors])}" for layout, names in CONV_LAYOUT_NAMES.items())
         notes.add(source.line, source.what, f"conv layout {text} has no equivalent (e2egen has {families}); left out")
     return layout
+
+
+def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given, notes: Notes) -> str | None:
+    """rocMLIR's (filter, input, output) orders as e2egen's "input-filter-output" (runner/ops/conv_layouts.py;
+    rocMLIR may spell the output's channels c), or None with the reason reported."""
+    from e2egen.runner.ops.conv_layouts import layout_problem
+
+    filter_order, input_order, output_order = (n.lower() for n in names)
+    if "k" not in output_order:
+        output_order = output_order.replace("c", "k")
+    layout = f"{input_order}-{filter_order}-{output_order}"
+    source = next(f.source for f in given if f)
+    if "2" in input_order:  # rocMLIR's 3-d spelling: a conv3d, which this importer does not map (conv2d only)
+        notes.add(source.line, source.what, f"conv layout {layout} is 3-d: rocMLIR's 3-d convolutions are not "
+                                            "imported yet (e2egen's conv3d takes this layout); left out")
+        return None
+    problem = layout_problem(layout, 2)
+    if problem is None:
+        return layout
+    notes.add(source.line, source.what, f"conv layout {layout}: {problem}; left out")
+    return None
 
 
 def _resolve_conv_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:

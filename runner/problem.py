@@ -27,6 +27,17 @@ def lookup_op(op: str | Op) -> Op:
     return OPS[op]
 
 
+def check_layout(op: Op, layout: str) -> None:
+    if not isinstance(layout, str):
+        raise ProblemError("layout", layout, f"expected a layout name, got {layout!r}", op.layouts)
+    problem = op.layout_problem(layout)
+    if problem is None:
+        return
+    if type(op).layout_problem is Op.layout_problem:  # only the listed layouts: say which is closest
+        raise ProblemError.unknown("layout", layout, op.layouts, what=f"layout for {op.name}")
+    raise ProblemError("layout", layout, problem, op.layouts)
+
+
 def check_direction(op: Op, direction: str) -> None:
     if direction not in op.directions:
         raise ProblemError.unknown("direction", direction, op.directions, what=f"direction for {op.name}")
@@ -49,8 +60,7 @@ class Problem:
         check_direction(op, self.direction)
         if self.dtype not in DTYPES:
             raise ProblemError.unknown("dtype", self.dtype, DTYPES)
-        if self.layout not in op.layouts:
-            raise ProblemError.unknown("layout", self.layout, op.layouts, what=f"layout for {op.name}")
+        check_layout(op, self.layout)
         if not isinstance(self.params, op.params_type) or (
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
@@ -135,8 +145,7 @@ def make_problem(op: str | Op, direction: str, dtype: str, layout: str, params: 
     check_direction(spec, direction)
     if dtype not in DTYPES:
         raise ProblemError.unknown("dtype", dtype, DTYPES)
-    if layout not in spec.layouts:
-        raise ProblemError.unknown("layout", layout, spec.layouts, what=f"layout for {spec.name}")
+    check_layout(spec, layout)
     parsed = spec.parse_params(params)
     return Problem(spec.name, direction, dtype, layout, parsed, _range_tuple(input_range), seed)
 

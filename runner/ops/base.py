@@ -103,6 +103,13 @@ class Op(ABC):
         (name,) = self.output_names(params, direction)
         return {name: TensorSpec(self.output_shape(params, direction), output_dtype_name(dtype))}
 
+    def layout_problem(self, layout: str) -> str | None:
+        """Why `layout` is not one of this op's layouts (None when it is). By default the listed ones;
+        an op whose layouts are data (conv) accepts more than it lists."""
+        if layout in self.layouts:
+            return None
+        return f"unknown layout for {self.name} {layout!r}; valid: {', '.join(self.layouts)}"
+
     def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
         attention's peaky or offset scores). By default the uniform draw stays as it is."""

@@ -14,7 +14,9 @@ input_shape / weight_shape are the logical shapes of dx / dw as tuples.
 
 Layouts: "nchw" keeps every tensor contiguous; "nhwc" stores x, w and dy
 channels-last (torch.channels_last for 2d, channels_last_3d for 3d, and for
-1d a transposed (N, C, L) view of a contiguous (N, L, C) tensor).
+1d a transposed (N, C, L) view of a contiguous (N, L, C) tensor); any other
+per-tensor memory order is a layout string "input-filter-output" in rocMLIR's
+spelling (conv_layouts.py), e.g. "nhwc-yxck-nhwk".
 
 torch is imported when a case runs, so generating a suite stays fast.
 """
@@ -250,8 +252,17 @@ class ConvOp(ProductSumOp):
         return ConvParams(n=2, c=16 * params.groups, k=16 * params.groups, size=size, kernel=params.kernel,
                           stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups, pad_end=pad_end)
 
+    def layout_problem(self, layout: str) -> str | None:
+        from .conv_layouts import layout_problem
+
+        return layout_problem(layout, self.spatial_dims)
+
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
+        if layout in CONV_LAYOUTS:
+            return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
+        from .conv_layouts import arrange
+
+        return arrange(name, tensor, layout, self.spatial_dims)
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         return {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]

@@ -194,7 +194,8 @@ def test_short_flags_layouts_and_thresholds():
     assert name == "n2-c4-k8-9x7-f3x1-s2x1-p1x0-g2"
     assert dict(config.params) == {"n": 2, "c": 4, "k": 8, "hw": [9, 7], "kernel": [3, 1], "stride": [2, 1], "pad": [1, 0], "groups": 2}
     assert {(c.direction, c.dtype, c.layout) for c in cases} == {("fwd", "bf16", "nhwc"), ("bwd_weight", "bf16", "nhwc")}
-    assert all(c.tolerances == {"rms": 0.02, "max_rel_diff": 0.01, "max_abs_diff": 0.5, "bound_ratio": 1.0} for c in cases)
+    # rocMLIR's verifier gates relDiff on f32 outputs only: bf16 cases do not get it
+    assert all(c.tolerances == {"rms": 0.02, "max_abs_diff": 0.5, "bound_ratio": 1.0} for c in cases)
 
 
 def test_asymmetric_padding_becomes_begin_end_pairs():
@@ -639,7 +640,7 @@ def test_gemm_gemm_shapes_layouts_and_merged_transO():
     assert ids(cases, "m384-n384-k64-o64") == {("fwd", "f16", layout) for layout in ("ntt", "ntn", "nnt", "nnn")}
     assert ids(cases, "b4-m64-n32-k16-o8") == {("fwd", "f16", "ttn"), ("fwd", "f16", "tnn")}  # transC=true excluded
     assert len(cases) == 6  # transO merged: each case once
-    assert {c.tolerances["max_rel_diff"] for c in cases} == {0.01}
+    assert all("max_rel_diff" not in c.tolerances for c in cases)  # relDiff gates f32 outputs only
     report = "\n".join(conversion.report())
     assert "axis 'transO': --transO true, false has no equivalent in e2egen (the output's storage order" in report
     assert "merged" in report and "-perf_config attn:v2:32,32,64,32,32,32,4,1,1,2,1 dropped" in report
@@ -789,3 +790,16 @@ def test_real_catalogues_with_p_and_asymmetric_padding():
         assert not [line for line in conversion.report() if "config skipped" in line]
         cases = expand(parse_catalogue(conversion.to_toml(), name))
         assert len(cases) == sum(len(named.config.kept) for suite in conversion.suites for named in suite.configs)
+
+
+def test_other_conv_orders_import_as_layout_strings_and_3d_digits_on_2d_drop_the_depth():
+    conversion, cases = convert_text(HEADER + f'''
+        [[axis]]
+        name = "layout"
+        values = ["-fil_layout=yxck -in_layout=nhwc -out_layout=nhwk", "-fil_layout=kc012 -in_layout=nc012 -out_layout=nk012"]
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    ''')
+    assert {c.layout for c in cases} == {"nhwc-yxck-nhwk", "nc01-kc01-nk01"}

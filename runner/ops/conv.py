@@ -234,6 +234,9 @@ class ConvOp(ProductSumOp):
         words = ["1x1" if math.prod(params.kernel) == 1 else "window"]
         if any(s > 1 for s in params.stride):
             words.append("strided")
+            span = [d * (r - 1) + 1 for r, d in zip(params.kernel, params.dilation)]
+            if words[0] == "window" and all(s >= w for s, w in zip(params.stride, span)):
+                words.append("disjoint")  # windows that do not overlap: backward passes need no overlapping sums
         if any(d > 1 for d in params.dilation):
             words.append("dilated")
         if params.groups > 1:

@@ -141,3 +141,16 @@ def test_conv_gemm_takes_groups_one_only():
     with pytest.raises(ProblemError) as info:
         make_problem("conv_gemm", "fwd", "f32", "nchw-n", {**CONV_GEMM, "groups": 2}, (-1.0, 1.0), 0)
     assert info.value.key == "groups"
+
+
+def test_the_fused_evidence_study_passes_every_correct_kernel_and_catches_every_planted_bug(tmp_path):
+    from studies import fused_evidence
+
+    out = tmp_path / "fused.md"
+    fused_evidence.main(["--seeds", "1", "--out", str(out)])
+    text = out.read_text()
+    correct = sum(1 for kernel in fused_evidence.KERNELS.values() if kernel[2])
+    assert "Correct kernels: 0 false failures" in text
+    runs = [line.split("|") for line in text.splitlines() if line.startswith("| ") and "planted bug" in line]
+    assert len(runs) == len(fused_evidence.KERNELS) - correct
+    assert all(int(row[4]) == 0 for row in runs)  # no planted bug passed

@@ -193,18 +193,25 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def judge_case(case: Any, measured: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """(requirements the measured arithmetic breaks that fail the case, those an [[accept]] entry excuses
+    with the entry); nothing when the arithmetic was assumed, not measured."""
+    from e2egen.runner.arithmetic.requirements import judge
+
+    if measured is None or not measured.measured:
+        return [], []
+    return judge(case.require, case.accepted, measured.arithmetic, case.dtype, measured.device.device,
+                 measured.device.impl, str(measured.cell))
+
+
 def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
     """Fail the case for each requirement the measured arithmetic breaks that no [[accept]] entry covers;
     the report starts with the arithmetic, then each broken and each accepted requirement."""
-    from e2egen.runner.arithmetic.requirements import judge
-
-    case = outcome.case
     lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
     if not measured.measured:  # nothing was measured: there is nothing to hold against the requirements
         outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
         return
-    failing, excused = judge(case.require, case.accepted, measured.arithmetic, case.dtype, measured.device.device,
-                             measured.device.impl, str(measured.cell))
+    failing, excused = judge_case(outcome.case, measured)
     lines += [f"REQUIREMENT BROKEN: {v.message}" for v in failing]
     lines += [f"accepted deviation: {v.message} — {entry.reason} ([[accept]] device={entry.device})"
               for v, entry in excused]

@@ -21,6 +21,7 @@ from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
 from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml, read_toml_text, unreadable
 from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.ops.base import UNKNOWN_LAYOUT
 from e2egen.runner.options import OPTION_TYPES, OptionKey, Requirements
 
 LAYERED_TABLES = ("tolerances", "reference", "bound", "require")
@@ -47,7 +48,7 @@ class _Reader(TomlReader):
     def choices(self, value: Any, key_path: tuple, valid: Iterable[str], kind: str,
                 accepts: Callable[[str], str | None] | None = None) -> tuple[str, ...]:
         """A list of names, each among `valid` (a single string is a list of one), or one `accepts` takes
-        (it says what is wrong with an item, None when nothing is: an op's layouts that are data)."""
+        (Op.layout_problem: None, UNKNOWN_LAYOUT, or what is wrong with a layout string)."""
         valid = tuple(valid)
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not values:
@@ -55,12 +56,16 @@ class _Reader(TomlReader):
             return ()
         good = []
         for i, item in enumerate(values):
-            if item not in valid and accepts is not None and isinstance(item, str) and accepts(item) is None:
-                good.append(item)
-            elif item not in valid and accepts is not None and isinstance(item, str) and not item.isalpha():
-                self.problem(key_path + (i,), accepts(item))
-            elif item not in valid:
+            if item in valid:
+                problem = None
+            elif accepts is not None and isinstance(item, str):
+                problem = accepts(item)
+            else:
+                problem = UNKNOWN_LAYOUT
+            if problem == UNKNOWN_LAYOUT:
                 self.problem(key_path + (i,), unknown(kind, item, valid))
+            elif problem is not None:
+                self.problem(key_path + (i,), problem)
             elif item in good:
                 self.problem(key_path + (i,), f"{kind} {item!r} is listed twice")
             else:

@@ -18,7 +18,7 @@ from e2egen.metrics import partials as P
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
 from e2egen.metrics.names import HISTOGRAM_EDGES
-from e2egen.metrics.rounding import inverse_ulp, ordered, pattern_value, rounded_pattern, split_float64
+from e2egen.metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
 
 MISSING = -1.0  # below every real value of a maximum (all are >= 0)
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from .dtypes import DTYPES, element_size, input_format_name, largest_finite
 from .errors import ProblemError
 from .ops import OPS, Op
-from .ops.base import Shape, TensorSpec, is_int
+from .ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
 
@@ -33,7 +33,7 @@ def check_layout(op: Op, layout: str) -> None:
     problem = op.layout_problem(layout)
     if problem is None:
         return
-    if type(op).layout_problem is Op.layout_problem:  # only the listed layouts: say which is closest
+    if problem == UNKNOWN_LAYOUT:
         raise ProblemError.unknown("layout", layout, op.layouts, what=f"layout for {op.name}")
     raise ProblemError("layout", layout, problem, op.layouts)
 

@@ -34,8 +34,8 @@ from typing import Mapping
 
 import torch
 
-from .bound import (ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient,
-                    ScaledMagnitude, SumOfBounds)
+from .bound import (ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
+                    PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
 from .problem import Problem
 
 EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
@@ -44,16 +44,14 @@ LOG_ULPS = 4  # log (or log2 then · ln 2) in the compute format
 
 
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
-    from .ops.attention_math import attention_float64
+    from .ops.attention_math import attention_float64, expand_kv
 
     params, dtype = problem.params, problem.dtype
     rows = attention_float64(params, inputs64)
-    allowed = rows.p > 0 if rows.allowed is None else rows.allowed.expand_as(rows.p)
+    allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
     finite_scores = torch.where(allowed, rows.scores, 0.0)
 
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
-    from .ops.attention_math import expand_kv
-
     k_abs = expand_kv(inputs64["k"], params.group).abs()
     product_terms = torch.matmul(inputs64["q"].abs(), k_abs.mT).mul_(abs(params.softmax_scale))
     if params.score_scale:

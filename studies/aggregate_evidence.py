@@ -15,7 +15,6 @@ ulps, so a one-ulp scaling hides inside it).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections import defaultdict

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
         if run is not None:
             runs.append(run)
         print(f"[{index}/{len(chosen)}] {case.id}", file=sys.stderr)
-    text = [f"# Arithmetic profiles: evidence", "",
+    text = ["# Arithmetic profiles: evidence", "",
             f"Command: `python -m e2egen.studies.arithmetic_evidence{' --filter ' + repr(args.filter) if args.filter else ''}`"
             f" (torch {torch.__version__}, CPU), {len(runs)} runs.", "",
             "## The bound against torch's observed error, per cell", "", *cell_table(runs), ""]

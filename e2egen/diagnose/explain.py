@@ -35,9 +35,9 @@ import torch
 from e2egen import metrics
 from e2egen import runner
 from e2egen.generator.cases import Case, derive_seed
+from e2egen.generator.execute import judge_case
 from e2egen.runner.arithmetic.lookup import Measured, measured_arithmetic
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
-from e2egen.runner.arithmetic.requirements import judge as judge_requirements
 from e2egen.runner.bound import ProductSumError, SumOfBounds, product_sum_bound, product_sum_parts
 from e2egen.runner.device import tf32_mode
 from e2egen.runner.inputs import generate_inputs, reference_inputs
@@ -474,12 +474,7 @@ def _measure(case: Case, problem: runner.Problem, dev: torch.device) -> Measured
 
 
 def _judge_requirements(explanation: Explanation) -> None:
-    measured, case = explanation.arithmetic, explanation.case
-    if measured is None or not measured.measured:
-        return
-    failing, excused = judge_requirements(case.require, case.accepted, measured.arithmetic, case.dtype,
-                                          measured.device.device, measured.device.impl, str(measured.cell))
-    explanation.violations, explanation.accepted = failing, excused
+    explanation.violations, explanation.accepted = judge_case(explanation.case, explanation.arithmetic)
 
 
 def case_reference(explanation: Explanation) -> runner.ReferenceOptions:

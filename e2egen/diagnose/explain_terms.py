@@ -14,7 +14,7 @@ import torch
 
 from e2egen import metrics, runner
 from e2egen.generator.cases import Case
-from e2egen.generator.execute import tolerances_for
+from e2egen.generator.execute import judge_case, tolerances_for
 from e2egen.runner.kernels import TORCH_IMPL
 
 WORST = 3  # elements shown per output
@@ -84,13 +84,9 @@ def explain_terms(case: Case, device: str | None = None) -> TermsExplanation:
     measured = result.arithmetic
     if measured is not None:
         explanation.arithmetic = f"{measured.arithmetic.describe()} ({measured.origin})"
-        if measured.measured:  # held against the case's requirements as `e2egen run` does
-            from e2egen.runner.arithmetic.requirements import judge
-
-            failing, excused = judge(case.require, case.accepted, measured.arithmetic, case.dtype,
-                                     measured.device.device, measured.device.impl, str(measured.cell))
-            explanation.broken = [v.message for v in failing]
-            explanation.accepted = [f"{v.message} — {entry.reason}" for v, entry in excused]
+        failing, excused = judge_case(case, measured)  # held against the requirements as `e2egen run` does
+        explanation.broken = [v.message for v in failing]
+        explanation.accepted = [f"{v.message} — {entry.reason}" for v, entry in excused]
     model = (case.bound or runner.BoundModel()).with_arithmetic(result.arithmetic.arithmetic if result.arithmetic else None)
     for name, output in result.outputs.items():
         comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz,

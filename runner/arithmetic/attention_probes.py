@@ -34,7 +34,8 @@ from e2egen import metrics
 from ..dtypes import storage_dtype
 from ..kernels import TORCH_IMPL, call_kernel
 from ..problem import Problem
-from .model import Arithmetic
+from .model import FORMAT_BITS, Arithmetic
+from .probes import round_bits
 
 INACTIVE_SCORE = -1000.0
 ACC_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
@@ -53,11 +54,7 @@ def probe_attention(problem: Problem, kernel: Callable[..., Any], device: torch.
 
 
 def _round(value: float, fmt: str, toward_zero: bool = False) -> float:
-    bits = metrics.get_format(fmt).mantissa_bits + 1
-    mantissa, exponent = math.frexp(value)
-    scaled = mantissa * 2.0 ** bits
-    rounded = math.floor(scaled) if toward_zero else round(scaled)  # Python rounds half to even
-    return math.ldexp(rounded, exponent - bits)
+    return round_bits(value, FORMAT_BITS[fmt], "toward-zero" if toward_zero else "nearest-even")
 
 
 class _Probe:
@@ -187,8 +184,7 @@ class _Probe:
 
     @staticmethod
     def _far_from_ties(value: float, fmt: str) -> bool:
-        bits = metrics.get_format(fmt).mantissa_bits + 1
-        fraction = (math.frexp(value)[0] * 2.0 ** bits) % 1.0
+        fraction = (math.frexp(value)[0] * 2.0 ** FORMAT_BITS[fmt]) % 1.0
         return min(fraction, 1 - fraction, abs(fraction - 0.5)) > TIE_MARGIN
 
     def _assumed(self, why: str) -> tuple[str, str, list[str]]:
@@ -202,7 +198,7 @@ HYPOTHESES = [(fmt, toward_zero, normalised)
 
 
 def _unit(fmt: str) -> float:
-    return 2.0 ** -(metrics.get_format(fmt).mantissa_bits + 1)
+    return math.ldexp(1.0, -FORMAT_BITS[fmt])
 
 
 def _predict(t: float, c: float, fmt: str, toward_zero: bool, normalised: bool) -> float:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import torch

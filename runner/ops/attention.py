@@ -28,7 +28,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .attention_params import OPTIONAL_PARAMS, AttentionParams, build_params
-from .base import Op, Shape, TensorSpec, frozen_mapping
+from .base import Op, Shape, TensorSpec, frozen_mapping, stored_in_order
 
 if TYPE_CHECKING:
     import torch
@@ -105,9 +105,7 @@ class AttentionOp(Op):
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         if name not in _TRANSPOSABLE:
             return tensor.contiguous()
-        order = storage_order(name, layout)
-        inverse = [order.index(dim) for dim in range(4)]
-        return tensor.permute(order).contiguous().permute(inverse)
+        return stored_in_order(tensor, storage_order(name, layout))
 
     # -- cost -------------------------------------------------------------------------
     def reduction_size(self, params: AttentionParams, direction: str) -> int:

@@ -23,6 +23,7 @@ from ..errors import ProblemError
 from .base import Shape, is_int, require_int
 
 ALIGNMENTS = ("top-left", "bottom-right")
+SIZE_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim_qk", "head_dim_v")
 UNBOUNDED = -1
 
 
@@ -136,13 +137,10 @@ class AttentionParams:
         return (self.batch, self.heads_q, self.seq_q)
 
     def to_catalogue(self) -> dict[str, Any]:
-        shown = {"batch": self.batch, "heads_q": self.heads_q, "heads_kv": self.heads_kv, "seq_q": self.seq_q,
-                 "seq_k": self.seq_k, "head_dim_qk": self.head_dim_qk, "head_dim_v": self.head_dim_v}
-        for key, default in (("scale", None), ("score_scale", False), ("score_bias", False), ("causal", False),
-                             ("align", "top-left"), ("window", None), ("kv_lengths", None), ("prefix_offset", None),
-                             ("return_lse", False), ("q_gain", 1.0), ("score_offset", 0.0)):
+        shown = {key: getattr(self, key) for key in SIZE_KEYS}
+        for key, default in OPTIONAL_PARAMS.items():
             value = getattr(self, key)
-            if value != default:
+            if key not in SIZE_KEYS and value != default:
                 shown[key] = list(value) if isinstance(value, tuple) else value
         return shown
 
@@ -167,9 +165,8 @@ class AttentionParams:
     def describe(self) -> str:
         text = (f"b={self.batch} hq={self.heads_q} hkv={self.heads_kv} sq={self.seq_q} sk={self.seq_k} "
                 f"d={self.head_dim_qk}" + (f" dv={self.head_dim_v}" if self.head_dim_v != self.head_dim_qk else ""))
-        extras = {k: v for k, v in self.to_catalogue().items()
-                  if k not in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim_qk", "head_dim_v")}
-        return text + "".join(f" {k}={v}" for k, v in extras.items())
+        options = {k: v for k, v in self.to_catalogue().items() if k not in SIZE_KEYS}
+        return text + "".join(f" {k}={v}" for k, v in options.items())
 
 
 def build_params(raw: dict[str, Any]) -> AttentionParams:

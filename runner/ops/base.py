@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 Shape = tuple[int, ...]
+UNKNOWN_LAYOUT = "unknown layout"  # Op.layout_problem: not a name this op knows
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,10 @@ class Op(ABC):
         return {name: TensorSpec(self.output_shape(params, direction), output_dtype_name(dtype))}
 
     def layout_problem(self, layout: str) -> str | None:
-        """Why `layout` is not one of this op's layouts (None when it is). By default the listed ones;
-        an op whose layouts are data (conv) accepts more than it lists."""
-        if layout in self.layouts:
-            return None
-        return f"unknown layout for {self.name} {layout!r}; valid: {', '.join(self.layouts)}"
+        """None when `layout` is one of this op's layouts; UNKNOWN_LAYOUT when it is no name of this op (the
+        caller lists the valid names, with a did-you-mean); else why a layout string is malformed. By default
+        the listed ones; an op whose layouts are data (conv) accepts more than it lists."""
+        return None if layout in self.layouts else UNKNOWN_LAYOUT
 
     def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
@@ -181,6 +181,17 @@ class ProductSumOp(Op):
     def probe_params(self, params: Any, direction: str) -> Any:
         """A small problem of the same shape class, on which the arithmetic probes run."""
         return params
+
+
+def stored_in_order(tensor: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
+    """The tensor, same logical shape and values, stored with its dims `order` outermost first in memory."""
+    inverse = [list(order).index(dim) for dim in range(len(order))]
+    return tensor.permute(*order).contiguous().permute(*inverse)
+
+
+def stored_transposed(tensor: torch.Tensor) -> torch.Tensor:
+    """The transposed view of a contiguous (..., cols, rows) tensor: a column-major operand."""
+    return tensor.mT.contiguous().mT
 
 
 def named_outputs(names: Sequence[str], result: Any, error: Callable[[str], Exception]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ProblemError
-from .base import Op, Shape, frozen_mapping, require_int
+from .base import Op, Shape, frozen_mapping, require_int, stored_transposed
 from .conv import CONV_LAYOUTS, ConvOp, ConvParams
 
 if TYPE_CHECKING:
@@ -86,8 +86,12 @@ class ConvGemmOp(Op):
     def output_shape(self, params: ConvGemmParams, direction: str) -> Shape:
         return params.out_shape
 
+    def conv_reduction_size(self, params: ConvGemmParams) -> int:
+        """Products in each element of the conv output (C·R·S)."""
+        return _CONV2D.reduction_size(params.conv, "fwd")
+
     def reduction_size(self, params: ConvGemmParams, direction: str) -> int:
-        return _CONV2D.reduction_size(params.conv, "fwd") + params.conv.k
+        return self.conv_reduction_size(params) + params.conv.k
 
     def flops(self, params: ConvGemmParams, direction: str) -> int:
         return _CONV2D.flops(params.conv, "fwd") + 2 * params.rows * params.conv.k * params.o
@@ -95,7 +99,7 @@ class ConvGemmOp(Op):
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         conv_layout, c_letter = layout.split("-")
         if name == "c":
-            return tensor.mT.contiguous().mT if c_letter == "t" else tensor.contiguous()
+            return stored_transposed(tensor) if c_letter == "t" else tensor.contiguous()
         return _CONV2D.arrange(name, tensor, conv_layout)
 
     def default_kernel(self, direction: str) -> Callable[..., Any]:
@@ -109,8 +113,6 @@ class ConvGemmOp(Op):
 
     def conv_output(self, params: ConvGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Y as a (n·ho·wo, k) float64 matrix, exact."""
-        import torch
-
         from .conv import torch_conv_fwd
 
         return as_matrix(torch_conv_fwd(inputs64["x"], inputs64["w"], **params.conv.geometry))

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .base import UNKNOWN_LAYOUT, stored_in_order
+
 if TYPE_CHECKING:
     import torch
 
@@ -31,9 +33,12 @@ ROLE_OF_TENSOR = {"x": "input", "dx": "input", "w": "filter", "dw": "filter", "y
 
 
 def layout_problem(layout: str, spatial_dims: int) -> str | None:
-    """Why `layout` is not a conv layout for that many spatial dims (None when it is one)."""
+    """Why `layout` is not a conv layout for that many spatial dims: None when it is one, UNKNOWN_LAYOUT
+    for a name (no "-") other than the shorthands, else what is wrong with the orders."""
     if layout in SHORTHANDS:
         return None
+    if "-" not in layout:
+        return UNKNOWN_LAYOUT
     parts = layout.split("-")
     if len(parts) != 3:
         return (f"expected nchw, nhwc, or three orders input-filter-output such as "
@@ -87,6 +92,4 @@ def memory_order(name: str, layout: str, spatial_dims: int) -> list[int]:
 
 def arrange(name: str, tensor: torch.Tensor, layout: str, spatial_dims: int) -> torch.Tensor:
     """The logical tensor stored in the layout's memory order (same values, same logical shape)."""
-    order = memory_order(name, layout, spatial_dims)
-    inverse = [order.index(dim) for dim in range(len(order))]
-    return tensor.permute(order).contiguous().permute(inverse)
+    return stored_in_order(tensor, memory_order(name, layout, spatial_dims))

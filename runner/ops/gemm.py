@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .base import ProductSumOp, Shape, frozen_mapping, require_int
+from .base import ProductSumOp, Shape, frozen_mapping, require_int, stored_transposed
 
 if TYPE_CHECKING:
     import torch
@@ -104,7 +104,7 @@ class GemmOp(ProductSumOp):
         transposed = layout[0 if name == "a" else 1] == "t"
         if not transposed:
             return tensor.contiguous()
-        return tensor.mT.contiguous().mT
+        return stored_transposed(tensor)
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         return torch_gemm

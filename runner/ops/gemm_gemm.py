@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .base import Op, Shape, frozen_mapping, require_int
+from .base import Op, Shape, frozen_mapping, require_int, stored_transposed
 
 if TYPE_CHECKING:
     import torch
@@ -95,7 +95,7 @@ class GemmGemmOp(Op):
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         if layout[_OPERANDS.index(name)] == "t":
-            return tensor.mT.contiguous().mT
+            return stored_transposed(tensor)
         return tensor.contiguous()
 
     def default_kernel(self, direction: str) -> Callable[..., Any]:

@@ -1,7 +1,7 @@
 """A problem's inputs: drawn, rounded, and stored the way the kernel expects.
 
-Values are drawn uniformly from the case's range in float64 by a CPU
-torch.Generator seeded with the case's seed, one tensor after the other in
+Values are drawn uniformly from the case's range in float64 (real numbers,
+or with input_data "integers" the integers lo..hi) by a CPU torch.Generator seeded with the case's seed, one tensor after the other in
 the op's input order and in logical shape order, then rounded (to nearest,
 ties to even) to the input format; an op may shape the drawn values first
 (Op.adjust_inputs: attention's peaky and offset scores). So the values depend on the seed, shapes
@@ -23,9 +23,18 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
     lo, hi = problem.input_range
     drawn = {}
     for name, shape in problem.input_shapes.items():
+        if problem.input_data == "integers":
+            drawn[name] = draw_integers(shape, lo, hi, generator)
+            continue
         drawn[name] = torch.rand(shape, generator=generator, dtype=torch.float64).mul_(hi - lo).add_(lo)
     problem.spec.adjust_inputs(problem.params, drawn)
     return {name: round_to_input_format(values, problem) for name, values in drawn.items()}
+
+
+def draw_integers(shape, lo: float, hi: float, generator: torch.Generator) -> torch.Tensor:
+    """Integers lo..hi inclusive, each equally likely, as float64 (exact in every input format the problem
+    allows: Problem checks the range fits); one generator stream, so independent of layout and device."""
+    return torch.randint(int(lo), int(hi) + 1, shape, generator=generator, dtype=torch.int64).to(torch.float64)
 
 
 def round_to_input_format(values: torch.Tensor, problem: Problem) -> torch.Tensor:

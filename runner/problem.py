@@ -1,4 +1,4 @@
-"""A problem: one op, direction, dtype, layout, shape, input range and seed.
+"""A problem: one op, direction, dtype, layout, shape, input range, input data kind and seed.
 
 `make_problem` turns the catalogue's form (a dict of parameters) into a
 frozen `Problem`; `Problem` itself checks every invariant, so a problem that
@@ -11,12 +11,17 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from e2egen.metrics.formats import get_format
+
 from .dtypes import DTYPES, element_size, input_format_name, largest_finite
 from .errors import ProblemError
 from .ops import OPS, Op
 from .ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
+# How inputs are drawn from input_range: "uniform" real numbers in [lo, hi), or "integers" lo..hi inclusive
+# (each equally likely; rocMLIR's seeded default data, which makes many f32 conv/gemm results exact).
+INPUT_DATA = ("uniform", "integers")
 
 
 def lookup_op(op: str | Op) -> Op:
@@ -52,6 +57,7 @@ class Problem:
     params: Any  # the op's params dataclass (ConvParams, GemmParams)
     input_range: tuple[float, float]
     seed: int
+    input_data: str = "uniform"  # one of INPUT_DATA
 
     def __post_init__(self) -> None:
         if isinstance(self.op, Op):
@@ -65,6 +71,7 @@ class Problem:
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
         _check_range(self.input_range, self.dtype)
+        _check_input_data(self.input_data, self.input_range, self.dtype)
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
             raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
 
@@ -134,12 +141,13 @@ class Problem:
 
     def describe(self) -> str:
         lo, hi = self.input_range
+        data = "" if self.input_data == "uniform" else f" data={self.input_data}"
         return (f"{self.op} {self.direction} {self.dtype} {self.layout} {self.params.describe()} "
-                f"range=[{lo:g}, {hi:g}] seed={self.seed}")
+                f"range=[{lo:g}, {hi:g}]{data} seed={self.seed}")
 
 
 def make_problem(op: str | Op, direction: str, dtype: str, layout: str, params: Mapping[str, Any],
-                 input_range: Sequence[float], seed: int) -> Problem:
+                 input_range: Sequence[float], seed: int, input_data: str = "uniform") -> Problem:
     """Normalise and validate a catalogue problem; raises ProblemError naming the bad key."""
     spec = lookup_op(op)
     check_direction(spec, direction)
@@ -147,7 +155,7 @@ def make_problem(op: str | Op, direction: str, dtype: str, layout: str, params: 
         raise ProblemError.unknown("dtype", dtype, DTYPES)
     check_layout(spec, layout)
     parsed = spec.parse_params(params)
-    return Problem(spec.name, direction, dtype, layout, parsed, _range_tuple(input_range), seed)
+    return Problem(spec.name, direction, dtype, layout, parsed, _range_tuple(input_range), seed, input_data)
 
 
 def _range_tuple(value: Any) -> tuple[float, float]:
@@ -167,3 +175,20 @@ def _check_range(value: Any, dtype: str) -> None:
     if max(abs(lo), abs(hi)) > largest:
         raise ProblemError("input_range", list(value),
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")
+
+
+def _check_input_data(data: Any, value: tuple[float, float], dtype: str) -> None:
+    """Integer data needs integer bounds, each integer between them exact in the input format."""
+    if data not in INPUT_DATA:
+        raise ProblemError.unknown("input_data", data, INPUT_DATA)
+    if data != "integers":
+        return
+    lo, hi = value
+    if not (lo.is_integer() and hi.is_integer()):
+        raise ProblemError("input_range", list(value), f"integer data needs integer bounds, got [{lo:g}, {hi:g}]")
+    fmt = input_format_name(dtype)
+    exact = 2 ** (get_format(fmt).mantissa_bits + 1)  # every integer up to 2^(p) is a value of a p-bit format
+    if max(abs(lo), abs(hi)) > exact:
+        raise ProblemError("input_range", list(value),
+                           f"integers in [{lo:g}, {hi:g}] are not all exact in {fmt} (its integers are exact up to "
+                           f"{exact}): narrow the range")

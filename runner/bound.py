@@ -13,8 +13,10 @@ the output format T:
     B = (u_in + A) · Σ|a_i·b_i|  +  c_out · ulp_T(ref)
         └─ ProductSumError ──┘     └─ OutputRounding ─┘
 
-Σ|a_i·b_i|  the same op on the absolute values of the inputs, in float64
-            (conv(|x|,|w|), conv_input(|w|,|dy|), conv_weight(|x|,|dy|), |a|@|b|).
+Σ|a_i·b_i|  the same op on the absolute values of the inputs
+            (conv(|x|,|w|), conv_input(|w|,|dy|), conv_weight(|x|,|dy|), |a|@|b|),
+            in f32 widened by 1/(1 - (K+2)·u_f32) where that is proven an upper
+            bound, else in float64 (runner/magnitude.py).
 u_in        2·u_F when the kernel rounds each input to a narrower format F
             (tf32, bf16, f16) before multiplying (each product is then off by
             up to two unit roundoffs of F; four toward zero), 0 when the
@@ -70,6 +72,7 @@ from e2egen import metrics
 
 from .dtypes import input_format_name
 from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
+from .magnitude import magnitude, magnitude_bound
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
@@ -78,7 +81,7 @@ __all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "Err
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
-           "magnitude", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
+           "magnitude", "magnitude_bound", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
 
 
 # -- the model's numbers ------------------------------------------------------------
@@ -398,13 +401,6 @@ class SubnormalRounding:
 
 
 # -- the bounds of product-sum ops (conv, gemm) -------------------------------------
-def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """Σ|a_i·b_i| for every output element: the op on |inputs|, in float64."""
-    from .reference import apply_op
-
-    return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
-
-
 PARTIALS_MAX_PASSES = 64  # a cut into more partials than this falls back to the Σ|a·b| form
 
 
@@ -422,7 +418,7 @@ def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor],
             if produced is not None:
                 primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
                 partials = PartialSums.of(arithmetic.groups, arithmetic.reversed, primary)
-    return product_sum_parts(problem, magnitude(problem, inputs64), partials)
+    return product_sum_parts(problem, magnitude_bound(problem, inputs64), partials)
 
 
 def product_sum_parts(problem: Problem, terms: torch.Tensor, partials: PartialSums | None = None) -> SumOfBounds:

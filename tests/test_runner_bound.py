@@ -83,8 +83,10 @@ def test_bound_against_brute_force(op, direction, dtype):
     ulps = metrics.ulp(ref, problem.out_dtype)
     for index in itertools.product(*map(range, problem.output_shape)):
         magnitude = naive.brute_force_magnitude(problem, tensors, index)
-        expected = factor * magnitude + model.c_out * ulps[index].item()
-        assert bound[index].item() == pytest.approx(expected, rel=1e-13, abs=0)
+        output_rounding = model.c_out * ulps[index].item()
+        # Σ|a·b| is summed in f32 and widened (runner/magnitude.py): never below, at most (1 + 3·K·u_f32) above
+        low, high = factor * magnitude + output_rounding, factor * magnitude * (1 + 3 * k * 2.0 ** -24) + output_rounding
+        assert low * (1 - 1e-13) <= bound[index].item() <= high * (1 + 1e-13)
 
 
 def test_run_computes_the_bound_from_its_reference():

@@ -1,0 +1,137 @@
+"""Σ|a_i·b_i| per output element: exactly (float64), or a proven upper bound at f32 cost.
+
+The bound B of a product-sum op multiplies Σ|a·b|; it needs that sum to a few
+correct digits and never below its true value, not to 16 digits. A sum of
+non-negative terms has no cancellation, so computing it in f32 and widening
+the result by the worst case of f32's rounding keeps it an upper bound
+(docs/error-bound.md, "Σ|a·b| in f32"):
+
+    every operation on non-negative f32 values rounded to nearest (product,
+    sum, fused multiply-add) returns its exact result times (1 + δ),
+    δ >= -u (u = 2^-24), while nothing overflows or underflows. The computed
+    sum Ŝ is Σ_i t_i · Π_j (1 + δ_ij), with at most K roundings on each term's
+    path (its product and the additions above it in any summation tree, in any
+    blocking; adding a zero is exact, so padding taps add none). So
+    Ŝ >= (1 - u)^K · S and S <= Ŝ / (1 - u)^K <= Ŝ / (1 - K·u).
+
+`magnitude_bound` returns Ŝ · W with W = 1 / (1 - (K + 2)·u), rounded up: the
+two extra roundings cover the float64 multiplication by W and the slack of
+computing W. It takes the f32 path only where each premise holds, and the
+float64 one otherwise:
+
+* every input is an f32 value (no rounding on the way in);
+* no product can underflow (the smallest non-zero |a| times the smallest
+  non-zero |b| is an f32 normal), so flushing subnormals (FTZ/DAZ) changes
+  nothing either, and no partial sum can overflow (K · max|a| · max|b| stays
+  below half of f32's max);
+* the kernel sums in f32: torch's CPU kernels with the float32 matmul
+  precision at "highest" and oneDNN's fp32 precision at IEEE (no bf16 or tf32
+  shortcuts), NNPACK turned off for the call (its Winograd/FFT convolutions
+  subtract), the inputs on the CPU (cuDNN may pick FFT or Winograd
+  algorithms, and TF32 is on by default for its convolutions: on a device
+  the float64 path runs);
+* the op multiplies two inputs (conv, gemm);
+* K · u <= 2^-4, so W stays close to 1 (a K that long goes to float64).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+from .problem import Problem
+
+__all__ = ["F32_UNIT_ROUNDOFF", "magnitude", "magnitude_bound", "f32_widening", "f32_premises"]
+
+F32_UNIT_ROUNDOFF = 2.0 ** -24
+F32_MIN_NORMAL = 2.0 ** -126
+F32_MAX = float(torch.finfo(torch.float32).max)
+MAX_REDUCTION_ROUNDOFF = 2.0 ** -4  # K·u above this: the f32 path would widen too much; float64 instead
+_EXTRA_ROUNDINGS = 2  # the float64 multiplication by W, and W's own rounding
+
+
+def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Σ|a_i·b_i| for every output element: the op on |inputs|, in float64."""
+    from .reference import apply_op
+
+    return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
+
+
+def f32_widening(reduction_size: int) -> float:
+    """W >= 1 / (1 - u)^K, with two roundings to spare (see the module docstring); float64, rounded up."""
+    roundings = reduction_size + _EXTRA_ROUNDINGS
+    shortfall = roundings * F32_UNIT_ROUNDOFF  # exact: an integer times a power of two
+    return math.nextafter(1.0 / (1.0 - shortfall), math.inf)
+
+
+def _reduced_precision_allowed() -> str:
+    """Why torch might not sum in f32 here ("" when nothing allows a shortcut)."""
+    if torch.get_float32_matmul_precision() != "highest":
+        return f"torch.set_float32_matmul_precision({torch.get_float32_matmul_precision()!r})"
+    for name, setting in (("torch.backends.fp32_precision", torch.backends.fp32_precision),
+                          ("torch.backends.mkldnn.matmul.fp32_precision", torch.backends.mkldnn.matmul.fp32_precision),
+                          ("torch.backends.mkldnn.conv.fp32_precision", torch.backends.mkldnn.conv.fp32_precision)):
+        if setting not in ("none", "ieee"):
+            return f"{name} = {setting!r}"
+    return ""
+
+
+def f32_premises(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> str:
+    """Why the f32 path would not be a proven bound for these inputs ("" when it is)."""
+    if any(t.device.type != "cpu" for t in inputs64.values()):
+        return "inputs on a device (its kernels may not sum in f32)"
+    if problem.reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
+        return f"reduction of {problem.reduction_size} products is too long for f32"
+    reason = _reduced_precision_allowed()
+    if reason:
+        return f"{reason} lets torch sum f32 in lower precision"
+    if len(inputs64) != 2:
+        return f"{len(inputs64)} inputs: the analysis covers products of two"
+    smallest, largest = 1.0, 1.0
+    for name, t in inputs64.items():
+        if t.numel() == 0:
+            continue
+        low, high = _nonzero_range(t)
+        if not math.isfinite(high):
+            return f"input {name} is not finite"
+        smallest, largest = smallest * low, largest * high
+    if smallest < F32_MIN_NORMAL:
+        return "a product could underflow in f32"
+    if largest * problem.reduction_size > F32_MAX / 2:
+        return "a sum could overflow in f32"
+    return ""
+
+
+def _nonzero_range(t: torch.Tensor) -> tuple[float, float]:
+    """(smallest non-zero |t|, largest |t|), 1.0 for the first where t is all zero."""
+    absolute = t.abs()
+    largest = float(absolute.max())
+    smallest = float(torch.where(absolute == 0, math.inf, absolute).min())
+    return (smallest if math.isfinite(smallest) else 1.0), largest
+
+
+def _exactly_f32(t: torch.Tensor) -> torch.Tensor | None:
+    """t.abs() as f32 when every value is an f32 value, else None."""
+    narrow = t.abs().to(torch.float32)
+    return narrow if bool((narrow.to(torch.float64) == t.abs()).all()) else None
+
+
+def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """An upper bound on Σ|a_i·b_i| per output element (float64): the op on |inputs| in f32, widened by
+    f32_widening(K), where f32_premises hold; else the float64 magnitude."""
+    from .reference import apply_op
+
+    if f32_premises(problem, inputs64):
+        return magnitude(problem, inputs64)
+    narrow = {}
+    for name, t in inputs64.items():
+        exact = _exactly_f32(t)
+        if exact is None:
+            return magnitude(problem, inputs64)
+        narrow[name] = exact
+    with torch.backends.nnpack.flags(enabled=False):
+        summed = apply_op(problem, narrow)
+    if summed.dtype != torch.float32:  # an op whose reference promotes: its sum was not the f32 one analysed
+        return magnitude(problem, inputs64)
+    return summed.to(torch.float64).mul_(f32_widening(problem.reduction_size))

@@ -78,6 +78,7 @@ class Case:
     accepted: tuple[Acceptance, ...] = ()  # the catalogue's [[accept]] entries, all of them, in catalogue order
     location: str = field(default="", compare=False)
     timeout: float | None = None  # seconds the case may run (catalogue `timeout`); None: DEFAULT_TIMEOUT
+    data: str = "uniform"  # how inputs are drawn from [lo, hi]: runner.INPUT_DATA (the range's `data`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.reference, ReferenceOptions):
@@ -138,7 +139,8 @@ class Case:
     def problem(self) -> "e2egen.runner.Problem":
         from e2egen import runner  # torch comes with it: loaded when a case runs, not when a suite is collected
 
-        return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi), self.seed)
+        return runner.make_problem(self.op, self.direction, self.dtype, self.layout, self.params, (self.lo, self.hi),
+                                   self.seed, self.data)
 
     def with_seed(self, seed: int) -> "Case":
         return replace(self, seed=seed)
@@ -187,7 +189,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
             flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
             require=require, accepted=catalogue.accepted, location=str(config.location),
-            timeout=_timeout(catalogue, suite, config),
+            timeout=_timeout(catalogue, suite, config), data=catalogue.range_data.get(axes["range"], "uniform"),
         ))
     if problems:
         raise CatalogueError(problems)

@@ -112,6 +112,7 @@ class Catalogue:
     seed: int
     ranges: Mapping[str, tuple[float, float]]
     suites: tuple[Suite, ...]
+    range_data: Mapping[str, str] = field(default_factory=frozen)  # range name -> data kind, where not "uniform"
     tolerances: Layered = EMPTY
     reference: Layered = EMPTY
     bound: Layered = EMPTY

@@ -6,7 +6,7 @@ caching is often off):
 
     CONFIGS   config name -> {"params", "location", "markers", "timeout"}  (the catalogue's own markers;
               the config's resolved time limit in seconds, None for the default)
-    RANGES    range name -> (low, high)
+    RANGES    range name -> (low, high), or (low, high, data) where inputs are not uniform reals
     SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "accepted"}
               (options as catalogue tables; accepted: the [[accept]] entries as tables)
     rows      (case id, seed, settings name, PR reason or None, flops, bytes needed, reduction size)
@@ -29,7 +29,7 @@ ROW_FIELDS = ("id", "seed", "settings", "pr_reason", "flops", "bytes_needed", "r
 def encode(cases: Sequence[Case]) -> dict[str, Any]:
     """The tables and rows of one module (cases of one suite, sharing impl)."""
     configs: dict[str, Any] = {}
-    ranges: dict[str, tuple[float, float]] = {}
+    ranges: dict[str, tuple] = {}
     settings: dict[str, Any] = {}
     settings_names: dict[tuple, str] = {}
     rows = []
@@ -39,7 +39,7 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
         # A catalogue marker named like an axis value is dropped from the cases that have that value: the
         # union over the config's cases gives every case its own back.
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
-        ranges.setdefault(case.range, (case.lo, case.hi))
+        ranges.setdefault(case.range, (case.lo, case.hi) if case.data == "uniform" else (case.lo, case.hi, case.data))
         # options are hashable values
         key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound, case.require, case.accepted)
         if key not in settings_names:
@@ -68,7 +68,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
         key = CaseId.parse(values["id"])
         config = configs[key.config]
         tolerances, reference, bound, require, accepted = settings[values["settings"]]
-        lo, hi = ranges[key.range]
+        lo, hi, *data = ranges[key.range]
         pr = values["pr_reason"] is not None
         cases.append(Case(
             suite=key.suite, op=key.op, config=key.config, direction=key.direction, dtype=key.dtype,
@@ -77,6 +77,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
             require=require, accepted=accepted, location=config["location"], timeout=config.get("timeout"),
+            data=data[0] if data else "uniform",
         ))
     return cases
 

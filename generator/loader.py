@@ -76,7 +76,7 @@ class _Reader(TomlReader):
     def catalogue(self, data: dict) -> Catalogue:
         self.unknown_keys(data, schema.TOP_KEYS, ())
         seed = self.integer(data.get("seed", 0), ("seed",)) or 0
-        ranges = self.ranges(self.table(data.get("ranges"), ("ranges",)))
+        ranges, range_data = self.ranges(self.table(data.get("ranges"), ("ranges",)))
         layered = {name: self.layered(name, data.get(name), (name,)) for name in LAYERED_TABLES}
         accepted = self.accepts(data.get("accept"), ("accept",))
         suites_data = data.get("suite", [])
@@ -85,7 +85,7 @@ class _Reader(TomlReader):
             suites_data = []
         if not suites_data:
             self.problem(("suite",), "the catalogue defines no [[suite]]")
-        suites = tuple(s for s in (self.suite(d, ("suite", i), ranges) for i, d in enumerate(suites_data)) if s)
+        suites = tuple(s for s in (self.suite(d, ("suite", i), ranges, range_data) for i, d in enumerate(suites_data)) if s)
         self.no_duplicates([s.name for s in suites], ("suite",), "suite", [s.location for s in suites])
         # Compared without case: on macOS's and Windows' file systems test_A.py and test_a.py are one file.
         slugs = [module_slug(s.name).casefold() for s in suites]
@@ -96,20 +96,36 @@ class _Reader(TomlReader):
                                              f"test_{module_slug(suites[i].name)}.py with suite {suites[slugs.index(slug)].name!r}"))
         selection_path, selection = self.selection(data.get("pr_selection"))
         return Catalogue(
-            path=self.path, seed=seed, ranges=frozen(ranges), suites=suites,
+            path=self.path, seed=seed, ranges=frozen(ranges), range_data=frozen(range_data), suites=suites,
             pr_selection_path=selection_path, pr_selection=frozen(selection), accepted=accepted, **layered,
             timeout=self.timeout(data.get("timeout"), ("timeout",)),
         )
 
-    def ranges(self, table: dict) -> dict[str, tuple[float, float]]:
-        ranges = {}
+    def ranges(self, table: dict) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+        """name -> (lo, hi), and name -> data kind for the ranges that are not uniform reals.
+
+        A range is `[lo, hi]` (uniform reals) or `{ range = [lo, hi], data = "integers" }` (the integers
+        lo..hi inclusive, each equally likely: rocMLIR's seeded default data).
+        """
+        ranges, kinds = {}, {}
         for name, value in table.items():
             key_path = ("ranges", name)
             if not re.fullmatch(schema.NAME_PATTERN, name):
                 self.problem(key_path, f"{name!r} is not a valid range name")
                 continue
+            data = "uniform"
+            if isinstance(value, dict):
+                self.unknown_keys(value, schema.RANGE_KEYS, key_path)
+                data = value.get("data", "uniform")
+                if data not in runner.INPUT_DATA:
+                    self.problem(key_path + ("data",), unknown("data", data, runner.INPUT_DATA))
+                    continue
+                if "range" not in value:
+                    self.problem(key_path + ("range",), "missing: expected range = [lo, hi]")
+                    continue
+                value, key_path = value["range"], key_path + ("range",)
             if not (isinstance(value, list) and len(value) == 2):
-                self.problem(key_path, f"expected [lo, hi], got {describe(value)}")
+                self.problem(key_path, f"expected [lo, hi] or {{ range = [lo, hi], data = \"integers\" }}, got {describe(value)}")
                 continue
             lo, hi = (self.number(v, key_path, minimum=-math.inf) for v in value)
             if lo is None or hi is None:
@@ -117,8 +133,24 @@ class _Reader(TomlReader):
             if not lo < hi:
                 self.problem(key_path, f"range [{lo}, {hi}] is empty: lo must be < hi")
                 continue
+            if data == "integers" and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                self.problem(key_path, f"integer data needs integer bounds, got [{lo}, {hi}]")
+                continue
             ranges[name] = (float(lo), float(hi))
-        return ranges
+            if data != "uniform":
+                kinds[name] = data
+        return ranges, kinds
+
+    def check_range_data(self, ranges: Mapping, range_data: Mapping, axes: Mapping, key_path: tuple) -> None:
+        """Integer data must be exact in every dtype of the suite that draws it."""
+        for name in axes["ranges"]:
+            if name not in range_data:
+                continue
+            for dtype in axes["dtypes"]:
+                try:
+                    runner.check_input_data(range_data[name], ranges[name], dtype)
+                except runner.ProblemError as err:
+                    self.problem(key_path + ("ranges",), f"range {name!r} with dtype {dtype}: {err.message}")
 
     def selection(self, value: Any) -> tuple[str | None, dict[str, str]]:
         if value is None:
@@ -280,7 +312,7 @@ class _Reader(TomlReader):
         return self.number(value, key_path, strict=(key.kind == "positive"))
 
     # -- suites and configs ----------------------------------------------
-    def suite(self, data: dict, key_path: tuple, ranges: Mapping) -> Suite | None:
+    def suite(self, data: dict, key_path: tuple, ranges: Mapping, range_data: Mapping) -> Suite | None:
         self.unknown_keys(data, schema.SUITE_KEYS, key_path)
         name = self.string(data.get("name"), key_path + ("name",), schema.NAME_PATTERN)
         if name is not None and len(name) > schema.SUITE_NAME_MAX:
@@ -316,6 +348,7 @@ class _Reader(TomlReader):
                 accepts = op.layout_problem if axis == "layouts" else None
                 axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind, accepts)
             exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
+        self.check_range_data(ranges, range_data, axes, key_path)
         impl = data.get("impl")
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
             self.check_impl(op_name, axes["directions"], impl, key_path + ("impl",))
@@ -345,6 +378,10 @@ class _Reader(TomlReader):
         )
 
     def check_impl(self, op: str, directions: Iterable[str], impl: str, key_path: tuple) -> None:
+        if Path(self.path).is_file():  # the import rule (runner.kernels): the catalogue's directory first
+            from e2egen.runner.kernels import import_beside
+
+            import_beside(self.path)
         for direction in directions:
             try:
                 runner.resolve_impl(op, direction, impl)

@@ -8,6 +8,7 @@ SUITE_KEYS = (
     "name", "description", "op", "dtypes", "directions", "layouts", "ranges",
     "config", "exclude", "tolerances", "reference", "bound", "require", "impl", "markers", "pr", "timeout",
 )
+RANGE_KEYS = ("range", "data")  # a [ranges] entry written as a table: { range = [lo, hi], data = "integers" }
 CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "require", "markers", "pr", "timeout")
 CONFIG_EXCLUDE_KEYS = AXES  # an exclude names suite axes; a suite's may also name configs
 SUITE_EXCLUDE_KEYS = ("configs", *AXES)

@@ -25,15 +25,15 @@ _SOURCES = {
     "ProblemError": "errors", "Skip": "errors",
     "resolve_impl": "kernels",
     "OPS": "ops", "Op": "ops", "ProductSumOp": "ops", "TensorSpec": "ops",
-    "Problem": "problem", "make_problem": "problem",
+    "Problem": "problem", "make_problem": "problem", "INPUT_DATA": "problem", "check_input_data": "problem",
     "OutputResult": "run", "RunResult": "run", "run": "run",
     "KernelTiming": "timing", "TimingOptions": "timing",
 }
 
 __all__ = [
-    "BoundModel", "CaseTimedOut", "DTYPES", "ErrorBound", "ImplError", "KernelDeclined", "KernelFailure", "KernelTiming",
+    "BoundModel", "CaseTimedOut", "DTYPES", "INPUT_DATA", "ErrorBound", "ImplError", "KernelDeclined", "KernelFailure", "KernelTiming",
     "OPS", "Op", "OutputResult", "Problem", "ProblemError", "ProductSumOp", "ReferenceOptions", "RunResult", "Skip",
-    "TensorSpec", "TimingOptions", "error_bounds", "make_problem", "resolve_impl", "run", "select_device",
+    "TensorSpec", "TimingOptions", "check_input_data", "error_bounds", "make_problem", "resolve_impl", "run", "select_device",
 ]
 
 

@@ -71,7 +71,7 @@ class Problem:
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
         _check_range(self.input_range, self.dtype)
-        _check_input_data(self.input_data, self.input_range, self.dtype)
+        check_input_data(self.input_data, self.input_range, self.dtype)
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
             raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
 
@@ -177,7 +177,7 @@ def _check_range(value: Any, dtype: str) -> None:
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")
 
 
-def _check_input_data(data: Any, value: tuple[float, float], dtype: str) -> None:
+def check_input_data(data: Any, value: tuple[float, float], dtype: str) -> None:
     """Integer data needs integer bounds, each integer between them exact in the input format."""
     if data not in INPUT_DATA:
         raise ProblemError.unknown("input_data", data, INPUT_DATA)

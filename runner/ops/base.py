@@ -110,6 +110,11 @@ class Op(ABC):
         the listed ones; an op whose layouts are data (conv) accepts more than it lists."""
         return None if layout in self.layouts else UNKNOWN_LAYOUT
 
+    def layout_params_problem(self, params: Any, layout: str) -> str | None:
+        """Why this (valid) layout cannot store this problem's tensors (None when it can): a tensor op's
+        channels_last on a rank-2 shape."""
+        return None
+
     def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
         attention's peaky or offset scores). By default the uniform draw stays as it is."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from . import narrowing
 from .dtypes import storage_dtype
 from .problem import Problem
 
@@ -20,9 +21,10 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
     """Logical-shape, contiguous CPU tensors in the kernel's input dtype."""
     generator = torch.Generator(device="cpu")
     generator.manual_seed(problem.seed)
-    lo, hi = problem.input_range
+    ranges = problem.spec.input_ranges(problem.params, problem.input_range)
     drawn = {}
     for name, shape in problem.input_shapes.items():
+        lo, hi = ranges.get(name, problem.input_range)
         if problem.input_data == "integers":
             drawn[name] = draw_integers(shape, lo, hi, generator)
             continue
@@ -50,11 +52,14 @@ def round_to_storage(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     is exactly halfway between two f16 values). Rounding to f32 *to odd* first makes the second
     rounding correct (f32 keeps more than 2 extra bits; Boldo & Melquiond,
     "Emulation of FMA and correctly rounded sums: proved algorithms using
-    rounding to odd", 2008). Equal to metrics.round_to, bit for bit, and about
-    20x faster, which keeps input generation cheap next to the kernel.
+    rounding to odd", 2008). Equal to metrics.round_to, bit for bit. With numba
+    the rounding is one pass over the bits instead (runner/narrowing.py: about
+    2 ns per element against 15-25 for these torch passes), equal bit for bit too.
     """
     if dtype in (torch.float32, torch.float64):
         return values.to(dtype)
+    if narrowing.AVAILABLE and values.device.type == "cpu" and values.dtype == torch.float64:
+        return narrowing.narrow(values.contiguous(), dtype)
     return _round_to_odd_f32(values).to(dtype)
 
 
@@ -78,4 +83,13 @@ def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """The same values in float64 (exact: every input format is a subset of float64)."""
-    return {name: tensor.to(device=device, dtype=torch.float64) for name, tensor in inputs.items()}
+    return {name: widen_to_float64(tensor).to(device) for name, tensor in inputs.items()}
+
+
+def widen_to_float64(tensor: torch.Tensor) -> torch.Tensor:
+    """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba a table
+    look-up on every core (narrowing.widen)."""
+    if (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
+            and tensor.is_contiguous()):
+        return narrowing.widen(tensor)
+    return tensor.to(torch.float64)

@@ -1,0 +1,107 @@
+"""float64 <-> the 16-bit input formats (f16, bf16) in one pass over the data.
+
+Input generation rounds tens of millions of float64 draws to f16/bf16 and
+hands the reference the same values back in float64. torch's own casts round
+float64 -> f16/bf16 twice (through f32), and the exact torch path
+(inputs._round_to_odd_f32) makes five full-size passes; here each element is
+read once and its result written once, from the bits, on every core
+(metrics.threads). The arithmetic is metrics.rounding's: rounded_pattern for
+narrowing (round to nearest, ties to even, subnormals kept, ±inf past the
+largest finite value) and pattern_value for widening, so the results equal
+metrics.round_to bit for bit (tests/test_runner_narrowing.py).
+
+numba is optional: AVAILABLE is False without it, and inputs.py falls back
+to the torch path.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from e2egen.metrics import threads
+from e2egen.metrics.formats import Format, float_format
+
+try:
+    import numba
+except ImportError:
+    numba = None
+
+AVAILABLE = numba is not None
+NARROW_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+# Elements per task: large enough that the thread hand-off is noise, small enough to split the work evenly.
+_CHUNK = 1 << 20
+
+if AVAILABLE:
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _narrow(values, out, start, stop, m, emin, max_pattern, inf_pattern, nan_pattern):
+        bits = values.view(np.int64)
+        for i in range(start, stop):
+            word = bits[i]
+            sign = (word >> 48) & 0x8000  # arithmetic shift: the sign lands in bit 15, the rest is masked off
+            biased = (word >> 52) & 0x7FF
+            mantissa = word & 0xFFFFFFFFFFFFF
+            exponent = max(biased, 1) - 1023
+            significand = mantissa | (np.int64(biased > 0) << 52)
+            shift = min(52 - m + max(emin - exponent, 0), 60)
+            odd = (significand >> shift) & 1
+            quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
+            pattern = (max(exponent - emin, 0) << m) + quanta
+            pattern = inf_pattern if pattern > max_pattern else pattern
+            pattern = (nan_pattern if mantissa != 0 else inf_pattern) if biased == 0x7FF else pattern
+            out[i] = pattern | sign
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _widen(patterns, out, start, stop, table):
+        for i in range(start, stop):
+            out[i] = table[patterns[i]]
+
+def narrow(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Contiguous CPU float64 -> f16/bf16 (same shape), rounded once to nearest even."""
+    fmt = _format(dtype)
+    flat = _flat_float64(values)
+    out = torch.empty(flat.numel(), dtype=torch.uint16)
+    source, target = flat.numpy(), out.numpy()
+    inf_pattern = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+    nan_pattern = inf_pattern | (1 << (fmt.mantissa_bits - 1))
+    _over_chunks(len(source), lambda start, stop: _narrow(source, target, start, stop, fmt.mantissa_bits, fmt.emin,
+                                                          fmt.max_pattern, inf_pattern, nan_pattern))
+    return out.view(dtype).view(values.shape)
+
+
+def widen(values: torch.Tensor) -> torch.Tensor:
+    """Contiguous CPU f16/bf16 -> float64 (exact), same shape."""
+    fmt = _format(values.dtype)
+    if values.device.type != "cpu" or not values.is_contiguous():
+        raise ValueError("widen takes a contiguous CPU tensor")
+    patterns = values.view(torch.uint16).reshape(-1).numpy()
+    out = np.empty(len(patterns), dtype=np.float64)
+    table = _value_table(values.dtype)
+    _over_chunks(len(patterns), lambda start, stop: _widen(patterns, out, start, stop, table))
+    return torch.from_numpy(out).view(values.shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _value_table(dtype: torch.dtype) -> np.ndarray:
+    """The float64 value of each of the 65536 bit patterns (torch's widening casts are exact)."""
+    return torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype).to(torch.float64).numpy()
+
+
+def _format(dtype: torch.dtype) -> Format:
+    if not AVAILABLE:
+        raise RuntimeError("runner.narrowing needs numba")
+    if dtype not in NARROW_DTYPES:
+        raise ValueError(f"narrowing handles {', '.join(map(str, NARROW_DTYPES))}, not {dtype}")
+    return float_format(NARROW_DTYPES[dtype])
+
+
+def _flat_float64(values: torch.Tensor) -> torch.Tensor:
+    if values.dtype != torch.float64 or values.device.type != "cpu" or not values.is_contiguous():
+        raise ValueError(f"narrow takes a contiguous CPU float64 tensor, got {values.dtype} on {values.device}")
+    return values.detach().reshape(-1)
+
+
+def _over_chunks(length: int, work) -> None:
+    starts = range(0, length, _CHUNK)
+    threads.run(lambda start: work(start, min(start + _CHUNK, length)), starts)

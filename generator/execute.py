@@ -30,8 +30,6 @@ from typing import Any, Iterator, Mapping
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
 from e2egen.runner.errors import CaseTimedOut, format_seconds
 
-DEFAULT_CATALOGUE = "configs.toml"
-
 
 @dataclass
 class Outcome:
@@ -53,8 +51,8 @@ class Outcome:
 
 
 def repro_command(case: Case, device: str | None, catalogue: str | None = None) -> str:
-    """The command that reruns exactly this case; names the catalogue by its absolute path unless it is
-    the default one (configs.toml in the working directory)."""
+    """The command that reruns exactly this case, from any working directory: it names the catalogue by its
+    absolute path."""
     parts = ["e2egen", "run", _quote(case.id), "--seed", str(case.seed)]
     if device:
         parts += ["--device", device]
@@ -65,17 +63,14 @@ def repro_command(case: Case, device: str | None, catalogue: str | None = None) 
 
 
 def catalogue_argument(catalogue: str | None) -> str | None:
-    """The catalogue as a repro names it: None for the default (configs.toml here), else its absolute path."""
+    """The catalogue as a repro names it: its absolute path (even configs.toml: the line must work anywhere)."""
     if not catalogue:
         return None
     path = Path(catalogue)
     try:
-        resolved = path.resolve()
-        if resolved == Path(DEFAULT_CATALOGUE).resolve():
-            return None
+        return str(path.resolve())
     except OSError:  # no working directory any more: keep what was given
         return str(path)
-    return str(resolved)
 
 
 def _quote(text: str) -> str:

@@ -120,11 +120,38 @@ def share_cpu_threads() -> None:
 
 
 def generated_cases(module: dict) -> list:
-    """pytest.params of a generated module: each case (decoded by the codec) with its id and markers."""
+    """pytest.params of a generated module: each case (decoded by the codec) with its id and markers.
+
+    A module whose suite names its own kernel (IMPL) puts its catalogue's directory on the import path
+    first, as every e2egen command does (runner.kernels), so `impl = "mykern:f"` beside the catalogue imports."""
     from e2egen.generator.codec import decode
 
+    if module["IMPL"]:
+        catalogue = resolve_catalogue(module["CATALOGUE"], Path(module["__file__"]).parent)
+        if catalogue is not None:
+            from e2egen.runner.kernels import import_beside
+
+            import_beside(catalogue)
     return [pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.markers])
             for case in decode(module, module["IMPL"])]
+
+
+def refuse_stale_suite(manifest_path: str | os.PathLike) -> None:
+    """Called by the generated conftest when pytest starts: pytest.UsageError (one message, nothing collected)
+    when the suite no longer matches its catalogue or PR selection, or its catalogue is gone (sources)."""
+    import json
+
+    from e2egen.generator.sources import stale_problem
+
+    manifest_path = Path(manifest_path)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise pytest.UsageError(f"{manifest_path}: the generated suite's manifest cannot be read ({err}); "
+                                "regenerate the suite: `make gen`, or `e2egen gen CATALOGUE --out DIR`") from None
+    problem = stale_problem(manifest if isinstance(manifest, dict) else {}, manifest_path.parent)
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 @pytest.fixture
@@ -188,25 +215,14 @@ def _device_name(option: str | None) -> str:
 
 
 def _catalogue(request) -> str | None:
-    """The module's catalogue, as an absolute path where it can be found.
-
-    Generated modules name it relative to where `gen` ran: look there from the directory pytest was started
-    in, its root, and the generated suite's directory and the ones above it.
-    """
-    return resolve_catalogue(getattr(request.module, "CATALOGUE", None), request.config,
-                             Path(str(request.module.__file__)).parent)
+    """The module's catalogue, as an absolute path (repro lines name it so: they work from anywhere)."""
+    return resolve_catalogue(getattr(request.module, "CATALOGUE", None), Path(str(request.module.__file__)).parent)
 
 
-def resolve_catalogue(catalogue: str | None, config, suite_dir: Path) -> str | None:
-    """A generated suite's catalogue (as `gen` wrote it, relative to where it ran) as an absolute path: looked
-    for from pytest's starting directory, its root, then `suite_dir` and the directories above it."""
-    if not catalogue:
-        return None
-    path = Path(catalogue)
-    if path.is_absolute():
-        return str(path)
-    suite_dir = suite_dir.resolve()
-    for base in (Path(config.invocation_params.dir), Path(config.rootpath), suite_dir, *suite_dir.parents):
-        if (base / path).is_file():
-            return str((base / path).resolve())
-    return catalogue
+def resolve_catalogue(catalogue: str | None, suite_dir: str | os.PathLike) -> str | None:
+    """A generated suite's catalogue, as manifest.json and the modules record it (relative to the suite's
+    directory), as an absolute path."""
+    from e2egen.generator.sources import catalogue_of_suite
+
+    path = catalogue_of_suite(catalogue, suite_dir)
+    return str(path) if path is not None else None

@@ -70,6 +70,11 @@ def case_id_of(nodeid: str) -> str | None:
     return name[name.index("[") + 1:-1]
 
 
+def _suite_directory(path: Path) -> Path:
+    """The generated suite's directory of a collected path (its module, or the directory itself)."""
+    return path if path.is_dir() else path.parent
+
+
 def _reason(report) -> str:
     """One readable reason from a report: the exception's message, else the last lines of its text."""
     longrepr = report.longrepr
@@ -194,7 +199,7 @@ class Recorder:
         """The catalogue of the suite a test belongs to, as an absolute path where it can be found."""
         _, manifest = self.manifests.case(nodeid)
         catalogue = (manifest or {}).get("catalogue")
-        return resolve_catalogue(catalogue, self.config, (self.config.rootpath / nodeid.split("::", 1)[0]).parent)
+        return resolve_catalogue(catalogue, (self.config.rootpath / nodeid.split("::", 1)[0]).parent)
 
     def _repro(self, case: Mapping[str, Any], seed: int | None, catalogue: str | None) -> str:
         try:
@@ -229,8 +234,8 @@ class Recorder:
             path = Path(arg.split("::", 1)[0])
             path = path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
             manifest = self.manifests.manifest(path if path.is_dir() else path.parent)
-            if manifest and manifest.get("catalogue"):
-                return manifest["catalogue"]
+            if manifest and manifest.get("catalogue"):  # relative to the suite's directory
+                return resolve_catalogue(manifest["catalogue"], path if path.is_dir() else path.parent)
         return None
 
     def pytest_runtest_logstart(self, nodeid, location):
@@ -299,8 +304,8 @@ class Recorder:
             if case_filter is not None and not case_filter.allows(case["id"]):
                 continue
             record = self._from_case(case, status="failed", phase="collect", reason=reason, nodeid=report.nodeid,
-                                     catalogue=resolve_catalogue((manifest or {}).get("catalogue"), self.config,
-                                                                 self.config.rootpath / report.nodeid.split("::", 1)[0]))
+                                     catalogue=resolve_catalogue((manifest or {}).get("catalogue"),
+                                                                 _suite_directory(self.config.rootpath / report.nodeid.split("::", 1)[0])))
             self._write(record, f"{report.nodeid}::{case['id']}")
 
     def pytest_sessionfinish(self, session, exitstatus):

@@ -218,7 +218,14 @@ def _generated_cases(options: SweepOptions, out: TextIO) -> dict[str, dict]:
     manifest_path = Path(options.out) / "manifest.json"
     if not manifest_path.exists():
         raise NightlyError(f"{manifest_path}: no generated suite here; run `e2egen gen` first or leave out --no-gen")
-    return {c["id"]: c for c in load_manifest(options.out)["cases"]}
+    manifest = load_manifest(options.out)
+    if not options.generate:  # the suite's own check would stop pytest later, with no run recorded: say it now
+        from e2egen.generator.sources import stale_problem
+
+        problem = stale_problem(manifest, options.out)
+        if problem is not None:
+            raise NightlyError(f"{problem} (or leave out --no-gen)")
+    return {c["id"]: c for c in manifest["cases"]}
 
 
 def _durations_for_sharding(options: SweepOptions, store: Store) -> dict[str, float]:

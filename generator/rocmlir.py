@@ -123,6 +123,7 @@ from typing import Iterable, Iterator, Mapping, NamedTuple
 import tomlkit
 
 from e2egen.generator.errors import CatalogueError, Location, Problem
+from e2egen.generator.rocmlir_data import DATA_FLAGS, DataRange, resolve_data
 from e2egen.generator.toml_lines import key_lines, line_of
 from e2egen.generator.toml_reader import parse_toml
 
@@ -133,7 +134,7 @@ DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float]] = {
     "f16": {"rms": 1e-3, "bound_ratio": 1.0},
     "bf16": {"rms": 1e-2, "bound_ratio": 1.0},
 }
-DEFAULT_RANGE = ("r0", (-1.0, 1.0))
+DEFAULT_DATA = DataRange.of(-5, 4, "integers")  # rocmlir-gen's seeded default (-rand 1, -rand_type int)
 
 OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
     "conv2d": ("conv2d", "fwd"), "conv": ("conv2d", "fwd"),
@@ -225,9 +226,24 @@ IGNORED_FLAGS = {
     "num_cu": "the target GPU's size",
     "pv": "rocMLIR's CPU validation; e2egen always validates against a float64 reference",
     "pv_with_gpu": "rocMLIR's GPU validation; e2egen always validates against a float64 reference",
+    "pv_with_cpp": "rocMLIR's CPU validation; e2egen always validates against a float64 reference",
+    "pv_with_mlir": "rocMLIR's CPU validation; e2egen always validates against a float64 reference",
+    "mfma": "whether the GPU kernel uses MFMA instructions; e2egen's kernel under test is torch's",
+    "wmma": "whether the GPU kernel uses WMMA instructions; e2egen's kernel under test is torch's",
 }
+# rocmlir-gen's cl::opt<bool> options: a following word is never their value (`-pv %random_data`)
+BOOLEAN_FLAGS = ("pv", "pv_with_gpu", "pv_with_cpp", "pv_with_mlir", "pv-strict", "pv-f64", "p", "transA", "transB",
+                 "transC", "transO", "transQ", "transK", "transV", "causal", "return_lse", "with-attn-scale",
+                 "with-attn-bias", "reverse_grid", "host-harness", "ph")
+# Options of low-bit formats (scaled gemm, fp4/fp8 outputs), not supported yet: their configs are not expressed.
+LOW_BIT_FLAGS = ("out_dtype", "scaledGemm", "scale_a_dtype", "scale_b_dtype")
+LOW_BIT_REASON = "low-bit formats (scaled gemm, -out_dtype) are not supported yet"
 LIT_SUBSTITUTION_NOTES = {
-    "%random_data": "rocMLIR's random inputs; this catalogue draws its inputs from range r0",
+    "%random_data": "rocMLIR's seeded random inputs (-rand 1); imported as the range its -rand_type gives",
+    "%constrained_range_random_data": "rocMLIR's seeded random inputs, a range its lit configuration may narrow "
+                                      "(not read here); imported as the range its -rand flags give",
+    "%constrained_float_range_random_data": "rocMLIR's seeded random inputs, a range its lit configuration may "
+                                            "narrow (not read here); imported as the range its -rand flags give",
 }
 # Flags that change the kernel or its data but have no equivalent here.
 NO_EQUIVALENT = {
@@ -236,11 +252,6 @@ NO_EQUIVALENT = {
     "perf_config": "a kernel tuning choice; e2egen's kernel under test is torch's",
     "transC": "gemm's output storage order (gemm_gemm's and conv_gemm's --transC is their C input's, a layout); "
               "e2egen compares the output as a logical tensor",
-    "rand": "rocMLIR's input data; this catalogue draws its inputs from range r0",
-    "rand_type": "rocMLIR's input data; this catalogue draws its inputs from range r0",
-    "rand_min": "rocMLIR's input data; this catalogue draws its inputs from range r0",
-    "rand_max": "rocMLIR's input data; this catalogue draws its inputs from range r0",
-    "rand_side": "rocMLIR's input data; this catalogue draws its inputs from range r0",
     "transO": "the output's storage order; e2egen compares the output as a logical tensor",
     "split_kv": "flash decoding, a kernel variant: rocMLIR recombines the split results on the host, "
                 "the same attention; e2egen's kernel under test is torch's",
@@ -281,6 +292,7 @@ class RocAxis:
     values: tuple[str, ...]
     prefix: str
     line: int | None
+    when: object = None  # a `when` key: generateE2ETest.py does not read it (the axis applies everywhere)
 
     def flags(self, value: str) -> tuple[Flag, ...]:
         return parse_flags(self.prefix + value, Source(self.line, f"axis {self.name!r}"))[0]
@@ -355,6 +367,8 @@ def _is_option(word: str) -> bool:
 def _is_value_of(flag_name: str, word: str) -> bool:
     """Whether `word` is the value of the option before it: not an option, nor a lit
     substitution (`%pv`), except as the value of an ignored flag (`--arch %arch`)."""
+    if flag_name in BOOLEAN_FLAGS:
+        return False
     return not _is_option(word) and (not word.startswith("%") or flag_name in IGNORED_FLAGS)
 
 
@@ -426,7 +440,8 @@ def _read_axis(data, key_path: tuple, problem, lines) -> RocAxis:
     if not isinstance(prefix, str):
         problem(key_path + ("prefix",), "expected a string")
         prefix = ""
-    return RocAxis(data["name"], _strings(data.get("values"), key_path + ("values",), problem), prefix, line_of(lines, key_path))
+    return RocAxis(data["name"], _strings(data.get("values"), key_path + ("values",), problem), prefix,
+                   line_of(lines, key_path), data.get("when"))
 
 
 def _read_suite(data: dict, key_path: tuple, problem, lines, text: str) -> RocSuite:
@@ -502,9 +517,11 @@ class Notes:
 
     def __init__(self) -> None:
         self._notes: dict[Note, None] = {}
+        self.last: Note | None = None  # the latest item added (repeats included): why a case was left out
 
     def add(self, line: int | None, subject: str, message: str, kind: str = NOT_IMPORTED) -> None:
-        self._notes.setdefault(Note(line, subject, message, kind), None)
+        self.last = Note(line, subject, message, kind)
+        self._notes.setdefault(self.last, None)
 
     def __iter__(self) -> Iterator[Note]:
         kinds = (NOT_IMPORTED, IGNORED, RENAMED)
@@ -520,6 +537,7 @@ class ImportedConfig:
     order: tuple[CaseKey, ...]  # every key its combinations produced, in rocMLIR's order (for axis order)
     tolerances: tuple[tuple[str, float], ...]
     dropped: tuple[str, ...]  # flags not imported, for naming and comments
+    data: DataRange = DEFAULT_DATA  # the distribution rocmlir-gen draws this config's inputs from
 
 
 @dataclass(frozen=True)
@@ -540,6 +558,21 @@ class ImportedSuite:
     tolerances: tuple[tuple[str, float], ...]
     pr: bool
     configs: tuple[NamedConfig, ...]
+    dtype_tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # from axis values (`f16 -RMS_threshold=..`)
+
+    @property
+    def data_ranges(self) -> tuple[DataRange, ...]:
+        return tuple(dict.fromkeys(named.config.data for named in self.configs))
+
+
+@dataclass(frozen=True)
+class RocCase:
+    """One case rocMLIR runs (a test and a combination of axis values it does not exclude), and whether this
+    catalogue expresses it; `reason` says why not (the report's item, shortened to a category)."""
+
+    test: int
+    expressed: bool
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -548,6 +581,7 @@ class Conversion:
     rocmlir: RocCatalogue
     suites: tuple[ImportedSuite, ...]
     notes: tuple[Note, ...]
+    cases: tuple[RocCase, ...] = ()
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -567,18 +601,26 @@ class Conversion:
 def convert(rocmlir: RocCatalogue) -> Conversion:
     notes = Notes()
     prefix_flags, suffix_flags = _wrapper_flags(rocmlir, notes)
-    axis_case_flags = _classify_axes(rocmlir, notes)
+    axis_case_flags, dtype_tolerances = _classify_axes(rocmlir, notes)
     suite_tolerances = _tolerances(suffix_flags, Notes())  # malformed ones were reported with the suffix
-    suites = []
+    suites, cases = [], []
     for suite in rocmlir.suites:
-        configs = [c for test in suite.tests for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes)]
+        configs = [c for test in suite.tests
+                   for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes, cases)]
         if not configs:
             notes.add(suite.line, f"suite {suite.name!r}", "nothing in it could be imported; no suite written")
         ops = tuple(dict.fromkeys(c.op for c in configs))
         for op in ops:
             name = suite_name(rocmlir, suite, op if len(ops) > 1 else None)
-            suites.append(_build_suite(rocmlir, suite, name, op, [c for c in configs if c.op == op], suite_tolerances, notes))
-    return Conversion(Path(rocmlir.path).name, rocmlir, tuple(suites), tuple(notes))
+            suites.append(_build_suite(rocmlir, suite, name, op, [c for c in configs if c.op == op], suite_tolerances,
+                                       dtype_tolerances, notes))
+    return Conversion(Path(rocmlir.path).name, rocmlir, tuple(suites), tuple(notes), tuple(cases))
+
+
+def _wrapper_words(rocmlir: RocCatalogue) -> tuple[str, ...]:
+    """The lit substitutions of prefix and suffix (%random_data says rocMLIR's CI seeds the data)."""
+    prefix = parse_flags(rocmlir.prefix.strip().partition(" ")[2], Source(None, "prefix"))[1]
+    return prefix + parse_flags(rocmlir.suffix.split("|", 1)[0], Source(None, "suffix"))[1]
 
 
 def _wrapper_flags(rocmlir: RocCatalogue, notes: Notes) -> tuple[tuple[Flag, ...], tuple[Flag, ...]]:
@@ -604,31 +646,57 @@ def _note_words(words: Iterable[str], line: int | None, subject: str, notes: Not
             notes.add(line, subject, f"word {word!r} is no rocmlir-gen option; dropped")
 
 
-def _classify_axes(rocmlir: RocCatalogue, notes: Notes) -> dict[str, dict[str, tuple[Flag, ...]]]:
-    """Per axis and value, the flags that pick a case axis of ours; report the rest once per axis.
+def _classify_axes(rocmlir: RocCatalogue, notes: Notes):
+    """Per axis and value, the flags that pick a case axis of ours; per dtype, thresholds an axis value sets
+    with it (`-t f16 -RMS_threshold=0.0007`); report the rest once per axis.
 
     An axis whose values set only flags with no equivalent (schedule_version)
     is merged: every one of our cases stands for all of its values.
     """
     kept: dict[str, dict[str, tuple[Flag, ...]]] = {}
+    dtype_tolerances: dict[str, dict[str, float]] = {}
     for axis in rocmlir.axes:
+        if axis.when is not None:
+            notes.add(axis.line, f"axis {axis.name!r}", f"`when = {axis.when!r}`: rocMLIR's generateE2ETest.py does "
+                                                        "not read `when`, so the axis applies to every combination, "
+                                                        "as here", kind=IGNORED)
         kept[axis.name] = {}
         dropped: dict[str, list[str]] = {}
         for value in axis.values:
             flags = axis.flags(value)
             kept[axis.name][value] = tuple(f for f in flags if f.name in CASE_FLAGS)
+            _axis_value_tolerances(axis, flags, dtype_tolerances, notes)
             for f in flags:
-                if f.name not in CASE_FLAGS:
+                if f.name not in CASE_FLAGS and f.name not in TOLERANCE_FLAGS:
                     dropped.setdefault(f.name, []).append(f.value or "true")
         for name, values in dropped.items():
             why = NO_EQUIVALENT.get(name, "an axis of ours is only an op, direction, dtype or layout")
             merged = "its values are merged: each case runs once" if len(kept[axis.name]) and not any(kept[axis.name].values()) else "ignored"
             notes.add(axis.line, f"axis {axis.name!r}", f"--{name} {', '.join(values)} has no equivalent in e2egen ({why}); {merged}")
-    return kept
+    return kept, dtype_tolerances
 
 
-def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_flags, notes: Notes) -> list[ImportedConfig]:
-    """One config per op this test's combinations produce (normally one)."""
+def _axis_value_tolerances(axis: RocAxis, flags: tuple[Flag, ...], dtype_tolerances: dict, notes: Notes) -> None:
+    """Thresholds set next to `-t DTYPE` in an axis value hold for that dtype (relDiff for f32 only)."""
+    tolerances = dict(_tolerances(flags, notes))
+    if not tolerances:
+        return
+    dtype = next((f.value for f in flags if f.name == "t"), None)
+    text = " ".join(f.text for f in flags if f.name in TOLERANCE_FLAGS)
+    if dtype not in DTYPES:
+        why = "it sets no data type" if dtype is None else f"data type {dtype!r} is left out"
+        notes.add(axis.line, f"axis {axis.name!r}", f"{text} dropped: {why}, so the threshold is tied to no dtype here")
+        return
+    if dtype != "f32" and tolerances.pop("max_rel_diff", None) is not None:
+        notes.add(axis.line, f"axis {axis.name!r}", f"-relDiff_threshold for {dtype}: rocMLIR's verifier switches "
+                                                    "relDiff off for f16/bf16 outputs, so it is not imported", kind=IGNORED)
+    dtype_tolerances.setdefault(dtype, {}).update(tolerances)
+
+
+def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_flags, notes: Notes,
+                 cases: list[RocCase]) -> list[ImportedConfig]:
+    """One config per op this test's combinations produce (normally one); every case rocMLIR runs goes to
+    `cases`, expressed or not and why."""
     where = Source(test.line, f"test {test.number} config")
     config_flags, words = parse_flags(test.config, where)
     _note_words(words, test.line, where.what, notes)
@@ -637,22 +705,39 @@ def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_f
     kept: dict[str, set[CaseKey]] = {}
     order: dict[str, dict[CaseKey, None]] = {}
     excluded_keys: dict[str, set[CaseKey]] = {}
+    pending: dict[str, int] = {}  # op -> rocMLIR cases waiting for the op's shape
     matched_exclude = False
     for combination in _combinations(rocmlir):
-        flags = _merge(fixed, [f for axis, value in combination for f in axis_case_flags[axis.name][value]], suffix_flags, notes)
-        resolved = resolve_case(flags, notes)
+        if _never_generated(combination):
+            continue
         excluded = _is_excluded(test, combination)
         matched_exclude |= excluded
+        low_bit = _low_bit_flag((*fixed, *suffix_flags, *(f for axis, value in combination for f in axis.flags(value))))
+        if low_bit is not None:
+            notes.add(low_bit.source.line, low_bit.source.what, f"{low_bit.text}: {LOW_BIT_REASON}; left out")
+            if not excluded:
+                cases.append(RocCase(test.number, False, LOW_BIT_REASON))
+            continue
+        flags = _merge(fixed, [f for axis, value in combination for f in axis_case_flags[axis.name][value]], suffix_flags, notes)
+        notes.last = None
+        resolved = resolve_case(flags, notes)
         if resolved is None:
+            if not excluded:
+                cases.append(RocCase(test.number, False, reason_of(notes.last)))
             continue
         op, key = resolved
         order.setdefault(op, {})[key] = None
         (excluded_keys if excluded else kept).setdefault(op, set()).add(key)
+        if not excluded:
+            pending[op] = pending.get(op, 0) + 1
     _note_exclude_effect(test, matched_exclude, excluded_keys, kept, notes)
     configs = []
     for op in order:
         all_fixed = (*fixed, *suffix_flags)
+        notes.last = None
         params = resolve_shape(op, all_fixed, notes)
+        count = pending.get(op, 0)
+        cases.extend([RocCase(test.number, params is not None, None if params else reason_of(notes.last))] * count)
         if params is None:
             continue
         if not kept.get(op):
@@ -660,13 +745,64 @@ def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_f
             continue
         dropped = _note_other_flags(op, config_flags, notes)
         tolerances = _tolerances(config_flags, notes)
-        configs.append(ImportedConfig(test, op, params, frozenset(kept[op]), tuple(order[op]), tolerances, dropped))
+        data = _config_data(rocmlir, all_fixed, words, notes)
+        configs.append(ImportedConfig(test, op, params, frozenset(kept[op]), tuple(order[op]), tolerances, dropped, data))
     return configs
+
+
+def _low_bit_flag(flags: Iterable[Flag]) -> Flag | None:
+    return next((f for f in flags if f.name in LOW_BIT_FLAGS), None)
+
+
+def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[str, ...], notes: Notes) -> DataRange:
+    """The distribution of the config's command line (prefix, config, suffix: -rand flags and %random_data)."""
+    by_name = {f.name: f for f in flags}
+
+    def note(flag, message: str, not_expressed: bool) -> None:
+        source = flag.source if flag is not None else Source(rocmlir.line("suffix"), "suffix")
+        notes.add(source.line, source.what, message, kind=NOT_IMPORTED if not_expressed else IGNORED)
+
+    return resolve_data(by_name, (*words, *_wrapper_words(rocmlir)), note)
+
+
+# Why a rocMLIR case is not expressed, from the report item that left it out: a category per kind of item.
+REASON_PATTERNS = (
+    (re.compile(r"data type '(\w+)' left out"), lambda m: f"data type {_dtype_family(m.group(1))}"),
+    (re.compile(r"conv layout .*(group dim|no equivalent|3-d)"), lambda m: "conv layout not expressible"),
+    (re.compile(r"conv layout"), lambda m: "conv layout not expressible"),
+    (re.compile(r"sliding window"), lambda m: "attention sliding window"),
+    (re.compile(r"first attention interface"), lambda m: "legacy attention flags (-seq_len, -num_heads)"),
+    (re.compile(r"operation '(\w+)'"), lambda m: f"operation {m.group(1)}"),
+    (re.compile(r"incomplete (\w+) shape"), lambda m: f"incomplete {m.group(1)} shape"),
+    (re.compile(r"one group"), lambda m: "grouped conv_gemm"),
+)
+
+
+def _dtype_family(dtype: str) -> str:
+    return "fp8/bf8" if dtype.startswith(("fp8", "bf8", "f8")) else dtype
+
+
+def reason_of(note: Note | None) -> str:
+    """A short category for the summary (the report has the full item)."""
+    if note is None:
+        return "not expressed (see the report)"
+    for pattern, category in REASON_PATTERNS:
+        match = pattern.search(note.message)
+        if match:
+            return category(match)
+    return note.message.split(";")[0]
 
 
 def _combinations(rocmlir: RocCatalogue) -> Iterator[tuple[tuple[RocAxis, str], ...]]:
     """rocMLIR's product of axis values, first axis slowest."""
     return itertools.product(*[[(axis, v) for v in axis.values] for axis in rocmlir.axes])
+
+
+def _never_generated(combination) -> bool:
+    """generateE2ETest.py's positional special case: no test file at all for a combination whose third axis
+    option contains "i8" and whose first contains "conv_bwd_data" (i8 is for forward convs only)."""
+    options = [axis.prefix + value for axis, value in combination]
+    return len(options) >= 3 and "i8" in options[2] and "conv_bwd_data" in options[0]
 
 
 def _is_excluded(test: RocTest, combination) -> bool:
@@ -1117,7 +1253,7 @@ def _note_other_flags(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[str
     shape = SHAPE_FLAGS[op]
     dropped = []
     for flag in flags:
-        if flag.name in shape or flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS:
+        if flag.name in shape or flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or flag.name in DATA_FLAGS:
             continue
         if flag.name in IGNORED_FLAGS:
             notes.add(flag.source.line, flag.source.what, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
@@ -1131,7 +1267,8 @@ def _note_other_flags(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[str
 
 
 def _build_suite(rocmlir: RocCatalogue, suite: RocSuite, name: str, op: str, configs: list[ImportedConfig],
-                 tolerances: tuple[tuple[str, float], ...], notes: Notes) -> ImportedSuite:
+                 tolerances: tuple[tuple[str, float], ...], dtype_tolerances: Mapping[str, Mapping[str, float]],
+                 notes: Notes) -> ImportedSuite:
     axes = _suite_axes(configs)
     named: dict[str, NamedConfig] = {}
     for config in configs:
@@ -1146,6 +1283,7 @@ def _build_suite(rocmlir: RocCatalogue, suite: RocSuite, name: str, op: str, con
     return ImportedSuite(
         name=name, op=op, rocmlir_suite=suite, axes=axes, tolerances=tolerances,
         pr=rocmlir.directory.startswith("Pr"), configs=tuple(named.values()),
+        dtype_tolerances={d: dict(t) for d, t in dtype_tolerances.items() if d in axes["dtypes"]},
     )
 
 
@@ -1161,8 +1299,9 @@ def _suite_axes(configs: list[ImportedConfig]) -> dict[str, tuple[str, ...]]:
 def _note_wrapper_flags(flags: Iterable[Flag], subject: str, notes: Notes) -> None:
     """Report the prefix's and suffix's flags that are neither case axis, shape nor tolerance."""
     for flag in flags:
-        if flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or any(flag.name in s for s in SHAPE_FLAGS.values()):
-            continue
+        if (flag.name in CASE_FLAGS or flag.name in TOLERANCE_FLAGS or flag.name in DATA_FLAGS
+                or flag.name in LOW_BIT_FLAGS or any(flag.name in s for s in SHAPE_FLAGS.values())):
+            continue  # read elsewhere (low-bit flags leave their cases out, reported there)
         if flag.name in IGNORED_FLAGS:
             notes.add(flag.source.line, subject, f"{flag.text}: {IGNORED_FLAGS[flag.name]}", kind=IGNORED)
         else:
@@ -1268,7 +1407,7 @@ def emit(conversion: Conversion) -> str:
         doc.add(tomlkit.comment(line) if line else tomlkit.nl())
     doc.add(tomlkit.nl())
     doc["seed"] = 0
-    doc["ranges"] = _ranges_table()
+    doc["ranges"] = _ranges_table(conversion)
     doc["tolerances"] = _tolerances_table(conversion.dtypes)
     suites = tomlkit.aot()
     for suite in conversion.suites:
@@ -1292,21 +1431,26 @@ def _header(conversion: Conversion) -> list[str]:
     return lines
 
 
-def _ranges_table():
+def _ranges_table(conversion: Conversion):
     table = tomlkit.table()
-    table.add(tomlkit.comment("rocMLIR's random data range differs per type; this project's default range stands in for it"))
-    name, (lo, hi) = DEFAULT_RANGE
-    table[name] = [lo, hi]
+    table.add(tomlkit.comment("rocmlir-gen's seeded inputs: -rand_type int draws the integers -5..4 (its "
+                              "thresholds assume them: f32 results are often exact), -rand_type float reals in "
+                              "[-rand_min, -rand_max]"))
+    for data in dict.fromkeys(d for suite in conversion.suites for d in suite.data_ranges):
+        value = data.to_catalogue()
+        table[data.name] = _inline(value) if isinstance(value, dict) else value
     return table
 
 
-def _per_dtype(tolerances: dict) -> dict:
+def _per_dtype(tolerances: dict, dtype_tolerances: Mapping[str, Mapping[str, float]] = {}) -> dict:
     """rocMLIR's verifier switches its relDiff gate off for f16/bf16 outputs (it is a per-element relative
-    difference, which no f16 result meets near zero): max_rel_diff goes to the f32 sub-table only."""
-    if "max_rel_diff" not in tolerances:
-        return tolerances
-    rel = tolerances.pop("max_rel_diff")
-    return {**tolerances, "f32": {"max_rel_diff": rel}}
+    difference, which no f16 result meets near zero): max_rel_diff goes to the f32 sub-table only. Thresholds
+    an axis value sets with its dtype (`f16 -RMS_threshold=0.0007`) go to that dtype's sub-table."""
+    rel = tolerances.pop("max_rel_diff", None)
+    per_dtype = {dtype: dict(values) for dtype, values in dtype_tolerances.items()}
+    if rel is not None:
+        per_dtype.setdefault("f32", {}).setdefault("max_rel_diff", rel)
+    return {**tolerances, **{dtype: _inline(values) for dtype, values in per_dtype.items() if values}}
 
 
 def _tolerances_table(dtypes: Iterable[str]):
@@ -1326,21 +1470,24 @@ def _suite_table(conversion: Conversion, suite: ImportedSuite):
     table["dtypes"] = list(suite.axes["dtypes"])
     table["directions"] = list(suite.axes["directions"])
     table["layouts"] = list(suite.axes["layouts"])
-    table.add("ranges", tomlkit.item([DEFAULT_RANGE[0]]).comment("rocMLIR's data range differs per type: see [ranges]"))
+    ranges = suite.data_ranges
+    table.add("ranges", tomlkit.item([d.name for d in ranges]).comment(
+        "rocmlir-gen's seeded inputs: " + "; ".join(d.describe() for d in ranges)))
     if suite.pr:
         table.add("pr", tomlkit.item(True).comment(f"{conversion.rocmlir.directory}: a Pr* directory is one of rocMLIR's PR-CI catalogues"))
-    if suite.tolerances:
+    if suite.tolerances or suite.dtype_tolerances:
         flags = ", ".join(f"-{flag}" for flag, key in TOLERANCE_FLAGS.items() if key in dict(suite.tolerances))
-        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances))).comment(
-            f"from the suffix's {flags}; relDiff gates f32 outputs only, as rocMLIR's verifier"))
+        sources = [f"the suffix's {flags}" if flags else "", "axis values' per-dtype thresholds" if suite.dtype_tolerances else ""]
+        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances), suite.dtype_tolerances)).comment(
+            f"from {' and '.join(s for s in sources if s)}; relDiff gates f32 outputs only, as rocMLIR's verifier"))
     configs = tomlkit.aot()
     for named in suite.configs:
-        configs.append(_config_table(conversion, named))
+        configs.append(_config_table(conversion, named, ranges))
     table["config"] = configs
     return table
 
 
-def _config_table(conversion: Conversion, named: NamedConfig):
+def _config_table(conversion: Conversion, named: NamedConfig, suite_ranges: tuple[DataRange, ...]):
     config, test = named.config, named.config.rocmlir_test
     table = tomlkit.table()
     table.add(tomlkit.comment(f"rocMLIR test {test.number} ({conversion.source_name}:{test.line}): {test.config}"))
@@ -1354,9 +1501,13 @@ def _config_table(conversion: Conversion, named: NamedConfig):
     if config.tolerances:
         table.add("tolerances", _inline(_per_dtype(dict(config.tolerances))).comment(
             "from the config's thresholds; relDiff gates f32 outputs only, as rocMLIR's verifier"))
-    if named.excludes:
+    excludes = list(named.excludes)
+    other_ranges = [d.name for d in suite_ranges if d != config.data]
+    if other_ranges:  # this config's inputs come from one range only
+        excludes.append({"ranges": other_ranges})
+    if excludes:
         array = tomlkit.array()
-        for exclude in named.excludes:
+        for exclude in excludes:
             array.append(_inline(exclude))
         table.add("exclude", array.comment("rocMLIR's excludes and the values this test never runs"))
     return table

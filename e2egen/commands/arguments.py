@@ -128,7 +128,8 @@ OPTION_RULES: dict[str, dict[str, object]] = {
     "select": {"--out": output_path("file")},
     "study": {"--out": output_path("directory")},
     "arithmetic": {"--out": output_path("directory")},
-    "import-rocmlir": {"--out": output_path("file")},
+    "import-rocmlir": {"--out": output_path("file"), "--out-dir": output_path("directory"),
+                       "--summary": output_path("file"), "--summary-md": output_path("file")},
 }
 EVERY_COMMAND: dict[str, object] = {"--seed": seed}
 

@@ -1,55 +1,127 @@
-"""e2egen import-rocmlir FILE.toml [-o OUT.toml]: convert a rocMLIR e2e catalogue into this project's.
+"""e2egen import-rocmlir FILE.toml... : convert rocMLIR e2e catalogues into this project's.
 
-The catalogue goes to OUT (or stdout); the report of what could not be
-mapped goes to stderr and, as comments, to the top of the catalogue. Exit 0
-even with unmapped items (they are reported); 2 for a missing, invalid or
-non-rocMLIR file.
+One file: the catalogue goes to -o OUT (or stdout). Several files: each
+catalogue goes to --out-dir DIR as <name>.e2e.toml (or is only summarized).
+The report of what could not be mapped goes to stderr and, as comments, to
+the top of each catalogue; --summary writes the per-file coverage as JSON,
+--summary-md as the Markdown page docs/rocmlir-import.md is.
+
+Exit status: 0 when every file imported something (unmapped items are
+reported, not errors); 3 (EXIT_NOTHING_IMPORTED) when a file imported
+nothing, or (several files) could not be read, the other files still
+written; 2 for a bad command line or, with one file, a missing, invalid or
+non-rocMLIR file (nothing written).
 """
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from pathlib import Path
 
-from e2egen.files import write_text_atomically
 from e2egen.commands.arguments import EXIT_OK
 from e2egen.errors import UsageError
+from e2egen.files import write_text_atomically
+from e2egen.generator.cases import expand
+from e2egen.generator.errors import CatalogueError
+from e2egen.generator.loader import parse_catalogue
 from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
+from e2egen.generator.rocmlir_summary import FileSummary, summarize, to_markdown
+
+EXIT_NOTHING_IMPORTED = 3
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "import-rocmlir",
-        help="convert a rocMLIR e2e catalogue (mlir/test/e2e/*.toml) into an e2egen catalogue",
-        description="Convert a rocMLIR e2e catalogue into an e2egen catalogue; what has no equivalent is reported "
-                    "on stderr and at the top of the output.",
+        help="convert rocMLIR e2e catalogues (mlir/test/e2e/*.toml) into e2egen catalogues",
+        description="Convert rocMLIR e2e catalogues into e2egen catalogues; what has no equivalent is reported "
+                    "on stderr and at the top of each output. Exit 0: every file imported something; 3: some file "
+                    "imported nothing (or, of several, could not be read), the rest written; 2: bad arguments or "
+                    "(one file) an unreadable file.",
     )
-    p.add_argument("source", metavar="FILE.toml", help="the rocMLIR catalogue, e.g. PrResnet50.toml")
-    p.add_argument("-o", "--out", metavar="OUT.toml", default=None, help="write the catalogue here (default: stdout)")
+    p.add_argument("sources", metavar="FILE.toml", nargs="+", help="rocMLIR catalogues, e.g. PrResnet50.toml")
+    p.add_argument("-o", "--out", metavar="OUT.toml", default=None,
+                   help="write the catalogue here (one FILE only; default: stdout)")
+    p.add_argument("--out-dir", metavar="DIR", default=None,
+                   help="write each catalogue here as <name>.e2e.toml (any number of FILEs)")
+    p.add_argument("--summary", metavar="SUMMARY.json", default=None,
+                   help="write per-file coverage (rocMLIR cases, expressed, not expressed by reason) as JSON")
+    p.add_argument("--summary-md", metavar="SUMMARY.md", default=None,
+                   help="write the same coverage as a Markdown page (docs/rocmlir-import.md)")
     p.set_defaults(handler=import_rocmlir)
 
 
 def import_rocmlir(args) -> int:
-    if args.out and Path(args.out).resolve() == Path(args.source).resolve():
-        raise UsageError(f"{args.out}: the output would overwrite the rocMLIR catalogue it is converted from")
-    conversion = convert_file(args.source)
+    _check_arguments(args)
+    several = len(args.sources) > 1
+    summaries = [_import_one(source, args, several) for source in args.sources]
+    summary = summarize(summaries)
+    if args.summary:
+        _write(Path(args.summary), json.dumps(summary, indent=2) + "\n", "the summary")
+    if args.summary_md:
+        _write(Path(args.summary_md), to_markdown(summary, _command_line(args)), "the summary")
+    if several:
+        totals = summary["totals"]
+        print(f"{totals['files']} files: {totals['files_imported']} imported, {totals['files_nothing_imported']} with "
+              f"nothing to import, {totals['files_unreadable']} unreadable; {totals['expressed']:,} of "
+              f"{totals['rocmlir_cases']:,} rocMLIR cases expressed ({totals['expressed_percent']} %)", file=sys.stderr)
+    return EXIT_OK if all(s.imported for s in summaries) else EXIT_NOTHING_IMPORTED
+
+
+def _check_arguments(args) -> None:
+    if args.out and len(args.sources) > 1:
+        raise UsageError(f"-o {args.out}: one output file for {len(args.sources)} catalogues; use --out-dir DIR")
+    if args.out and args.out_dir:
+        raise UsageError("-o and --out-dir: give one of them")
+    written = [Path(p).resolve() for p in (args.out, args.summary, args.summary_md) if p]
+    for source in args.sources:
+        if Path(source).resolve() in written:
+            raise UsageError(f"{source}: an output would overwrite the rocMLIR catalogue it is converted from")
+
+
+def _import_one(source: str, args, several: bool) -> FileSummary:
+    name = Path(source).name
+    try:
+        conversion = convert_file(source)
+    except CatalogueError as err:
+        if not several:
+            raise
+        for line in err.lines():
+            print(f"error: {line}", file=sys.stderr)
+        return FileSummary.unreadable(name, "; ".join(p.message for p in err.problems))
+    _print_report(conversion, source)
     if not conversion.suites:
-        _print_report(conversion, args.source)
-        raise UsageError(f"{args.source}: nothing could be imported (see the notes above)")
+        print(f"{source}: nothing could be imported (see the notes above); no catalogue written", file=sys.stderr)
+        return FileSummary.of(name, conversion, 0)
     text = conversion.to_toml()
-    if args.out is None:
+    cases = len(expand(parse_catalogue(text, f"{name} (imported)")))
+    out = args.out or (str(Path(args.out_dir) / f"{Path(source).stem}.e2e.toml") if args.out_dir else None)
+    if out is not None:
+        _write(Path(out), text, "the catalogue")
+    elif not several:
         sys.stdout.write(text)
-    else:
-        _write(Path(args.out), text)
-    _print_report(conversion, args.source)
-    _print_summary(conversion, args.out)
-    return EXIT_OK
+    _print_counts(conversion, out or ("stdout" if not several else None), cases)
+    return FileSummary.of(name, conversion, cases)
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, what: str) -> None:
     try:
         write_text_atomically(path, text)
     except OSError as err:
-        raise UsageError(f"{path}: cannot write the catalogue: {err.strerror}")
+        raise UsageError(f"{path}: cannot write {what}: {err.strerror}")
+
+
+def _command_line(args) -> str:
+    """The command as a user would type it again (sources shortened to their directory's glob when many)."""
+    sources = args.sources
+    folders = {str(Path(s).parent) for s in sources}
+    shown = [f"{folders.pop()}/*.toml"] if len(sources) > 3 and len(folders) == 1 else sources
+    parts = ["e2egen", "import-rocmlir", *shown]
+    for flag, value in (("--out-dir", args.out_dir), ("--summary", args.summary), ("--summary-md", args.summary_md)):
+        if value:
+            parts += [flag, value]
+    return " ".join(p if p.endswith("*.toml") else shlex.quote(p) for p in parts)
 
 
 def _print_report(conversion: Conversion, source: str) -> None:
@@ -57,9 +129,11 @@ def _print_report(conversion: Conversion, source: str) -> None:
         print(line, file=sys.stderr)
 
 
-def _print_summary(conversion: Conversion, out: str | None) -> None:
+def _print_counts(conversion: Conversion, out: str | None, cases: int) -> None:
     configs = sum(len(s.configs) for s in conversion.suites)
     dropped = len(conversion.notes_of(NOT_IMPORTED))
-    where = out or "stdout"
-    print(f"{where}: {len(conversion.suites)} suites, {configs} configs from {conversion.source_name}; "
-          f"{dropped} item{'' if dropped == 1 else 's'} not imported (listed above and at the top of the catalogue)", file=sys.stderr)
+    expressed = sum(c.expressed for c in conversion.cases)
+    where = f"{out}: " if out else ""
+    print(f"{where}{len(conversion.suites)} suites, {configs} configs, {cases} cases from {conversion.source_name} "
+          f"({expressed} of {len(conversion.cases)} rocMLIR cases expressed); {dropped} item{'' if dropped == 1 else 's'} "
+          f"not imported (listed above and at the top of the catalogue)", file=sys.stderr)

@@ -309,7 +309,7 @@ def recorded():
 def received(prob):
     RECORDED.clear()
     run(prob, impl=f"{HERE}:recording_kernel")
-    [call] = RECORDED
+    call = RECORDED[-1]  # a fast kernel is called twice (the warm call is timed); both get the same tensors
     return {name: call[name] for name in prob.input_shapes}
 
 
@@ -569,7 +569,7 @@ CONTRACT_KEYS = {"scale", "causal", "align", "window", "kv_lengths", "prefix_off
 
 def test_kernel_receives_the_defaults(recorded):
     result = run(problem({"seq_q": 3, "seq_k": 5, "head_dim_qk": 16}), impl=f"{HERE}:recording_kernel")
-    [call] = recorded
+    call = recorded[-1]  # the warm repeat (run._call_warm) gets the same arguments
     assert set(call) - {"q", "k", "v"} == CONTRACT_KEYS
     assert type(call["scale"]) is float and call["scale"] == 0.25
     assert call["causal"] is False and call["return_lse"] is False and call["align"] == "top-left"
@@ -584,7 +584,7 @@ def test_kernel_receives_every_option(recorded):
               "prefix_offset": 1, "score_scale": True, "score_bias": True, "return_lse": True}
     prob = problem(params, dtype="f16")
     result = run(prob, impl=f"{HERE}:recording_kernel")
-    [call] = recorded
+    call = recorded[-1]
     assert set(call) - {"q", "k", "v"} == CONTRACT_KEYS
     assert [call[n].shape for n in "qkv"] == [(2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 2)]
     assert all(call[n].dtype == torch.float16 for n in "qkv")
@@ -602,7 +602,7 @@ def test_kernel_receives_every_option(recorded):
 
 def test_unbounded_window_reaches_the_kernel_as_none(recorded):
     run(problem({"seq_q": 3, "seq_k": 5, "head_dim_qk": 4, "window": [-1, -1]}), impl=f"{HERE}:recording_kernel")
-    [call] = recorded
+    call = recorded[-1]
     assert call["window"] is None
 
 

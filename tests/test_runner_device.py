@@ -91,7 +91,8 @@ def test_fixed_repetitions():
     assert 0 < timing.q1_s <= timing.median_s <= timing.q3_s
     assert timing.iqr_s == timing.q3_s - timing.q1_s
     assert timing.tflops == pytest.approx(gemm().flops / timing.median_s / 1e12)
-    assert set(result.timings) == {"inputs", "kernel", "reference"}
+    assert set(result.timings) == {"inputs", "kernel_first_call", "kernel", "reference"}
+    assert result.timings["kernel"] == timing.median_s  # the warm, timed figure is the one recorded
 
 
 def test_adaptive_repetitions():

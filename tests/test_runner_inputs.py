@@ -79,11 +79,12 @@ def test_layouts_store_the_tensors_as_named():
 def test_the_kernel_receives_the_layout():
     kernels.received.clear()
     run(problem(2, layout="nhwc"), impl=f"{kernels.__name__}:record_conv_fwd")
-    (seen,) = kernels.received
     expected = generate_inputs(problem(2, layout="nchw"))
-    for name in ("x", "w"):
-        assert seen[name].is_contiguous(memory_format=torch.channels_last)
-        assert torch.equal(seen[name], expected[name])
+    assert 1 <= len(kernels.received) <= 2  # a fast kernel is called again for a warm time (run._call_warm)
+    for seen in kernels.received:
+        for name in ("x", "w"):
+            assert seen[name].is_contiguous(memory_format=torch.channels_last)
+            assert torch.equal(seen[name], expected[name])
 
 
 def test_rounding_is_correct_where_a_plain_cast_rounds_twice():

@@ -77,8 +77,8 @@ def _round_to_odd_f32(values: torch.Tensor) -> torch.Tensor:
 
 def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """The kernel's tensors: on the device, in the problem's memory layout."""
-    spec = problem.spec
-    return {name: spec.arrange(name, tensor.to(device), problem.layout) for name, tensor in inputs.items()}
+    on_device = {name: tensor.to(device) for name, tensor in inputs.items()}
+    return problem.spec.arrange_inputs(problem.params, on_device, problem.layout)
 
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -123,6 +123,11 @@ class Op(ABC):
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         """A logical tensor stored in the layout's memory order (same values, same logical shape)."""
 
+    def arrange_inputs(self, params: Any, tensors: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
+        """Every kernel input as the kernel receives it: by default each stored by arrange; an op whose layouts
+        need the problem's sizes (conv's that split the groups out) overrides this."""
+        return {name: self.arrange(name, tensor, layout) for name, tensor in tensors.items()}
+
     # -- cost -----------------------------------------------------------------
     @abstractmethod
     def reduction_size(self, params: Any, direction: str) -> int:

@@ -16,7 +16,11 @@ Layouts: "nchw" keeps every tensor contiguous; "nhwc" stores x, w and dy
 channels-last (torch.channels_last for 2d, channels_last_3d for 3d, and for
 1d a transposed (N, C, L) view of a contiguous (N, L, C) tensor); any other
 per-tensor memory order is a layout string "input-filter-output" in rocMLIR's
-spelling (conv_layouts.py), e.g. "nhwc-yxck-nhwk".
+spelling (conv_layouts.py), e.g. "nhwc-yxck-nhwk". A layout string that puts
+the group dim away from the dim it splits ("nghwc-gkyxc-nghwk") gives every
+tensor with the groups split out: x (N, G, C/G, *spatial), w (G, K/G, C/G,
+*kernel), y (N, G, K/G, *out); input_shape / weight_shape are then those
+grouped shapes, and the kernel returns its output grouped too.
 
 torch is imported when a case runs, so generating a suite stays fast.
 """
@@ -261,22 +265,48 @@ class ConvOp(ProductSumOp):
         return layout_problem(layout, self.spatial_dims)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        from .conv_layouts import arrange, splits_groups
+
         if layout in CONV_LAYOUTS:
             return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
-        from .conv_layouts import arrange
+        if splits_groups(layout):
+            raise ValueError(f"layout {layout} splits the groups out: its tensors need the group count "
+                             "(arrange_inputs)")
+        return arrange(name, tensor, layout, self.spatial_dims, groups=1)
 
-        return arrange(name, tensor, layout, self.spatial_dims)
+    def arrange_inputs(self, params: ConvParams, tensors: Mapping[str, torch.Tensor],
+                       layout: str) -> dict[str, torch.Tensor]:
+        from .conv_layouts import arrange, splits_groups
+
+        if not splits_groups(layout):
+            return super().arrange_inputs(params, tensors, layout)
+        return {name: arrange(name, t, layout, self.spatial_dims, params.groups) for name, t in tensors.items()}
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         return {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]
 
     def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: ConvParams,
              tensors: Mapping[str, torch.Tensor]) -> Any:
+        from .conv_layouts import grouped_shape, ungrouped
+
+        # Tensors one rank up from the logical one come from a layout that splits the groups out (arrange_inputs).
+        grouped = any(t.dim() == self.spatial_dims + 3 for t in tensors.values())
+        shape_of = functools.partial(grouped_shape, groups=params.groups) if grouped else lambda name, shape: shape
         if direction == "fwd":
-            return kernel(tensors["x"], tensors["w"], **params.geometry)
-        if direction == "bwd_data":
-            return kernel(tensors["dy"], tensors["w"], input_shape=params.x_shape, **params.geometry)
-        return kernel(tensors["x"], tensors["dy"], weight_shape=params.w_shape, **params.geometry)
+            result = kernel(tensors["x"], tensors["w"], **params.geometry)
+        elif direction == "bwd_data":
+            result = kernel(tensors["dy"], tensors["w"], input_shape=shape_of("dx", params.x_shape), **params.geometry)
+        else:
+            result = kernel(tensors["x"], tensors["dy"], weight_shape=shape_of("dw", params.w_shape), **params.geometry)
+        if not grouped:
+            return result
+        (name,) = self.output_names(params, direction)
+        expected = shape_of(name, self.output_shape(params, direction))
+        got = tuple(result.shape) if hasattr(result, "shape") else type(result).__name__
+        if got != expected:
+            raise ValueError(f"returned {got}, expected {name} in its grouped shape {expected} (the layout splits "
+                             "the groups out)")
+        return ungrouped(name, result)
 
 
 def channels_last(tensor: torch.Tensor) -> torch.Tensor:
@@ -319,7 +349,15 @@ def _pad_explicitly(x: torch.Tensor, pairs: tuple[tuple[int, int], ...]) -> torc
     return F.pad(x, [q for b, e in reversed(pairs) for q in (b, e)])  # F.pad lists the last dim first
 
 
+def _is_grouped(tensor: torch.Tensor, stride) -> bool:
+    """Whether a kernel's tensor comes with its groups split out (one rank above (N, C, *spatial))."""
+    return tensor.dim() == len(stride) + 3
+
+
 def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:
+    if _is_grouped(x, stride):  # torch takes the logical shapes: merge the groups back, split the result
+        return torch_conv_fwd(x.flatten(1, 2), w.flatten(0, 1), stride=stride, padding=padding, dilation=dilation,
+                              groups=groups).unflatten(1, (groups, -1))
     pairs = _pairs(padding)
     if pairs is not None:  # torch's conv pads both sides alike: pad first, here in the kernel, not in the reference
         x, padding = _pad_explicitly(x, pairs), 0
@@ -327,6 +365,10 @@ def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilatio
 
 
 def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    if _is_grouped(dy, stride):
+        logical = (input_shape[0], input_shape[1] * input_shape[2], *input_shape[3:])
+        return torch_conv_bwd_data(dy.flatten(1, 2), w.flatten(0, 1), input_shape=logical, stride=stride,
+                                   padding=padding, dilation=dilation, groups=groups).unflatten(1, (groups, -1))
     pairs = _pairs(padding)
     if pairs is None:
         return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
@@ -336,6 +378,10 @@ def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, strid
 
 
 def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    if _is_grouped(x, stride):
+        logical = (weight_shape[0] * weight_shape[1], *weight_shape[2:])
+        return torch_conv_bwd_weight(x.flatten(1, 2), dy.flatten(1, 2), weight_shape=logical, stride=stride,
+                                     padding=padding, dilation=dilation, groups=groups).unflatten(0, (groups, -1))
     pairs = _pairs(padding)
     if pairs is not None:
         x, padding = _pad_explicitly(x, pairs), 0

@@ -48,6 +48,7 @@ def _discard_stdout() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="e2egen", description="Declarative end-to-end numerics tests for compute kernels.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from e2egen import commands  # each module adds its subcommands
 
@@ -55,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     apply_option_rules(sub)  # seeds and output paths: one rule in every command
     return parser
+
+
+def installed_version() -> str:
+    """The version pip installed (pyproject.toml's), or a note saying e2egen runs uninstalled from a checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("e2egen")
+    except PackageNotFoundError:
+        return "(not installed: running from a source tree)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,8 +52,11 @@ class Outcome:
 
 def repro_command(case: Case, device: str | None, catalogue: str | None = None) -> str:
     """The command that reruns exactly this case, from any working directory: it names the catalogue by its
-    absolute path."""
-    parts = ["e2egen", "run", _quote(case.id), "--seed", str(case.seed)]
+    absolute path. The command is this interpreter's e2egen, as
+    e2egen.invocation names it, so that the line works as printed where no environment is activated."""
+    from e2egen.invocation import e2egen_command
+
+    parts = [e2egen_command(), "run", _quote(case.id), "--seed", str(case.seed)]
     if device:
         parts += ["--device", device]
     catalogue_path = catalogue_argument(catalogue)

@@ -35,6 +35,7 @@ from e2egen.generator.cases import Case, derive_seed
 from e2egen.generator.execute import catalogue_argument, repro_command
 from e2egen.generator.catalogue import module_slug
 from e2egen.generator.plugin import OUTCOME, expired_time_limit, resolve_catalogue
+from e2egen.invocation import e2egen_command
 from e2egen.runner.errors import format_seconds
 from e2egen.nightly import machine
 from e2egen.nightly.records import (RecordWriter, new_run_id, record_from_case_data, record_from_outcome)
@@ -207,7 +208,7 @@ class Recorder:
             return repro_command(c.with_seed(seed) if seed is not None else c, self.device_option, catalogue)
         except Exception:  # a case dict too broken to rebuild still gets a command
             path = catalogue_argument(catalogue)
-            return (f"e2egen run {case['id']}" + (f" --seed {seed}" if seed is not None else "")
+            return (f"{e2egen_command()} run {case['id']}" + (f" --seed {seed}" if seed is not None else "")
                     + (f" --catalogue {path}" if path else ""))
 
     def _device_name(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
+from e2egen.invocation import e2egen_command
 
 
 def test_list_filters_by_glob_and_axis(write_catalogue):
@@ -27,7 +28,7 @@ def test_run_prints_report_and_passes(write_catalogue):
     result = run_cli("run", "mm/gemm/m8/fwd/f32/tt/r4", "-c", str(path), "--device", "cpu", "--seed", "5")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[PASSED]" in result.stdout and "seed=5" in result.stdout and "rms" in result.stdout
-    assert "repro: e2egen run mm/gemm/m8/fwd/f32/tt/r4 --seed 5 --device cpu --catalogue" in result.stdout
+    assert f"repro: {e2egen_command()} run mm/gemm/m8/fwd/f32/tt/r4 --seed 5 --device cpu --catalogue" in result.stdout
 
 
 def test_run_of_a_wrong_kernel_exits_1(write_catalogue):

@@ -66,8 +66,8 @@ def test_one_did_you_mean_keeps_both_message_styles():
 def test_case_filter_is_a_catalogue_rule_with_a_user_error():
     with pytest.raises(FilterError) as info:
         case_filter("dtyp=f16")
-    assert str(info.value) == ("--filter: unknown axis 'dtyp'; valid: suite, op, config, direction, dtype, layout, "
-                               "range, pr")
+    assert str(info.value) == ("--filter: unknown axis 'dtyp'; did you mean 'dtype'? valid: config, direction, "
+                               "dtype, layout, op, pr, range, suite")
     assert info.value.value == "dtyp" and "dtype" in info.value.choices
     with pytest.raises(FilterError, match=r"^cases\.filter: unknown axis"):
         case_filter("x=1", key="cases.filter")
@@ -108,7 +108,7 @@ def test_every_catalogue_problem_gets_its_own_error_line(capsys, write_catalogue
 
 def test_bad_filter_is_a_user_error(capsys, catalogue):
     status, err = cli(capsys, "list", "-c", catalogue, "--filter", "dtyp=f32")
-    assert status == 2 and err.startswith("error: --filter: unknown axis 'dtyp'; valid: suite, op")
+    assert status == 2 and err.startswith("error: --filter: unknown axis 'dtyp'; did you mean 'dtype'? valid: config")
 
 
 def test_store_errors_are_nightly_errors_reported_as_they_are(capsys, tmp_path, catalogue):

@@ -13,6 +13,7 @@ from e2egen.commands.run_command import find_case
 from e2egen.diagnose import causes
 from e2egen.diagnose.explain import RMS_MARGIN, explain_case, margin_seeds, ulp_distance
 from e2egen.diagnose.report import render
+from e2egen.invocation import e2egen_command
 from e2egen.runner.arithmetic import lookup
 
 CATALOGUE = """
@@ -404,7 +405,7 @@ def test_cli_exit_statuses(catalogue, capsys):
     assert main(["explain", "ftz/conv2d/c4/fwd/f16/nchw/tiny", "-c", catalogue, "--device", "cpu", "--seed", "3"]) == 0
     text = capsys.readouterr().out
     for part in ("Cause: flushed subnormals", "Arithmetic (probes)", "Reference variants", "Input ranges", "histogram",
-                 "Worst elements", "exact-arithmetic probe", "repro: e2egen run ftz/conv2d/c4/fwd/f16/nchw/tiny --seed 3"):
+                 "Worst elements", "exact-arithmetic probe", f"repro: {e2egen_command()} run ftz/conv2d/c4/fwd/f16/nchw/tiny --seed 3"):
         assert part in text, part
     assert main(["explain", "bf16in/conv2d/c8/fwd/f32/nchw/r0", "-c", catalogue, "--device", "cpu"]) == 1
     assert "Cause: input rounding" in capsys.readouterr().out

@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from e2egen.invocation import e2egen_command
 from e2egen.runner import KernelDeclined
 
 
@@ -218,7 +219,7 @@ def test_a_kernel_that_declines_is_a_skip_with_its_reason(in_process_sweep):
 def test_every_repro_names_the_catalogue_by_its_absolute_path(in_process_sweep):
     project, _, _, records, _, _ = in_process_sweep
     for case_id, record in records.items():
-        assert record["repro"].startswith(f"e2egen run {case_id} --seed {record['seed']}"), record["repro"]
+        assert record["repro"].startswith(f"{e2egen_command()} run {case_id} --seed {record['seed']}"), record["repro"]
         assert record["repro"].endswith(f"--catalogue {project.catalogue}"), record["repro"]
 
 
@@ -341,7 +342,7 @@ def test_run_times_out_a_hanging_kernel(run_project, capsys):
     status, out = e2egen_run(run_project, capsys, "hangs/gemm/m8/fwd/f32/tt/r0", "--timeout", "1")
     assert status == 1, out
     assert "[FAILED]" in out and "reason: timed out after 1 s" in out
-    assert "repro: e2egen run hangs/gemm/m8/fwd/f32/tt/r0 --seed " in out
+    assert f"repro: {e2egen_command()} run hangs/gemm/m8/fwd/f32/tt/r0 --seed " in out
     assert f"--catalogue {run_project.catalogue}" in out
 
 
@@ -381,7 +382,7 @@ def test_generated_suite_times_out_a_hanging_case_with_its_repro_and_declines_sk
     assert result.returncode == 1, text
     assert "1 failed, 2 passed, 1 skipped" in text
     assert "reason: timed out after 2 s" in text
-    assert f"repro: e2egen run hangs/gemm/m8/fwd/f32/tt/r0 --seed " in text
+    assert f"repro: {e2egen_command()} run hangs/gemm/m8/fwd/f32/tt/r0 --seed " in text
     assert f"--device cpu --catalogue {project.catalogue}" in text
     assert "kernel faulty_kernels:gemm_declines declined: no transposed A" in text
 

@@ -6,6 +6,7 @@ import multiprocessing
 import subprocess
 import sys
 
+from e2egen.invocation import e2egen_command
 from e2egen.nightly.records import RecordTail, RecordWriter, read_records_file
 from e2egen.nightly.recorder import case_id_of
 from test_nightly_support import TINY_GEMM, tiny_project
@@ -35,7 +36,7 @@ def test_cases_that_fail_outside_the_fixture_are_recorded_failed_with_the_reason
     assert len(gemm) == 4 and len(conv) == 12
     for o in gemm:
         assert o["status"] == "failed" and o["phase"] == "collect" and "module is broken" in o["reason"]
-        assert o["repro"].startswith(f"e2egen run {o['case_id']} --seed ")
+        assert o["repro"].startswith(f"{e2egen_command()} run {o['case_id']} --seed ")
     for o in conv:
         assert o["status"] == "failed" and o["phase"] == "setup" and "fixture exploded" in o["reason"]
         assert o["dtype"] in ("f32", "f16") and o["run_id"] == "r1" and o["global_seed"] == 4

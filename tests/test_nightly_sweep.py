@@ -12,6 +12,7 @@ import pytest
 
 from e2egen.cli import main
 from e2egen.generator.cases import derive_seed
+from e2egen.invocation import e2egen_command
 from e2egen.nightly.records import read_records_file
 from e2egen.nightly.store import Store
 from test_nightly_support import CRASHING_GEMM, SLOW_GEMM, tiny_project
@@ -47,7 +48,7 @@ def test_sweep_records_every_case_once_and_survives_a_crashing_case(tmp_path):
 
         crashed = [r for r in records if r.status == "failed"]
         assert sorted(r.case_id for r in crashed) == ["mm/gemm/m8/fwd/f32/tt/r0", "mm/gemm/m8/fwd/f32/tt/r4"]
-        assert all(r.phase == "crash" and "crashed" in r.reason and r.repro.startswith("e2egen run ") for r in crashed)
+        assert all(r.phase == "crash" and "crashed" in r.reason and r.repro.startswith(f"{e2egen_command()} run ") for r in crashed)
 
         passed = [r for r in records if r.status == "passed"]
         assert len(passed) == 14

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
+from e2egen.invocation import e2egen_command
 
 
 def gen(path, out, env=None):
@@ -74,7 +75,7 @@ def test_failing_case_prints_report_and_repro(write_catalogue, tmp_path):
     result = subprocess.run([sys.executable, "-m", "pytest", str(out), "-p", "no:cacheprovider", "-q", "--device", "cpu"],
                             cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 1
-    assert "repro: e2egen run mm/gemm/m8/fwd/f32/" in result.stdout
+    assert f"repro: {e2egen_command()} run mm/gemm/m8/fwd/f32/" in result.stdout
     assert "rms" in result.stdout and "4 failed" in result.stdout
 
 

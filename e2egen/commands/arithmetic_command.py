@@ -39,7 +39,7 @@ def arithmetic(args) -> int:
 
     cases = expand(load_catalogue(args.catalogue))
     if args.filter:
-        keep = case_filter(args.filter)
+        keep = case_filter(args.filter, cases=cases)
         cases = [c for c in cases if keep(c)]
     if not cases:
         raise UsageError(f"no case of {args.catalogue} matches --filter {args.filter!r}")

@@ -24,7 +24,9 @@ def register(sub) -> None:
     p = sub.add_parser("list", help="list case ids with their axes")
     catalogue_argument(p, positional=False)
     p.add_argument("--filter", "-k", default="", metavar="EXPR",
-                   help="space-separated terms, all must match: a glob on the id (e.g. 'resnet50/*/f16/*') or AXIS=V1,V2 with AXIS in " + ", ".join(FILTER_AXES))
+                   help="space-separated terms, all must match: a glob on the id (e.g. 'resnet50/*/f16/*') or "
+                        f"AXIS=V1,V2 with AXIS in {', '.join(FILTER_AXES)} (pr=yes|no); a value no case has is an "
+                        "error")
     p.add_argument("--pr", action="store_true", help="only the cases in the PR subset")
     p.set_defaults(handler=list_cases)
 
@@ -57,10 +59,17 @@ def _warn_unknown_selection(catalogue, cases) -> None:
 
 def list_cases(args) -> int:
     catalogue = load_catalogue(args.catalogue)
-    matches = case_filter(args.filter)
-    for case in expand(catalogue):
+    cases = expand(catalogue)
+    matches = case_filter(args.filter, cases=cases)
+    shown = 0
+    for case in cases:
         if (case.pr or not args.pr) and matches(case):
             axes = " ".join(f"{k}={v}" for k, v in case.axes.items())
             print(f"{case.id}\t{axes}\tpr={'yes' if case.pr else 'no'}\tflops={case.flops}")
+            shown += 1
+    if not shown and (args.filter or args.pr):  # said on stderr, so that `e2egen list ... | wc -l` still reads 0
+        asked = " and ".join(part for part in (f"--filter {args.filter!r}" if args.filter else "",
+                                               "--pr" if args.pr else "") if part)
+        print(f"note: no case of {args.catalogue} ({len(cases)} cases) matches {asked}", file=sys.stderr)
     return EXIT_OK
 

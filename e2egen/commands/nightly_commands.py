@@ -109,7 +109,8 @@ def nightly(args) -> int:
         shard=ShardSpec.parse(args.shard) if args.shard is not None else None,
         durations_from=Path(args.durations_from) if args.durations_from else None,
         generate=args.generate, pytest_args=pytest_args, progress=args.progress,
-        case_filter=_manifest_filter(args.filter) if args.filter else None, filter_text=args.filter,
+        case_filter=_manifest_filter(args.filter, args.catalogue if args.generate else None) if args.filter else None,
+        filter_text=args.filter,
         timeout=args.timeout,
     )
     result = run_sweep(options)
@@ -123,12 +124,15 @@ def nightly(args) -> int:
     return result.exit_status
 
 
-def _manifest_filter(expression: str):
-    """`e2egen list --filter` terms as a predicate on manifest case dicts."""
+def _manifest_filter(expression: str, catalogue: str | None):
+    """`e2egen list --filter` terms as a predicate on manifest case dicts; values checked against the catalogue's
+    cases when it is given (the suite is generated from it; with --no-gen the suite is what it is)."""
     from e2egen.generator.case_filter import case_filter
-    from e2egen.generator.cases import Case
+    from e2egen.generator.cases import Case, expand
+    from e2egen.generator.loader import load_catalogue
 
-    matches = case_filter(expression)  # a bad axis name is a FilterError (a user error) here, before anything runs
+    # A bad axis, or a value no case has, is a FilterError (a user error) here, before anything runs.
+    matches = case_filter(expression, cases=expand(load_catalogue(catalogue)) if catalogue else None)
     return lambda case: matches(Case.from_dict(case))
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -55,6 +55,10 @@ WORST_LISTED = 10
 MARGIN_SEEDS = 3  # more seeds the kernel reruns at before explain suggests an rms tolerance
 RMS_MARGIN = 2.0  # the suggested rms tolerance: the largest rms over the seeds times this
 _CPU = torch.device("cpu")
+# What explain_case does, in order, as its `progress` hears it (the keys of Explanation.timings);
+# a stage the case does not need is left out.
+STAGES = ("kernel run", "arithmetic (probes)", "reference variants", "accumulator models", "other ranges", "probe",
+          "other seeds")
 
 
 @dataclass
@@ -391,12 +395,18 @@ def conditioning(problem: runner.Problem, ref: torch.Tensor, out: torch.Tensor, 
 
 # -- the steps ------------------------------------------------------------------------------
 def explain_case(case: Case, device: str | None = None, *, search: bool = True, probe: bool = True,
-                 ranges: bool = True, arithmetic: bool = True, seeds: bool = True) -> Explanation:
+                 ranges: bool = True, arithmetic: bool = True, seeds: bool = True,
+                 progress: Callable[[str], None] | None = None) -> Explanation:
     """Gather every piece of evidence for `case` and diagnose it (see causes.py).
 
     probe: the exact-arithmetic probe; arithmetic: the kernel's arithmetic from the probes (runner/arithmetic);
-    seeds: rerun at MARGIN_SEEDS more seeds before suggesting an rms tolerance."""
+    seeds: rerun at MARGIN_SEEDS more seeds before suggesting an rms tolerance; progress: told the name of each
+    of the STAGES as it starts (the whole takes seconds to minutes)."""
     from e2egen.diagnose.causes import diagnose, wants_rms_margin
+
+    def stage(name: str) -> None:
+        if progress is not None:
+            progress(name)
 
     explanation = Explanation(case=case, impl=case.impl or TORCH_IMPL)
     try:
@@ -407,6 +417,7 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
     explanation.device = dev.type
     problem = case.problem()
     explanation.problem = problem
+    stage("kernel run")
     started = time.perf_counter()
     try:
         result = runner.run(problem, impl=case.impl, device=dev)
@@ -421,12 +432,14 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
     explanation.timings["kernel run"] = time.perf_counter() - started
 
     if arithmetic:
+        stage("arithmetic (probes)")
         started = time.perf_counter()
         explanation.arithmetic = _measure(case, problem, dev)
         explanation.timings["arithmetic (probes)"] = time.perf_counter() - started
         _judge_requirements(explanation)
     measured = explanation.arithmetic.arithmetic if explanation.arithmetic is not None else None
 
+    stage("reference variants")
     started = time.perf_counter()
     inputs64 = _inputs64(problem)
     judge = Judge(case, problem, result.out, product_sum_bound(problem, inputs64, measured), measured)
@@ -446,19 +459,23 @@ def explain_case(case: Case, device: str | None = None, *, search: bool = True, 
     # f16/bf16 accumulator models can only explain errors beyond the f32-accumulation bound; f32 ones
     # (chunking / order of an f32 kernel) can hide below it.
     if search and anomalous and (plain.ratio > 1 or V.accumulator_format(problem.out_dtype) == "f32"):
+        stage("accumulator models")
         started = time.perf_counter()
         explanation.search = search_models(judge, problem, inputs64, plain_ref)
         explanation.timings["accumulator models"] = time.perf_counter() - started
     if ranges:
+        stage("other ranges")
         started = time.perf_counter()
         explanation.ranges = _range_rows(case, problem, dev, plain, explanation.stats["max_abs_ref"], measured)
         explanation.timings["other ranges"] = time.perf_counter() - started
     if probe:
+        stage("probe")
         started = time.perf_counter()
         kernel = runner.resolve_impl(problem.op, problem.direction, case.impl)
         explanation.probe = run_probe(problem, kernel, dev, case.impl or TORCH_IMPL)
         explanation.timings["probe"] = time.perf_counter() - started
     if seeds and wants_rms_margin(explanation):
+        stage("other seeds")
         started = time.perf_counter()
         explanation.rms_margin = rms_margin(explanation, dev)
         explanation.timings["other seeds"] = time.perf_counter() - started

@@ -9,6 +9,7 @@ apply to a composed op and are not run here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -18,6 +19,7 @@ from e2egen.generator.execute import judge_case, tolerances_for
 from e2egen.runner.kernels import TORCH_IMPL
 
 WORST = 3  # elements shown per output
+STAGES = ("kernel run and probes", "outputs compared")  # what explain_terms does, in order, as `progress` hears it
 
 
 @dataclass
@@ -68,9 +70,13 @@ def _source(part) -> str:
     return getattr(part, "source", None) or type(part).__name__
 
 
-def explain_terms(case: Case, device: str | None = None) -> TermsExplanation:
+def explain_terms(case: Case, device: str | None = None,
+                  progress: Callable[[str], None] | None = None) -> TermsExplanation:
+    """progress: told the name of each of the STAGES as it starts."""
     explanation = TermsExplanation(case=case, impl=case.impl or TORCH_IMPL)
     problem = case.problem()
+    if progress is not None:
+        progress(STAGES[0])
     try:
         result = runner.run(problem, impl=case.impl, device=device, reference=case.reference, bound=case.bound
                             or runner.BoundModel(), measure=True)
@@ -87,6 +93,8 @@ def explain_terms(case: Case, device: str | None = None) -> TermsExplanation:
         failing, excused = judge_case(case, measured)  # held against the requirements as `e2egen run` does
         explanation.broken = [v.message for v in failing]
         explanation.accepted = [f"{v.message} — {entry.reason}" for v, entry in excused]
+    if progress is not None:
+        progress(STAGES[1])
     model = (case.bound or runner.BoundModel()).with_arithmetic(result.arithmetic.arithmetic if result.arithmetic else None)
     for name, output in result.outputs.items():
         comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz,

@@ -140,10 +140,20 @@ def load_study(path: str | Path) -> StudyConfig:
 def parse_study(text: str, path: str = "<study>") -> StudyConfig:
     data = parse_toml(text, path)
     reader = _Reader(path, key_lines(text))
+    if _is_catalogue(data):  # one message saying so, not one unknown key per catalogue table
+        reader.problem(("suite",), "this file is a catalogue (it has [[suite]] tables), not a study: a study names "
+                                   "the catalogue with `catalogue = \"configs.toml\"`, picks its cases with [cases] and "
+                                   "adds [ranges], [[variant]] and [[validation]] (`e2egen study --help` names a sample)")
+        raise CatalogueError(reader.problems)
     config = reader.study(data)
     if reader.problems:
         raise CatalogueError(reader.problems)
     return config
+
+
+def _is_catalogue(data: Mapping) -> bool:
+    """A catalogue given where a study goes: [[suite]] tables and none of the study's own."""
+    return "suite" in data and not any(key in data for key in ("cases", "case", "variant", "validation"))
 
 
 class _Reader(TomlReader):
@@ -309,7 +319,7 @@ class _Reader(TomlReader):
         from e2egen.generator.loader import load_catalogue
 
         try:
-            matches = case_filter(expression, key="cases.filter")
+            case_filter(expression, key="cases.filter")  # a bad axis: said even when the catalogue is missing
         except FilterError as err:
             self.problem(("cases", "filter"), err.message)
             return [], override, None
@@ -320,6 +330,11 @@ class _Reader(TomlReader):
             return [], override, None
         catalogue = load_catalogue(path)  # its own problems are a CatalogueError of their own
         all_cases = expand(catalogue)
+        try:
+            matches = case_filter(expression, key="cases.filter", cases=all_cases)  # and a value no case has
+        except FilterError as err:
+            self.problem(("cases", "filter"), err.message)
+            return [], override, None
         chosen: dict[str, StudyCase] = {}
         for case in all_cases:
             if not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in select) or not matches(case):

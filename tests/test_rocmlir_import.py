@@ -523,7 +523,8 @@ def test_attention_kv_cache_gqa_prefix_and_lse():
     assert "axis 'transO': --transO true, false has no equivalent" in report and "merged" in report
     assert "-split_kv 4 dropped: flash decoding" in report
     assert "-sliding_window_size=64: rocMLIR's sliding window" in report and "config skipped" in report
-    assert "-rand_min 0 dropped" in report and "-schedule_version 2 dropped" in report
+    assert "-schedule_version 2 dropped" in report and "-rand_min" not in report  # the data is imported:
+    assert [d.name for d in suite.data_ranges] == ["real0to1"]  # -rand_type float -rand_min 0 -rand_max 1
 
 
 def test_attention_last_valid_kv_index_lists_and_their_checks():
@@ -803,3 +804,219 @@ def test_other_conv_orders_import_as_layout_strings_and_3d_digits_on_2d_drop_the
         config = "{CONV}"
     ''')
     assert {c.layout for c in cases} == {"nhwc-yxck-nhwk", "nc01-kc01-nk01"}
+
+
+# ---------------------------------------------------------------- issue 19: data, thresholds, flags, outcomes, summary
+
+SEEDED = '''
+directory = "Nightly"
+prefix = "rocmlir-gen"
+suffix = "--arch %arch -pv %random_data {extra} | rocmlir-driver -c"
+'''
+GEMM_CFG = "-m 8 -n 8 -k 16"
+
+
+def seeded(extra: str = "", body: str = "") -> str:
+    return SEEDED.format(extra=extra) + body
+
+
+def test_seeded_integer_data_is_imported_and_f32_results_are_exact():
+    conversion, cases = convert_text(seeded("-relDiff_threshold 1e-6", f'''
+        [[axis]]
+        name = "data type"
+        values = ["f32"]
+        prefix = "-t "
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    '''))
+    text = conversion.to_toml()
+    assert 'int-5to4 = {range = [-5, 4], data = "integers"}' in text
+    assert {(c.key.range, c.data, c.lo, c.hi) for c in cases} == {("int-5to4", "integers", -5.0, 4.0)}
+    report = "\n".join(conversion.report())
+    assert "pv: rocMLIR's CPU validation" in report and "%random_data: rocMLIR's seeded random inputs" in report
+    assert "-pv %random_data" not in report  # -pv is a switch: the next word is a lit substitution, not its value
+    from e2egen import metrics, runner
+
+    [case] = cases
+    result = runner.run(case.problem())
+    comparison = metrics.compare(result.ref, result.out, dtype=result.out_dtype)
+    assert comparison.max_rel_diff == 0.0  # what rocMLIR's relDiff 1e-6 for f32 assumes, on its own data
+    assert case.tolerances["max_rel_diff"] == 1e-6
+
+
+def test_float_data_ranges_per_config_and_reported_data_we_cannot_draw():
+    conversion, cases = convert_text(seeded("-rand_min -1 -rand_max 1", f'''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "-rand_type float {CONV}"
+        [[suite.test]]
+        config = "-batchsize=1 -in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
+        [[suite.test]]
+        config = "-rand_type float -rand_side filter -batchsize=3 -in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
+    '''))
+    by_config = {}
+    for case in cases:
+        by_config.setdefault(case.config, set()).add((case.key.range, case.data))
+    assert by_config == {
+        "n2-c4-k8-6x6-f3x3": {("real-1to1", "uniform")},
+        "n1-c4-k8-6x6-f3x3": {("int-5to4", "integers")},
+        "n3-c4-k8-6x6-f3x3": {("real-1to1", "uniform")},
+    }
+    report = "\n".join(conversion.report())
+    assert "not imported: t.toml:12: test 3 config: -rand_side filter: rocMLIR fills only that tensor" in report
+    _, fixed_cases = convert_text(HEADER + f'''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    ''')
+    assert {c.key.range for c in fixed_cases} == {"int-5to4"}
+
+
+def test_fixed_pattern_is_reported_not_silently_replaced():
+    conversion, _ = convert_text(HEADER + f'''
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    ''')
+    assert any("the fixed pattern 0.5, -1, 0.75" in line and line.startswith("not imported") for line in conversion.report())
+
+
+def test_per_dtype_threshold_in_an_axis_value_becomes_a_per_dtype_tolerance():
+    conversion, cases = convert_text(seeded("-relDiff_threshold 0.00004", f'''
+        [[axis]]
+        name = "data type"
+        values = ["f32", "f16 -RMS_threshold=0.0007 -relDiff_threshold=0.5", "bf16"]
+        prefix = "-t "
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+    '''))
+    rms = {c.dtype: c.tolerances["rms"] for c in cases}
+    rel = {c.dtype: c.tolerances.get("max_rel_diff") for c in cases}
+    assert rms == {"f32": 1e-5, "f16": 0.0007, "bf16": 1e-2}  # f16 from the axis value, the others the defaults
+    assert rel == {"f32": 4e-05, "f16": None, "bf16": None}  # relDiff gates f32 only, as rocMLIR's verifier
+    assert any("-relDiff_threshold for f16: rocMLIR's verifier switches relDiff off" in line for line in conversion.report())
+
+
+def test_flags_with_and_without_meaning_here_are_reported_by_reason():
+    conversion, cases = convert_text(seeded("-mfma=on -wmma=infer", f'''
+        [[axis]]
+        name = "operation"
+        values = ["conv2d", "conv2d_bwd_data"]
+        prefix = "--operation "
+        [[axis]]
+        name = "v4r1"
+        values = ["0", "1"]
+        prefix = "-v4r1 "
+        when = {{ operation = "conv2d" }}
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "{CONV}"
+        [[suite.test]]
+        config = "{CONV} -out_dtype f32"
+    '''))
+    report = "\n".join(conversion.report())
+    assert "ignored: t.toml:4: suffix: -mfma=on: whether the GPU kernel uses MFMA instructions" in report
+    assert "-wmma=infer: whether the GPU kernel uses WMMA" in report
+    assert "`when = {'operation': 'conv2d'}`: rocMLIR's generateE2ETest.py does not read `when`" in report
+    assert "-out_dtype f32: low-bit formats (scaled gemm, -out_dtype) are not supported yet; left out" in report
+    assert all("-v4r1" in line for line in report.splitlines() if "unknown rocmlir-gen flag" in line)
+    reasons = {(c.test, c.expressed, c.reason) for c in conversion.cases}
+    assert (2, False, "low-bit formats (scaled gemm, -out_dtype) are not supported yet") in reasons
+    assert {c.test for c in conversion.cases if c.expressed} == {1}
+    assert len(conversion.cases) == 2 * 2 * 2  # tests x operation x v4r1
+    assert len(cases) == 2  # v4r1 merged: fwd and bwd_data of test 1
+
+
+def test_scaled_gemm_axis_is_left_out_by_reason():
+    conversion, cases = convert_text(seeded("", f'''
+        [[axis]]
+        name = "scaledGemm"
+        values = ["true"]
+        prefix = "--scaledGemm="
+        [[suite]]
+        name = "s"
+        [[suite.test]]
+        config = "--operation gemm {GEMM_CFG}"
+    '''))
+    assert not conversion.suites and cases == []
+    assert [c.reason for c in conversion.cases] == ["low-bit formats (scaled gemm, -out_dtype) are not supported yet"]
+
+
+NOTHING = SEEDED.format(extra="-t i8") + f'''
+[[suite]]
+name = "s"
+[[suite.test]]
+config = "{CONV}"
+'''
+
+
+def test_nothing_imported_has_its_own_exit_status_and_writes_no_catalogue(capsys, tmp_path):
+    source = tmp_path / "I8.toml"
+    source.write_text(NOTHING)
+    out, summary = tmp_path / "out.toml", tmp_path / "summary.json"
+    status, stdout, err = run_import(capsys, source, "-o", out, "--summary", summary)
+    assert status == 3 and stdout == "" and not out.exists()
+    assert "nothing could be imported" in err and "Traceback" not in err
+    import json
+
+    [entry] = json.loads(summary.read_text())["files"]
+    assert entry == {"file": "I8.toml", "rocmlir_cases": 1, "expressed": 0, "not_expressed": {"data type i8": 1},
+                     "suites": 0, "configs": 0, "e2egen_cases": 0, "items_not_imported": 2}
+
+
+def test_invalid_toml_is_still_a_usage_error(capsys, tmp_path):
+    source = tmp_path / "Bad.toml"
+    source.write_text("suite = [\n")
+    status, _, err = run_import(capsys, source, "-o", tmp_path / "out.toml")
+    assert status == 2 and not (tmp_path / "out.toml").exists() and "Bad.toml" in err
+
+
+def test_several_files_write_what_imports_and_summarize_every_file(capsys, tmp_path):
+    import json
+
+    (tmp_path / "I8.toml").write_text(NOTHING)
+    (tmp_path / "Bad.toml").write_text("suite = [\n")
+    out_dir, summary, page = tmp_path / "out", tmp_path / "s.json", tmp_path / "s.md"
+    status, _, err = run_import(capsys, RESNET, GEMM, tmp_path / "I8.toml", tmp_path / "Bad.toml",
+                                "--out-dir", out_dir, "--summary", summary, "--summary-md", page)
+    assert status == 3
+    assert sorted(p.name for p in out_dir.iterdir()) == ["PrGemm.e2e.toml", "PrResnet50.e2e.toml"]
+    data = json.loads(summary.read_text())
+    files = {f["file"]: f for f in data["files"]}
+    assert files["PrResnet50.toml"]["expressed"] == files["PrResnet50.toml"]["rocmlir_cases"] == 46
+    assert files["PrResnet50.toml"]["e2egen_cases"] == 46
+    assert "error" in files["Bad.toml"] and files["I8.toml"]["not_expressed"] == {"data type i8": 1}
+    totals = data["totals"]
+    assert (totals["files"], totals["files_imported"], totals["files_nothing_imported"], totals["files_unreadable"]) == (4, 2, 1, 1)
+    assert totals["rocmlir_cases"] == sum(f["rocmlir_cases"] for f in data["files"])
+    assert totals["expressed"] + sum(totals["not_expressed"].values()) == totals["rocmlir_cases"]
+    text = page.read_text()
+    assert "| PrResnet50.toml | 46 | 46 | 46 |" in text and "data type i8" in text
+    assert "4 files: 2 imported, 1 with nothing to import, 1 unreadable" in err
+
+
+def test_one_output_file_for_several_catalogues_is_a_usage_error(capsys, tmp_path):
+    status, _, err = run_import(capsys, RESNET, GEMM, "-o", tmp_path / "x.toml")
+    assert status == 2 and "use --out-dir" in err
+
+
+def test_summary_counts_every_case_rocmlir_runs(capsys, tmp_path):
+    """Expressed and not-expressed cases add up to rocMLIR's own expansion (tests x kept combinations)."""
+    conversion = convert(read_rocmlir(GEMM.read_text(), str(GEMM)))
+    rocmlir = read_rocmlir(GEMM.read_text(), str(GEMM))
+    expected = 0
+    for suite in rocmlir.suites:
+        for test in suite.tests:
+            for combination in itertools.product(*[[(a, v) for v in a.values] for a in rocmlir.axes]):
+                values = {a.name: v for a, v in combination}
+                excluded = test.excludes and all(values.get(e.axis) in e.values for e in test.excludes)
+                expected += not excluded
+    assert len(conversion.cases) == expected

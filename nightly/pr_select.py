@@ -49,7 +49,8 @@ _BUDGET = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+
 
 
 def parse_budget(text: str) -> float:
-    """'300s', '5m', '1h30m', '1m30s' or plain seconds ('300') -> seconds > 0."""
+    """'300s', '5m', '1h30m', '1m30s' or plain seconds ('300') -> seconds >= 0 (0: choose nothing, so the PR
+    subset is the cases the catalogue marks pr = true)."""
     stripped = (text or "").strip().lower()
     seconds = None
     try:
@@ -59,8 +60,8 @@ def parse_budget(text: str) -> float:
         if match and any(match.groups()):
             h, m, s = (float(g) if g else 0.0 for g in match.groups())
             seconds = 3600 * h + 60 * m + s
-    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
-        raise NightlyError(f"--budget: expected a time like 300s, 5m, 1h30m or a number of seconds, got {text!r}")
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise NightlyError(f"--budget: expected a time >= 0 like 300s, 5m, 1h30m or a number of seconds, got {text!r}")
     return seconds
 
 
@@ -201,7 +202,9 @@ def select(cases: Sequence[Case], evidence: Evidence, prices: Prices, budget: fl
     covered: set[tuple] = set().union(*(reqs[c.id] for c in forced)) if forced else set()
     left = budget - sum(prices.seconds[c.id] for c in forced)
     notes = []
-    if left < 0:
+    if budget == 0:
+        notes.append(f"budget 0: no case chosen; the PR subset is the {len(forced)} cases with pr = true in the catalogue")
+    elif left < 0:
         notes.append(f"the {len(forced)} cases with pr = true in the catalogue alone take "
                      f"{budget - left:.1f} s, over the budget of {budget:.1f} s: nothing else selected")
     margin = {}

@@ -111,9 +111,10 @@ def pairs(cases):
 
 def test_budgets_parse_and_print():
     assert [parse_budget(t) for t in ("5m", "300s", "300", "1h30m", "1m30s", "2.5m")] == [300, 300, 300, 5400, 90, 150]
-    for bad in ("5x", "", "m", "-5m", "0"):
-        with pytest.raises(Exception, match="expected a time like"):
+    for bad in ("5x", "", "m", "-5m", "-1", "inf"):
+        with pytest.raises(Exception, match="expected a time >= 0 like"):
             parse_budget(bad)
+    assert [parse_budget(t) for t in ("0", "0s", "0m")] == [0, 0, 0]  # choose nothing beyond the pr = true cases
     assert [format_seconds(s) for s in (300, 90, 5400, 12.5)] == ["5m", "1m30s", "1h30m", "12.5s"]
 
 
@@ -183,7 +184,7 @@ def test_user_errors_exit_2_with_one_message(project, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["select", "--budget", "5x"])
     assert exit_info.value.code == 2
-    assert "expected a time like 300s, 5m, 1h30m or a number of seconds, got '5x'" in capsys.readouterr().err
+    assert "expected a time >= 0 like 300s, 5m, 1h30m or a number of seconds, got '5x'" in capsys.readouterr().err
     status = main(["select", "-c", str(project / "configs.toml"), "--store", str(tmp_path / "missing.sqlite")])
     err = capsys.readouterr().err
     assert status == 2 and "no results store here" in err and "Traceback" not in err

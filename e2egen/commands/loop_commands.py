@@ -39,7 +39,8 @@ def register(sub) -> None:
                     "file the generator reads. Exit status: 0 ok, 2 user error.")
     _evidence_arguments(p, default_runs=3, runs_only=True)
     p.add_argument("--budget", default="5m", type=_budget, metavar="TIME",
-                   help="serial test time the PR subset may take: 300s, 5m, 1h30m, or seconds (default: 5m)")
+                   help="serial test time the PR subset may take: 300s, 5m, 1h30m, or seconds (default: 5m); 0 "
+                        "chooses no case, leaving only those the catalogue marks pr = true")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="the device PR CI runs on: whose recorded durations price the cases (default: cpu)")
     p.add_argument("--out", default=None, metavar="PATH",

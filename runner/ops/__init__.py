@@ -15,8 +15,9 @@ from .conv import ConvOp, ConvParams
 from .conv_gemm import ConvGemmOp, ConvGemmParams
 from .gemm import GemmOp, GemmParams
 from .gemm_gemm import GemmGemmOp, GemmGemmParams
+from .normalization import NORMALIZATION_OPS
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp())
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *NORMALIZATION_OPS)
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 

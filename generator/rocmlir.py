@@ -31,10 +31,12 @@ Mapping:
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   any other orders -> e2egen's layout string "input-filter-output"
-  (runner/ops/conv_layouts.py, e.g. nhwc-yxck-nhwk, nc012-kc012-nk012; an
-  output spelled with c gets k; rocMLIR's 3-d digits on a 2-d problem, depth 1,
-  drop the depth: nc012 -> nc01); orders e2egen cannot pass as a strided view
-  (a group dim away from the dim it splits: nghwc, hwcgn) are reported and left out. gemm layouts: the first
+  (runner/ops/conv_layouts.py, e.g. nhwc-yxck-nhwk, nghwc-gkyxc-hwkgn; an
+  output spelled with c gets k). rocMLIR's digits 0 1 2 are h w d (y x z):
+  a -fil_layout with three of them is a 3-d conv, -in_d -fil_d -out_d
+  -conv_stride_d -dilation_d -padding_d(_l/_r) its depth (absent: 1); with
+  depth 1 it is the 2-d conv (nc012 -> nc01), else op conv3d with the layout in
+  letters (nc012 -> nchwd); depth flags on a 2-d layout are reported ignored. gemm layouts: the first
   letter is A, the second B, `t` when `--transA` / `--transB` is true;
   gemm's --transC (its output's storage order) is merged and reported.
 - conv shape: -batchsize -in_channels -out_channels -in_h -in_w -fil_h -fil_w
@@ -169,7 +171,7 @@ ATTENTION_TRANSPOSE_FLAGS = {"transQ": "q", "transK": "k", "transV": "v"}  # fla
 # Flags that pick the case's op, direction, dtype or layout (an axis of ours).
 CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS)
 LAYOUT_FLAGS_OF = {  # op -> the case flags that make its layout (the others mean nothing to it, or are merged)
-    "conv2d": LAYOUT_FLAGS, "gemm": TRANSPOSE_FLAGS, "attention": tuple(ATTENTION_TRANSPOSE_FLAGS),
+    "conv2d": LAYOUT_FLAGS, "conv3d": LAYOUT_FLAGS, "gemm": TRANSPOSE_FLAGS, "attention": tuple(ATTENTION_TRANSPOSE_FLAGS),
     "gemm_gemm": GEMM_GEMM_TRANSPOSE_FLAGS, "conv_gemm": ("fil_layout", "in_layout", "transC"),
 }
 
@@ -184,6 +186,8 @@ CONV_SHAPE_FLAGS = {  # rocmlir-gen flag or MIOpen-driver short form -> rocmlir-
     "g": "groupsize",
 }  # no -p: MIOpen's pad_h, but rocmlir-gen's "populate default values" (POPULATE_FLAG)
 CONV_GEMM_SHAPE_FLAGS = {**CONV_SHAPE_FLAGS, "gemmO": "gemmO"}
+# rocmlir-gen's depth: read only when the filter layout has three spatial dims (digits 0 1 2, 2 the depth)
+DEPTH_FLAGS = ("in_d", "fil_d", "out_d", "dilation_d", "conv_stride_d", "padding_d", "padding_d_l", "padding_d_r")
 GEMM_SHAPE_FLAGS = {"m": "m", "n": "n", "k": "k", "g": "batch", "groupsize": "batch"}
 GEMM_GEMM_SHAPE_FLAGS = {**GEMM_SHAPE_FLAGS, "gemmO": "o"}
 # rocmlir-gen's -p ("populate default values"): populateDefaults() sets these sizes, whatever the command
@@ -217,11 +221,12 @@ ATTENTION_FLAGS = (*ATTENTION_SIZE_FLAGS, *ATTENTION_SWITCH_FLAGS, *ATTENTION_LI
 SHAPE_FLAGS = {  # op -> the flags its shape reads (-p included: it sets them)
     "conv2d": (*CONV_SHAPE_FLAGS, POPULATE_FLAG), "gemm": (*GEMM_SHAPE_FLAGS, POPULATE_FLAG),
     "attention": (*ATTENTION_FLAGS, POPULATE_FLAG), "gemm_gemm": (*GEMM_GEMM_SHAPE_FLAGS, POPULATE_FLAG),
-    "conv_gemm": (*CONV_GEMM_SHAPE_FLAGS, POPULATE_FLAG),
+    "conv_gemm": (*CONV_GEMM_SHAPE_FLAGS, POPULATE_FLAG), "conv3d": (*CONV_SHAPE_FLAGS, *DEPTH_FLAGS, POPULATE_FLAG),
 }
 
 # Flags that do not change what is computed: reported as ignored, with why.
 IGNORED_FLAGS = {
+    **{f: "a depth; rocmlir-gen reads it only with a 3-d layout (digits 0 1 2 in -fil_layout)" for f in DEPTH_FLAGS},
     "arch": "the target GPU; e2egen runs on torch's device",
     "num_cu": "the target GPU's size",
     "pv": "rocMLIR's CPU validation; e2egen always validates against a float64 reference",
@@ -860,6 +865,7 @@ def resolve_case(flags: Mapping[str, Flag], notes: Notes) -> tuple[str, CaseKey]
     layout = _LAYOUT_RESOLVERS[op](flags, notes)
     if dtype is None or layout is None:
         return None
+    op = "conv3d" if op == "conv2d" and is_conv3d_layout(layout) else op
     _note_layout_flags_of_other_ops(op, flags, notes)
     return op, CaseKey(direction, dtype, layout)
 
@@ -912,24 +918,103 @@ def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int =
 
 def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given, notes: Notes) -> str | None:
     """rocMLIR's (filter, input, output) orders as e2egen's "input-filter-output" (runner/ops/conv_layouts.py;
-    rocMLIR may spell the output's channels c), or None with the reason reported."""
+    rocMLIR may spell the output's channels c), or None with the reason reported.
+
+    rocMLIR's digits are its spatial dims in flag order: 0 h (y), 1 w (x), 2 d (z), the depth last
+    (rocmlir-gen's correctConvParameters renames h w / y x to 0 1; a filter layout with three spatial dims makes
+    a 3-d conv). A 3-d layout whose depth is 1 (no -in_d, -fil_d or depth padding) is that 2-d conv, the depth
+    dropped: e2egen's 2-d digits 0 1 are h w too. One with a depth is a conv3d, in letters, since e2egen's 3-d
+    digits count from d (d h w)."""
     from e2egen.runner.ops.conv_layouts import layout_problem
 
     filter_order, input_order, output_order = (n.lower() for n in names)
     if "k" not in output_order:
         output_order = output_order.replace("c", "k")
     source = next(f.source for f in given if f)
-    if "2" in input_order and "in_d" not in flags:
-        # rocMLIR's 3-d spelling (dims 0 1 2 = d h w) on a 2-d problem: depth 1, whose place in memory changes
-        # nothing; the 2-d orders are the same without it (e2egen's digits 0 1 = h w)
-        input_order, filter_order, output_order = (
-            order.replace("0", "").replace("1", "0").replace("2", "1") for order in (input_order, filter_order, output_order))
-    layout = f"{input_order}-{filter_order}-{output_order}"
-    problem = layout_problem(layout, 2)
+    orders = (input_order, filter_order, output_order)
+    spatial_dims = 3 if "2" in filter_order else 2
+    if spatial_dims == 3 and _depth_is_one(flags):
+        orders, spatial_dims = tuple(order.replace("2", "") for order in orders), 2
+    elif spatial_dims == 3:
+        orders = tuple(order.translate(str.maketrans("012", "yxz" if role == "filter" else "hwd"))
+                       for role, order in zip(("input", "filter", "output"), orders))
+    layout = "-".join(orders)
+    problem = layout_problem(layout, spatial_dims)
     if problem is None:
         return layout
     notes.add(source.line, source.what, f"conv layout {layout}: {problem}; left out")
     return None
+
+
+def _depth_is_one(flags: Mapping[str, Flag]) -> bool:
+    """Whether a 3-d rocMLIR conv has depth 1 everywhere: input and filter depth 1 (rocmlir-gen's default when
+    absent, and what -p sets) and no depth padding, so that its output depth is 1 too."""
+    if _boolean(flags.get(POPULATE_FLAG)):
+        return True
+    sizes = {name: _integer(flags[name].value) if name in flags else None for name in DEPTH_FLAGS}
+    return (sizes["in_d"] or 1) <= 1 and (sizes["fil_d"] or 1) <= 1 and not any(
+        sizes[name] for name in ("padding_d", "padding_d_l", "padding_d_r"))
+
+
+def is_conv3d_layout(layout: str) -> bool:
+    """Whether a conv layout string has three spatial dims (what the importer writes for a 3-d rocMLIR conv)."""
+    return "-" in layout and len(layout.split("-")[1].replace("g", "")) == 5
+
+
+def _conv3d_params(v: dict[str, int], source: Source | None, notes: Notes):
+    """conv3d's parameters from rocmlir-gen's flags; its spatial dims are h w d (digits 0 1 2), e2egen's d h w.
+    Absent depths are 1, as rocmlir-gen makes them; padding per dim as correctConvParameters() (see
+    _conv_params)."""
+    line, what = (source.line, source.what) if source else (None, "config")
+    required = ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w")
+    missing = [f"-{name}" for name in required if name not in v]
+    if missing:
+        notes.add(line, what, f"incomplete conv3d shape: no {', '.join(missing)}; config skipped")
+        return None
+    pairs = []
+    for dim in "dhw":
+        low, high, both = (v.get(f"padding_{dim}{side}", 0) for side in ("_l", "_r", ""))
+        if both > 0 and low == high == 0:
+            low = high = both
+        elif both > 0 and (low, high) != (both, both):
+            notes.add(line, what, f"-padding_{dim}={both} with -padding_{dim}_l={low} -padding_{dim}_r={high}: "
+                                  f"rocmlir-gen complains and uses the _l/_r values", kind=IGNORED)
+        pairs.append([low, high])
+    params: dict[str, object] = {
+        "n": v["batchsize"], "c": v["in_channels"], "k": v["out_channels"],
+        "dhw": [max(v.get("in_d", 1), 1), v["in_h"], v["in_w"]],
+        "kernel": [max(v.get("fil_d", 1), 1), v["fil_h"], v["fil_w"]],
+    }
+    optional = {
+        "stride": ([v.get(f"conv_stride_{dim}", 1) for dim in "dhw"], [1, 1, 1]),
+        "pad": ([low for low, _ in pairs] if all(low == high for low, high in pairs) else pairs, [0, 0, 0]),
+        "dilation": ([v.get(f"dilation_{dim}", 1) for dim in "dhw"], [1, 1, 1]),
+        "groups": (v.get("groupsize", 1), 1),
+    }
+    params.update({key: value for key, (value, default) in optional.items() if value != default})
+    for i, dim in enumerate("dhw"):
+        if f"out_{dim}" not in v:
+            continue
+        stride, dilation = (params.get(key, [1, 1, 1])[i] for key in ("stride", "dilation"))
+        size = (params["dhw"][i] + sum(pairs[i]) - dilation * (params["kernel"][i] - 1) - 1) // stride + 1
+        if v[f"out_{dim}"] != size:
+            notes.add(line, what, f"-out_{dim}={v[f'out_{dim}']} disagrees with the other sizes (they give {size}); "
+                                  "config skipped")
+            return None
+    return tuple(params.items())
+
+
+def _conv3d_name(params: Mapping[str, object]) -> str:
+    """`n2-c8-k8-4x6x6-f3x3x3-s1x2x2-p1_0x1x1`: as config_name's conv names, one more dim (d h w)."""
+    def dims(values) -> str:
+        return "x".join("_".join(map(str, v)) if isinstance(v, list) else str(v) for v in values)
+
+    parts = [f"n{params['n']}", f"c{params['c']}", f"k{params['k']}", dims(params["dhw"]), "f" + dims(params["kernel"])]
+    parts += [f"{letter}{dims(params[key])}" for key, letter in (("stride", "s"), ("pad", "p"), ("dilation", "d"))
+              if key in params]
+    if "groups" in params:
+        parts.append(f"g{params['groups']}")
+    return "-".join(parts)
 
 
 def _resolve_conv_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
@@ -990,7 +1075,8 @@ def _boolean(flag: Flag | None) -> bool | None:
     return {"true": True, "1": True, None: True, "false": False, "0": False}.get(flag.value.lower() if flag.value else None)
 
 
-SHAPE_TABLES = {"conv2d": CONV_SHAPE_FLAGS, "conv_gemm": CONV_GEMM_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS,
+SHAPE_TABLES = {"conv2d": CONV_SHAPE_FLAGS, "conv3d": {**CONV_SHAPE_FLAGS, **{f: f for f in DEPTH_FLAGS}},
+                "conv_gemm": CONV_GEMM_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS,
                 "gemm_gemm": GEMM_GEMM_SHAPE_FLAGS}
 
 
@@ -1127,7 +1213,7 @@ def _gemm_gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
     return _gemm_params(v, source, notes, op="gemm_gemm", extra=("o",))
 
 
-_PARAMS_OF = {"conv2d": _conv_params, "conv_gemm": _conv_gemm_params, "gemm": _gemm_params,
+_PARAMS_OF = {"conv2d": _conv_params, "conv3d": _conv3d_params, "conv_gemm": _conv_gemm_params, "gemm": _gemm_params,
               "gemm_gemm": _gemm_gemm_params}
 
 
@@ -1354,6 +1440,8 @@ def config_name(op: str, params: Mapping[str, object]) -> str:
     """`n64-c128-k128-28x28-f3x3-p1`, `n2-c8-k8-6x6-f3x3-p1_0x0_2-o16`, `b3-m1024-n1024-k769`, `m64-n64-k64-o64`."""
     if op == "attention":
         return _attention_name(params)
+    if op == "conv3d":
+        return _conv3d_name(params)
     if op in ("gemm", "gemm_gemm"):
         keys = ("batch", "m", "n", "k", "o")
         return "-".join(f"{'b' if key == 'batch' else key}{params[key]}" for key in keys if key in params)

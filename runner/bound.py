@@ -445,3 +445,30 @@ def compute_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], ref: t
     """B per element of the primary output (float64, logical shape, on the inputs' device)."""
     bound = error_bounds(problem, inputs64)[problem.primary_output]
     return bound.evaluate(model, ref)
+
+
+# -- pieces of the reductions' bounds (runner/reduction_bound.py) ---------------------------
+@dataclass(frozen=True)
+class SquaredCoefficient:
+    """(Σ_j c_j(model))²: an error that enters squared, such as a two-pass variance's mean error ε
+    (Σ_i (x_i - μ - ε)² = Σ_i (x_i - μ)² + N·ε², since Σ_i (x_i - μ) = 0), bounded by the sum of the
+    coefficients of its own parts."""
+
+    terms: tuple["Coefficient", ...]
+
+    def __call__(self, model: BoundModel) -> float:
+        return sum(term(model) for term in self.terms) ** 2
+
+
+@dataclass(frozen=True)
+class ComputeSubnormalRounding:
+    """Half the subnormal spacing of the compute (accumulator) format: the absolute error of one result
+    that underflows there (a square of a tiny deviation). The format is the one of the measured width;
+    for a width no named format has, f16's (the coarsest spacing of f16, bf16, f32)."""
+
+    dtype: str
+
+    def __call__(self, model: BoundModel) -> float:
+        bits = effective_arithmetic(model, self.dtype).acc_bits
+        fmt = {53: "f64", 24: "f32", 8: "bf16"}.get(bits, "f16")
+        return metrics.get_format(fmt).min_subnormal / 2

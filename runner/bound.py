@@ -213,9 +213,17 @@ class OutputRounding:
     source = "output rounding"
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        return self.add_to(torch.zeros_like(ref, dtype=torch.float64), model, ref)
+
+    def add_to(self, total: torch.Tensor, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        """total + c_out · ulp_T(ref), in place where total has ref's shape: one pass over the outputs."""
         if not model.c_out:
-            return torch.zeros_like(ref)
-        return metrics.ulp(ref, self.out_dtype).mul_(model.c_out)
+            return total
+        if total.shape != ref.shape or total.dtype != torch.float64 or ref.dtype != torch.float64:
+            return total.add_(metrics.ulp(ref, self.out_dtype).mul_(model.c_out))
+        from e2egen.metrics.ulp_terms import add_ulps  # numba loads with the first bound, not with the runner
+
+        return add_ulps(total, ref, self.out_dtype, model.c_out)
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,7 +268,10 @@ class SumOfBounds:
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         total = self.parts[0].evaluate(model, ref)
         for part in self.parts[1:]:
-            total.add_(part.evaluate(model, ref))
+            if isinstance(part, OutputRounding):  # fused into the running total, not a tensor of its own
+                total = part.add_to(total, model, ref)
+            else:
+                total.add_(part.evaluate(model, ref))
         return total
 
     def part(self, kind: type) -> ErrorBound:

@@ -17,7 +17,9 @@ the result by the worst case of f32's rounding keeps it an upper bound
 `magnitude_bound` returns Ŝ · W with W = 1 / (1 - (K + 2)·u), rounded up: the
 two extra roundings cover the float64 multiplication by W and the slack of
 computing W. It takes the f32 path only where each premise holds, and the
-float64 one otherwise:
+float64 one otherwise (the same argument with u = 2^-53: every product of two
+inputs of a narrow format is exact in float64 and no float64 sum of them
+underflows or overflows, so W is 1 + (K + 2)·2^-53 there):
 
 * every input is an f32 value (no rounding on the way in);
 * no product can underflow (the smallest non-zero |a| times the smallest
@@ -42,9 +44,10 @@ import torch
 
 from .problem import Problem
 
-__all__ = ["F32_UNIT_ROUNDOFF", "magnitude", "magnitude_bound", "f32_widening", "f32_premises"]
+__all__ = ["F32_UNIT_ROUNDOFF", "magnitude", "magnitude_bound", "widening", "F64_UNIT_ROUNDOFF", "f32_premises"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
+F64_UNIT_ROUNDOFF = 2.0 ** -53
 F32_MIN_NORMAL = 2.0 ** -126
 F32_MAX = float(torch.finfo(torch.float32).max)
 MAX_REDUCTION_ROUNDOFF = 2.0 ** -4  # K·u above this: the f32 path would widen too much; float64 instead
@@ -58,10 +61,10 @@ def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.T
     return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
 
 
-def f32_widening(reduction_size: int) -> float:
+def widening(reduction_size: int, unit_roundoff: float = F32_UNIT_ROUNDOFF) -> float:
     """W >= 1 / (1 - u)^K, with two roundings to spare (see the module docstring); float64, rounded up."""
     roundings = reduction_size + _EXTRA_ROUNDINGS
-    shortfall = roundings * F32_UNIT_ROUNDOFF  # exact: an integer times a power of two
+    shortfall = roundings * unit_roundoff  # exact: an integer times a power of two
     return math.nextafter(1.0 / (1.0 - shortfall), math.inf)
 
 
@@ -119,19 +122,20 @@ def _exactly_f32(t: torch.Tensor) -> torch.Tensor | None:
 
 def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """An upper bound on Σ|a_i·b_i| per output element (float64): the op on |inputs| in f32, widened by
-    f32_widening(K), where f32_premises hold; else the float64 magnitude."""
+    widening(K), where f32_premises hold; else in float64, widened by float64's widening(K)."""
     from .reference import apply_op
 
-    if f32_premises(problem, inputs64):
-        return magnitude(problem, inputs64)
-    narrow = {}
-    for name, t in inputs64.items():
+    k = problem.reduction_size
+    narrow = {} if not f32_premises(problem, inputs64) else None
+    for name, t in inputs64.items() if narrow is not None else ():
         exact = _exactly_f32(t)
         if exact is None:
-            return magnitude(problem, inputs64)
+            narrow = None
+            break
         narrow[name] = exact
-    with torch.backends.nnpack.flags(enabled=False):
-        summed = apply_op(problem, narrow)
-    if summed.dtype != torch.float32:  # an op whose reference promotes: its sum was not the f32 one analysed
-        return magnitude(problem, inputs64)
-    return summed.to(torch.float64).mul_(f32_widening(problem.reduction_size))
+    if narrow is not None:
+        with torch.backends.nnpack.flags(enabled=False):
+            summed = apply_op(problem, narrow)
+        if summed.dtype == torch.float32:  # else an op whose reference promotes: not the f32 sum analysed
+            return summed.to(torch.float64).mul_(widening(k))
+    return magnitude(problem, inputs64).mul_(widening(k, F64_UNIT_ROUNDOFF))

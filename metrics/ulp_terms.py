@@ -1,0 +1,58 @@
+"""total += count · ulp_T(ref), element by element, in one pass.
+
+The output-rounding term of an error bound (runner.bound.OutputRounding) is
+c_out ulps of the reference in the output format. Built from metrics.ulp it
+costs a dozen passes over the outputs (bit fields, clamps, a power of two, a
+NaN select, then a multiply and an add); with small reductions that is most of
+the bound's cost. Here numba computes the same ulp from ref's bits (as the
+fused comparison does) and adds it in place, on every core. Without numba, or
+on a device, it falls back to metrics.ulp (the definition); tests check the two
+agree bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from e2egen.metrics import fused_numba, threads
+from e2egen.metrics.formats import float_format
+from e2egen.metrics.rounding import ulp
+
+__all__ = ["add_ulps"]
+
+CHUNK = 1 << 16  # elements per task: a few per thread, each large enough to amortise the dispatch
+
+if fused_numba.AVAILABLE:
+    import numba
+
+    from e2egen.metrics.fused_numba import _bits, _float
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _add_ulps(total, ref, lo, hi, count, m, emin, emax):
+        # branch-free, so that LLVM vectorises it; slices from 0 (see fused_numba._reduce_chunk)
+        total_c, ref_c = total[lo:hi], ref[lo:hi]
+        for i in range(hi - lo):
+            x = ref_c[i]
+            magnitude = _bits(x) & ((1 << 63) - 1)
+            biased = magnitude >> 52
+            power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
+            exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)  # rounding.ulp_exponent
+            gap = _float((exponent - m + 1023) << 52)
+            total_c[i] += count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
+
+def add_ulps(total: torch.Tensor, ref: torch.Tensor, dtype: str, count: float) -> torch.Tensor:
+    """total += count · ulp_T(ref) (in place; float64, same shape) and return total."""
+    fmt = float_format(dtype)
+    if total.dtype != torch.float64 or ref.dtype != torch.float64 or total.shape != ref.shape:
+        raise ValueError(f"add_ulps needs float64 tensors of one shape, got {total.dtype} {tuple(total.shape)} "
+                         f"and {ref.dtype} {tuple(ref.shape)}")
+    fused = (fused_numba.AVAILABLE and total.device.type == "cpu" and ref.device.type == "cpu"
+             and total.is_contiguous() and ref.is_contiguous())
+    if not fused:
+        return total.add_(ulp(ref, fmt.name).mul_(count))
+    flat_total, flat_ref = total.view(-1).numpy(), ref.reshape(-1).numpy()
+    n = flat_ref.shape[0]
+    args = (float(count), fmt.mantissa_bits, fmt.emin, fmt.emax)
+    threads.run(lambda lo: _add_ulps(flat_total, flat_ref, lo, min(lo + CHUNK, n), *args), range(0, n, CHUNK))
+    return total
+

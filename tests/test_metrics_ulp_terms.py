@@ -1,0 +1,61 @@
+"""add_ulps (the bound's output-rounding term in one pass) against metrics.ulp, the definition."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e2egen import metrics
+from e2egen.metrics import fused_numba
+from e2egen.metrics.ulp_terms import CHUNK, add_ulps
+
+FORMATS = ["f32", "f16", "bf16", "f8e4m3fn", "f8e5m2"]
+SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -2.0, 65504.0, 65520.0, 1e300, 5e-324, 2.0 ** -24, 2.0 ** -149,
+           448.0, 3.0e38, 2.0 ** -126]
+
+
+def expected(total, ref, dtype, count):
+    return total + metrics.ulp(ref, dtype) * count
+
+
+def same(a, b):  # bit for bit, NaN included
+    return torch.equal(a.view(torch.int64), b.view(torch.int64)) or torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(SPECIAL), min_size=1, max_size=80),
+       dtype=st.sampled_from(FORMATS), count=st.sampled_from([1.0, 0.5, 2.0, 3.25]))
+def test_fused_term_equals_the_definition(values, dtype, count):
+    ref = torch.tensor(values, dtype=torch.float64)
+    total = torch.rand(ref.shape, dtype=torch.float64)
+    assert same(add_ulps(total.clone(), ref, dtype, count), expected(total, ref, dtype, count))
+
+
+def test_every_chunk_and_the_ragged_end_are_covered():
+    ref = torch.randn(3 * CHUNK + 17, dtype=torch.float64) * 1e3
+    total = torch.zeros_like(ref)
+    assert same(add_ulps(total, ref, "bf16", 1.0), metrics.ulp(ref, "bf16"))
+
+
+def test_non_contiguous_and_shaped_tensors_take_the_definition_and_agree():
+    ref = torch.randn(64, 48, dtype=torch.float64).t()
+    total = torch.ones_like(ref)
+    result = add_ulps(total, ref, "f16", 2.0)
+    assert result is total and same(result, 1 + 2.0 * metrics.ulp(ref, "f16"))
+
+
+def test_mismatched_tensors_are_refused():
+    with pytest.raises(ValueError, match="float64 tensors of one shape"):
+        add_ulps(torch.zeros(3), torch.zeros(3, dtype=torch.float64), "f16", 1.0)
+    with pytest.raises(ValueError, match="float64 tensors of one shape"):
+        add_ulps(torch.zeros(3, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), "f16", 1.0)
+
+
+def test_the_fused_and_the_fallback_paths_agree(monkeypatch):
+    ref = torch.tensor(SPECIAL * 5000, dtype=torch.float64) * torch.rand(len(SPECIAL) * 5000, dtype=torch.float64)
+    fused = add_ulps(torch.zeros_like(ref), ref, "f16", 1.5)
+    monkeypatch.setattr(fused_numba, "AVAILABLE", False)  # as where numba is not installed
+    assert same(add_ulps(torch.zeros_like(ref), ref, "f16", 1.5), fused)

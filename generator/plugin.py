@@ -136,6 +136,16 @@ def generated_cases(module: dict) -> list:
             for case in decode(module, module["IMPL"])]
 
 
+def located_absolutely(case, recorded: str | None, catalogue: str | None):
+    """The case with its catalogue line as a report prints it, "/abs/configs.toml:12": generated files name the
+    catalogue relative to the suite (`recorded`), which means nothing from pytest's working directory."""
+    from dataclasses import replace
+
+    if not recorded or not catalogue or not case.location.startswith(f"{recorded}:"):
+        return case
+    return replace(case, location=catalogue + case.location[len(recorded):])
+
+
 def refuse_stale_suite(manifest_path: str | os.PathLike) -> None:
     """Called by the generated conftest when pytest starts: pytest.UsageError (one message, nothing collected)
     when the suite no longer matches its catalogue or PR selection, or its catalogue is gone (sources)."""
@@ -166,6 +176,7 @@ def e2e_case(request):
         if global_seed is not None:
             case = case.with_seed(derive_seed(global_seed, case.id))
         device, catalogue = request.config.getoption("--device"), _catalogue(request)
+        case = located_absolutely(case, getattr(request.module, "CATALOGUE", None), catalogue)
         # pytest-timeout limits the case when present; without it, the runner does.
         own_limit = None if _has_pytest_timeout(request.config) else (_run_timeout(request.config) or case.time_limit)
         try:

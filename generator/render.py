@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -75,9 +75,10 @@ def render(catalogue: Catalogue, cases: Sequence[Case], out_dir: str | Path, glo
     out_dir = Path(out_dir)
     env = _environment()
     files: dict[str, str] = {}
-    case_dicts = {c.id: c.to_dict() for c in cases}
     # The catalogue as the suite finds it: relative to the suite's own directory, from any working directory.
     source = path_from_suite(catalogue.path, out_dir)
+    cases = located_from_suite(cases, catalogue.path, source)
+    case_dicts = {c.id: c.to_dict() for c in cases}
     for suite in catalogue.suites:
         suite_cases = [c for c in cases if c.suite == suite.name]
         files[f"test_{module_slug(suite.name)}.py"] = env.get_template("test_suite.py.j2").render(
@@ -88,6 +89,14 @@ def render(catalogue: Catalogue, cases: Sequence[Case], out_dir: str | Path, glo
     files["pytest.ini"] = env.get_template("pytest.ini.j2").render(catalogue=source)
     files["manifest.json"] = manifest_text(catalogue, cases, global_seed, case_dicts, source)
     return _write(out_dir, files)
+
+
+def located_from_suite(cases: Sequence[Case], catalogue_path: str, source: str) -> list[Case]:
+    """The cases with their catalogue line (`location`) naming the catalogue as the suite does, relative to the
+    suite's directory: the same bytes whichever directory `gen` ran in (the plugin makes it absolute again)."""
+    prefix = f"{catalogue_path}:"
+    return [replace(c, location=source + c.location[len(catalogue_path):]) if c.location.startswith(prefix) else c
+            for c in cases]
 
 
 def manifest_text(catalogue: Catalogue, cases: Iterable[Case], global_seed: int, case_dicts: dict | None = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -64,14 +65,15 @@ def stale_problem(manifest: Mapping[str, Any], suite_dir: str | os.PathLike) -> 
     suite_dir = Path(suite_dir).absolute()
     catalogue = catalogue_of_suite(manifest.get("catalogue"), suite_dir)
     digests = manifest.get("sources")
+    out = shlex.quote(str(suite_dir))
     if catalogue is None or not isinstance(digests, Mapping):
         return (f"the generated suite {suite_dir} was written by an older e2egen that did not record what it was "
-                f"generated from; regenerate it: `make gen`, or `e2egen gen CATALOGUE --out {suite_dir}`")
-    regenerate = f"regenerate it: `make gen`, or `e2egen gen {catalogue} --out {suite_dir}`"
+                f"generated from; regenerate it: `make gen`, or `e2egen gen CATALOGUE --out {out}`")
+    regenerate = f"regenerate it: `make gen`, or `e2egen gen {shlex.quote(str(catalogue))} --out {out}`"
     if not catalogue.is_file():
         return (f"the generated suite {suite_dir} was generated from the catalogue {catalogue}, which is not there "
                 f"any more (moved or deleted); regenerate the suite from where the catalogue is now: "
-                f"`e2egen gen NEW/PATH.toml --out {suite_dir}`, or delete {suite_dir}")
+                f"`e2egen gen NEW/PATH.toml --out {out}`, or delete {suite_dir}")
     current = source_digests(catalogue, manifest.get("pr_selection"))
     if current[CATALOGUE_DIGEST] != digests.get(CATALOGUE_DIGEST):
         return (f"the generated suite {suite_dir} is stale: its catalogue {catalogue} changed since it was "

@@ -14,12 +14,14 @@ from typing import Sequence
 
 from e2egen.commands.arguments import EXIT_USAGE, apply_option_rules
 from e2egen.errors import UserError
+from e2egen.notices import format_notices
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    format_notices()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

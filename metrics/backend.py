@@ -12,6 +12,7 @@ import torch
 
 from e2egen.metrics import fused_numba
 from e2egen.metrics.names import unknown_name_error
+from e2egen.notices import notify_once
 
 BACKENDS = ("auto", "numba", "torch")
 ENV_VAR = "E2E_METRICS_BACKEND"
@@ -24,6 +25,10 @@ ENV_VAR = "E2E_METRICS_BACKEND"
 NUMBA_CHUNK = 1 << 14
 TORCH_CPU_CHUNK = 1 << 15
 TORCH_DEVICE_CHUNK = 1 << 22
+# Told once per process: pip users get numba only with the `fast` extra, and would not know what they miss.
+NUMBA_MISSING = ("numba is not installed, so CPU comparisons take the plain-torch path: the same results, tens "
+                 "of times slower on large outputs. Install it with `pip install numba` (the project's `fast` extra), "
+                 f"or set {ENV_VAR}=torch to choose that path and silence this note.")
 
 
 def choose(requested: str | None, device: torch.device) -> str:
@@ -41,7 +46,12 @@ def choose(requested: str | None, device: torch.device) -> str:
         return "numba"
     if name == "torch":
         return "torch"
-    return "numba" if fused_numba.AVAILABLE and device.type == "cpu" else "torch"
+    if device.type != "cpu":
+        return "torch"
+    if not fused_numba.AVAILABLE:
+        notify_once("numba missing", NUMBA_MISSING)
+        return "torch"
+    return "numba"
 
 
 def default_chunk(backend: str, device: torch.device) -> int:

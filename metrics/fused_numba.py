@@ -47,6 +47,8 @@ AVAILABLE = numba is not None
 
 # The maxima _locate can find, by position in its targets.
 ABS, REL, REL_OLD, EPS, BOUND, ULP = range(6)
+BAD_BOUNDS = ULP  # the kernel's per-chunk column of bound elements that are negative or NaN
+BAD_BOUND_MESSAGE = "bound must be >= 0 everywhere (it has a negative or NaN element)"
 _MAXIMUM_COLUMNS = {
     ABS: (P.F_ABS, P.I_IDX_ABS), REL: (P.F_REL, P.I_IDX_REL), REL_OLD: (P.F_REL_OLD, P.I_IDX_REL_OLD),
     EPS: (P.F_EPS, P.I_IDX_EPS), BOUND: (P.F_BOUND, P.I_IDX_BOUND),
@@ -175,7 +177,7 @@ if AVAILABLE:
         best_abs = best_rel = best_eps = best_bound = best_ulp = max_ref = max_out = 0
         best_rel_old = -1
         sum_sq_diff = sum_sq_ref = sum_sq_bound = sum_s = sum_sq_s = sum_t = sum_sq_t = 0.0
-        # Eleven counters in four int64 registers, 21 bits each (chunks are
+        # Twelve counters in four int64 registers, 21 bits each (chunks are
         # shorter than 2**21): fewer live accumulators, no spills.
         counts_a = counts_b = counts_c = counts_d = 0
         # Slices indexed from 0: numba's indexing then needs no negative-index
@@ -188,6 +190,8 @@ if AVAILABLE:
             (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
              u1, u2) = _measure(ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
                                 max_bits, min_normal_bits, mode)
+            # the bound's own check (>= 0, not NaN), here rather than in a pass of its own
+            counts_d += 0 if bound_c is None or b >= 0.0 else (1 << 42)
             # Lanes not compared hold zeros, which cannot raise a maximum; a
             # chunk without compared elements is told apart by its counts.
             best_abs = max(best_abs, _bits(d))
@@ -274,6 +278,7 @@ if AVAILABLE:
             floats[c, P.F_SUM_SQ_T] = r[18]
             not_compared = _field(r[10], 0)
             ints[c, P.I_FTZ] = _field(r[10], 1)
+            maxima_bits[c, BAD_BOUNDS] = _field(r[13], 2)
             nonzero = _field(r[10], 2)
             compared = (hi - lo) - not_compared
             ints[c, P.I_COMPARED] = compared
@@ -351,13 +356,15 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     n_chunks = -(-ref.shape[0] // chunk)
     floats = np.full((n_chunks, P.N_FLOAT), -1.0)
     ints = np.full((n_chunks, P.N_INT), -1, np.int64)
-    maxima_bits = np.empty((n_chunks, 5), np.int64)
+    maxima_bits = np.empty((n_chunks, BAD_BOUNDS + 1), np.int64)
     args = _format_args(fmt, ftz, rel_floor, mode)
     # one contiguous share of the chunks per thread (see threads.py)
     edges = np.linspace(0, n_chunks, threads.thread_count(n_chunks) + 1).astype(np.int64)
     threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]),
                                   maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
                 range(len(edges) - 1))
+    if bound is not None and maxima_bits[:, BAD_BOUNDS].any():
+        raise ValueError(BAD_BOUND_MESSAGE)
     # Bits of the non-negative maxima back to floats; -1 stays "no element".
     for k, (float_col, _) in _MAXIMUM_COLUMNS.items():
         column = maxima_bits[:, k]

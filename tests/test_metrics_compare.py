@@ -287,3 +287,18 @@ def test_as_dict_is_json_serialisable():
     again = json.loads(json.dumps(d))
     assert list(again["histogram"]) == list(metrics.HISTOGRAM_BUCKETS)
     assert set(metrics.METRIC_NAMES) <= set(again) and again["worst"]["max_abs_diff"]["index"] >= 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad_value", [-1e-300, math.nan, -math.inf])
+@pytest.mark.parametrize("where", [0, 999, 2047])
+def test_a_bad_bound_element_in_any_chunk_is_refused(backend, bad_value, where):
+    """The check runs inside the fused pass (numba): every chunk, also where ref is NaN (not compared)."""
+    ref = torch.linspace(-3, 3, 2048, dtype=torch.float64)
+    ref[where] = math.nan
+    bound = torch.full_like(ref, 1e-3)
+    bound[where] = bad_value
+    with pytest.raises(ValueError, match="bound must be >= 0 everywhere"):
+        compare(ref, ref.to(torch.float16), "f16", bound=bound, backend=backend, chunk=300)
+    bound[where] = 0.0
+    assert compare(ref, ref.to(torch.float16), "f16", bound=bound, backend=backend, chunk=300).compared == 2047

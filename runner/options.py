@@ -29,7 +29,8 @@ class OptionKey:
     """One catalogue key of an options table: its attribute, kind and (for "choice") choices.
 
     kinds: "bool"; "choice" (one of `choices`); "count" (an integer >= 0);
-    "positive" (a finite number > 0); "nonnegative" (a finite number >= 0).
+    "positive" (a finite number > 0); "nonnegative" (a finite number >= 0);
+    "table_or_nonnegative" ("table": the op's own table, or a finite number >= 0).
     """
 
     name: str
@@ -51,12 +52,16 @@ def check_option(table: str, key: OptionKey, value: Any) -> Any:
     elif key.kind == "count":
         if not is_int(value) or value < 0:
             raise ProblemError(path, value, f"expected 0 (off) or a positive integer, got {value!r}")
+    elif key.kind == "table_or_nonnegative" and value == "table":
+        pass
     else:
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if key.kind == "positive" and not (number and value > 0):
             raise ProblemError(path, value, f"expected a positive number, got {value!r}")
         if key.kind == "nonnegative" and not (number and value >= 0):
             raise ProblemError(path, value, f"expected a number >= 0, got {value!r}")
+        if key.kind == "table_or_nonnegative" and not (number and value >= 0):
+            raise ProblemError(path, value, f"expected \"table\" or a number >= 0, got {value!r}")
     return value
 
 
@@ -126,7 +131,9 @@ class BoundModel(CatalogueOptions):
     lam: the safety factor on the probabilistic term (catalogue key `lambda`);
     acc: "measured" (the kernel's arithmetic as the probes found it) or a
     format that overrides the measured accumulator; strict: worst-case growth
-    K instead of sqrt(K); c_out: output ulps allowed for the final rounding.
+    K instead of sqrt(K); c_out: output ulps allowed for the final rounding;
+    ulps, abs_error: element-wise math's allowance per inexact primitive, in
+    ulps of the compute format and absolute ("table": runner/intervals.py's).
     arithmetic: the measured findings (not a catalogue key: the run sets it).
     """
 
@@ -134,6 +141,8 @@ class BoundModel(CatalogueOptions):
     acc: str = MEASURED
     strict: bool = False
     c_out: float = 1.0
+    ulps: float | str = "table"
+    abs_error: float | str = "table"
     arithmetic: Arithmetic | None = None
 
     TABLE: ClassVar[str] = "bound"
@@ -142,12 +151,16 @@ class BoundModel(CatalogueOptions):
         OptionKey("acc", "acc", "choice", (MEASURED, *ACCUMULATORS), "accumulator type"),
         OptionKey("strict", "strict", "bool"),
         OptionKey("c_out", "c_out", "nonnegative"),
+        OptionKey("ulps", "ulps", "table_or_nonnegative"),
+        OptionKey("abs_error", "abs_error", "table_or_nonnegative"),
     )
 
     def describe(self) -> str:
         acc = f"acc {self.acc}" if self.acc != MEASURED or self.arithmetic is None else self.arithmetic.describe_accumulation()
         return f"{acc}, lambda {self.lam:g}" + (", strict" if self.strict else "") + (
-            f", c_out {self.c_out:g}" if self.c_out != 1.0 else "")
+            f", c_out {self.c_out:g}" if self.c_out != 1.0 else "") + (
+            f", ulps {self.ulps:g}" if self.ulps != "table" else "") + (
+            f", abs_error {self.abs_error:g}" if self.abs_error != "table" else "")
 
     def with_arithmetic(self, arithmetic: Arithmetic | None) -> "BoundModel":
         from dataclasses import replace
@@ -160,18 +173,21 @@ INPUT_REQUIREMENTS = (EXACT, "tf32", "f16", "bf16", ANY)
 ACC_REQUIREMENTS = (ANY, "f64", "f32", "f16", "bf16")
 ROUNDING_REQUIREMENTS = (ANY, "nearest")
 SUBNORMAL_REQUIREMENTS = (ANY, "kept")
+COMPUTE_REQUIREMENTS = (ANY, "f32", "f16", "bf16")
 
 
 @dataclass(frozen=True)
 class Requirements(CatalogueOptions):
     """inputs: the narrowest format the products may see ("exact": not below the case's dtype; a tf32
     case may round to tf32); acc: the narrowest format partial sums may pass through; rounding:
-    "nearest" forbids truncation; subnormals: "kept" forbids flushing."""
+    "nearest" forbids truncation; subnormals: "kept" forbids flushing; compute: the narrowest format
+    element-wise math may be computed in (the guide's rule: f16 math in f32, then cast)."""
 
     inputs: str = EXACT
     acc: str = ANY
     rounding: str = ANY
     subnormals: str = ANY
+    compute: str = ANY
 
     TABLE: ClassVar[str] = "require"
     KEYS: ClassVar[tuple[OptionKey, ...]] = (
@@ -179,6 +195,7 @@ class Requirements(CatalogueOptions):
         OptionKey("acc", "acc", "choice", ACC_REQUIREMENTS, "accumulator requirement"),
         OptionKey("rounding", "rounding", "choice", ROUNDING_REQUIREMENTS, "rounding requirement"),
         OptionKey("subnormals", "subnormals", "choice", SUBNORMAL_REQUIREMENTS, "subnormal requirement"),
+        OptionKey("compute", "compute", "choice", COMPUTE_REQUIREMENTS, "compute-format requirement"),
     )
 
 

@@ -70,6 +70,9 @@ class Problem:
         if not isinstance(self.params, op.params_type) or (
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
+        layout_params_problem = op.layout_params_problem(self.params, self.layout)
+        if layout_params_problem:
+            raise ProblemError("layout", self.layout, layout_params_problem)
         _check_range(self.input_range, self.dtype)
         check_input_data(self.input_data, self.input_range, self.dtype)
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:

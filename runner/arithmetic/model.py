@@ -98,6 +98,7 @@ class Arithmetic:
     intermediate: str = ""  # a fused op's intermediate (attention's P) before its second product: "" (no such
     # intermediate), "exact" (kept in the compute format) or the format it is rounded to
     intermediate_rounding: str = "nearest"
+    compute: str = ""  # element-wise math: the format it is computed in ("" where not measured: other ops)
     probed_with: str = ""  # the problem the probes ran on
     notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but could not pin down
     unexplained: tuple[str, ...] = field(default_factory=tuple)  # outcomes no arithmetic explains: a bug
@@ -168,6 +169,8 @@ class Arithmetic:
         return f"{part} in {format_of_bits(self.inner_bits)}, partials added in {self.acc_name}"
 
     def describe(self) -> str:
+        if self.compute:
+            return "; ".join([f"computes in {self.compute}", *(f"UNEXPLAINED: {text}" for text in self.unexplained[:1])])
         words = [self.describe_inputs(), self.describe_accumulation(), f"rounds {self.rounding}"]
         if self.intermediate:
             words.insert(1, self.describe_intermediate())
@@ -184,6 +187,8 @@ class Arithmetic:
         table = asdict(self)
         if not self.intermediate:  # product sums have none: their profiles stay as they were
             del table["intermediate"], table["intermediate_rounding"]
+        if not self.compute:
+            del table["compute"]
         table["notes"] = list(self.notes)
         table["unexplained"] = list(self.unexplained)
         return table

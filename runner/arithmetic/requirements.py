@@ -15,7 +15,7 @@ from .model import FORMAT_BITS, Arithmetic
 
 @dataclass(frozen=True)
 class Violation:
-    key: str  # the requirement broken: inputs | acc | rounding | subnormals
+    key: str  # the requirement broken: inputs | acc | rounding | subnormals | compute
     message: str
 
 
@@ -40,6 +40,9 @@ def violations(required: Requirements, arithmetic: Arithmetic, dtype: str) -> li
     if required.rounding == "nearest" and arithmetic.rounding not in ("nearest-even", "nearest-away"):
         found.append(Violation("rounding", f"the kernel rounds {arithmetic.rounding}; the case requires rounding to "
                                            f"nearest (require.rounding = \"nearest\")"))
+    if required.compute != ANY and arithmetic.compute and FORMAT_BITS[arithmetic.compute] < FORMAT_BITS[required.compute]:
+        found.append(Violation("compute", f"the kernel computes its math in {arithmetic.compute}; the case requires "
+                                          f"{required.compute} (require.compute = \"{required.compute}\")"))
     if required.subnormals == "kept" and arithmetic.flushes:
         found.append(Violation("subnormals", f"the kernel flushes subnormals (inputs {arithmetic.subnormal_inputs}, "
                                              f"outputs {arithmetic.subnormal_outputs}); the case requires them kept "

@@ -16,9 +16,10 @@ from .conv_gemm import ConvGemmOp, ConvGemmParams
 from .gemm import GemmOp, GemmParams
 from .gemm_gemm import GemmGemmOp, GemmGemmParams
 from .normalization import NORMALIZATION_OPS
+from .pointwise import POINTWISE_OPS, PointwiseOp, PointwiseParams
 from .reductions import REDUCTION_OPS, ReductionOp, ReductionParams
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *REDUCTION_OPS, *NORMALIZATION_OPS)
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *POINTWISE_OPS, *REDUCTION_OPS, *NORMALIZATION_OPS)
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 
@@ -39,5 +40,5 @@ def unregister_op(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "ConvGemmOp", "ConvGemmParams", "GemmOp", "GemmParams", "GemmGemmOp", "GemmGemmParams", "ReductionOp", "ReductionParams",
+__all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "ConvGemmOp", "ConvGemmParams", "GemmOp", "GemmParams", "GemmGemmOp", "GemmGemmParams", "PointwiseOp", "PointwiseParams", "ReductionOp", "ReductionParams",
            "register_op", "unregister_op"]

@@ -115,6 +115,11 @@ class Op(ABC):
         channels_last on a rank-2 shape."""
         return None
 
+    def input_ranges(self, params: Any, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
+        """Inputs drawn from a range of their own (a divisor near zero, pow's exponent) instead of the
+        case's; by default every input takes the case's range."""
+        return {}
+
     def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
         attention's peaky or offset scores). By default the uniform draw stays as it is."""

@@ -1,0 +1,74 @@
+"""An acceptance interval as the runner's per-element bound.
+
+compare() judges |out - ref| <= B. An interval [lo, hi] around the exact result ref is two-sided, so the
+bound a run hands to compare is the side the output fell on: B = hi - ref where out >= ref, else
+ref - lo (`evaluate_for_output`); bound_ratio <= 1 is then exactly membership. Without an output
+(explain's what-ifs, studies), `evaluate` gives the wider side.
+
+The interval follows the kernel's measured arithmetic like every bound here: the compute format is
+what the probes found (runner/arithmetic/pointwise_probes.py: f32, or the input format for a kernel
+that computes in it), f32 where nothing was measured; `require.compute` judges that finding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+
+from .intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
+from .options import BoundModel
+from .ops.math_functions import MathFunction
+
+TABLE = "table"  # bound.ulps / bound.abs_error: the allowance table's figures
+
+
+def interval_context(model: BoundModel, input_format: str) -> IntervalContext:
+    arithmetic = model.arithmetic
+    measured = getattr(arithmetic, "compute", "") if arithmetic is not None else ""
+    compute = measured if measured in COMPUTE_FORMATS else "f32"
+    if input_format == "f32":
+        compute = "f32"
+    return IntervalContext(compute=compute, ulps=None if model.ulps == TABLE else float(model.ulps),
+                           abs_error=None if model.abs_error == TABLE else float(model.abs_error))
+
+
+@dataclass(eq=False)
+class AcceptanceInterval:
+    function: MathFunction
+    out_format: str
+    input_format: str
+    inputs64: Mapping[str, torch.Tensor]
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def interval(self, model: BoundModel) -> Interval:
+        context = interval_context(model, self.input_format)
+        if context not in self._cache:
+            arguments = [Interval.point(self.inputs64[name]) for name in self.function.inputs]
+            self._cache[context] = to_output(self.function.interval(*arguments, context), self.out_format)
+        return self._cache[context]
+
+    def sides(self, model: BoundModel, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        interval = self.interval(model)
+        below = (ref - interval.lo.to(ref.device)).clamp_(min=0)
+        above = (interval.hi.to(ref.device) - ref).clamp_(min=0)
+        undefined = torch.isnan(ref)  # outside the domain: compare matches NaN with NaN, no bound needed
+        return below.masked_fill_(undefined, 0.0), above.masked_fill_(undefined, 0.0)
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        below, above = self.sides(model, ref)
+        return torch.maximum(below, above)
+
+    def evaluate_for_output(self, model: BoundModel, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        below, above = self.sides(model, ref)
+        out64 = out.to(device=ref.device, dtype=torch.float64).contiguous()  # the bound in ref's memory order
+        return torch.where(out64 >= ref, above, below).contiguous()
+
+
+def bound_for_output(part, model: BoundModel, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """A bound evaluated for the output it judges: two-sided ones pick the output's side."""
+    sided = getattr(part, "evaluate_for_output", None)
+    return sided(model, ref, out) if sided is not None else part.evaluate(model, ref)
+
+
+__all__ = ["AcceptanceInterval", "TABLE", "bound_for_output", "interval_context"]

@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
@@ -22,7 +22,7 @@ from e2egen.cli import main
 from e2egen.commands.diagnose_commands import progress_bar, sample_study
 from e2egen.generator.case_filter import FILTER_AXES, FilterError, case_filter
 from e2egen.generator.selection import read_selection
-from e2egen.invocation import _command, e2egen_command
+from e2egen.invocation import _command
 from loop_support import cases_of, fill_store
 
 CATALOGUE = catalogue_text(TINY_CONV, TINY_GEMM.replace("k = 16", "k = 16\npr = true"))
@@ -120,7 +120,7 @@ def test_a_glob_that_matches_nothing_says_so_and_exits_0(tmp_path):
     assert status == 0 and ids == [] and "no case of" in err and "matches --filter 'resnet50/*'" in err
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None)
 @given(axis=st.sampled_from([a for a in FILTER_AXES if a != "pr"]), data=st.data())
 def test_an_axis_filter_keeps_exactly_the_cases_with_those_values(axis, data):
     present = sorted({str(getattr(c, axis)) for c in CASES})

@@ -81,8 +81,9 @@ def progress_bar(stages: Sequence[str], stream=None) -> Iterator[Callable[[str],
     on a terminal only (disable=None), so that logs and pipes get the report alone."""
     from tqdm import tqdm
 
-    with tqdm(total=len(stages), file=stream or sys.stderr, disable=None, leave=False,
-              bar_format="explain: step {n}/{total}: {desc} ({elapsed})") as bar:
+    # No elapsed time in the bar: it is redrawn only when a stage starts, and a frozen clock looks like a hang.
+    with tqdm(total=len(stages), file=stream or sys.stderr, disable=None, leave=False, desc="starting",
+              bar_format="explain: step {n}/{total}: {desc} ...") as bar:
         def start(stage: str) -> None:
             bar.n = stages.index(stage) + 1
             bar.set_description_str(stage)  # redraws

@@ -215,3 +215,11 @@ def test_layouts_store_the_same_values(layout):
     stored = arrange_for_kernel(other, generate_inputs(other), torch.device("cpu"))["x"]
     assert torch.equal(stored, generate_inputs(base)["x"])
     assert not stored.is_contiguous()
+
+
+def test_a_kernel_that_ignores_channels_last_strides_is_unexplained():
+    found = probed("sum", "unit_stride_sum", "f32", "channels_last", {"shape": [2, 32, 14, 14], "axis": 1})
+    assert found.unexplained and "stride" in found.unexplained[0]
+    verdict, broken = execute("sum", "unit_stride_sum", "f32", "channels_last", {"shape": [2, 32, 14, 14], "axis": 1},
+                              ZERO_MEAN)
+    assert any(v.key == "exact" for v in broken)

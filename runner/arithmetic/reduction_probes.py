@@ -120,17 +120,19 @@ class _Probe:
                 row = self._zeros()
                 row[first], row[middle], row[last] = big, tiny, -big
                 got = self.run(row)
-                if bool((got == 0).any()):
-                    return gap, True
-                wrong = ~((got >= expected / 2) & (got <= 2 * expected))  # NaN (a read of the gaps) included
-                if bool(wrong.any()):
-                    bad = float(got[wrong][0])
-                    what = f"{self.problem.op} of +1.5·2^15, 2^{SUM_EXPONENT - gap}, -1.5·2^15 ({where}) came back {bad!r}, expected {expected!r}"
-                    if gap == GAPS[0]:
-                        self.unexplained.append(what + " (a dropped or doubled element, a wrong stride or divisor?)")
-                    else:
-                        notes.append(f"accumulator: {what} or 0; width not measured, f32 assumed")
+                lost = got == 0
+                wrong = ~(lost | ((got >= expected / 2) & (got <= 2 * expected)))  # NaN (a read of the gaps) too
+                odd = got[wrong | lost]
+                what = (f"{self.problem.op} of +1.5·2^15, 2^{SUM_EXPONENT - gap}, -1.5·2^15 ({where}) came back "
+                        f"{float(odd[0]) if len(odd) else 0.0!r}, expected {expected!r}")
+                if gap == GAPS[0] and len(odd):  # any arithmetic of 4 bits or more is exact here
+                    self.unexplained.append(what + " (a dropped or doubled element, a wrong stride or divisor?)")
                     return 24, False
+                if bool(wrong.any()):
+                    notes.append(f"accumulator: {what} or 0; width not measured, f32 assumed")
+                    return 24, False
+                if bool(lost.any()):
+                    return gap, True
         return last_gap + 1, False
 
     # -- var ------------------------------------------------------------------------------------------

@@ -3,11 +3,15 @@
     python benchmarks/bench_metrics.py                 # 16M f16 elements on the CPU
     python benchmarks/bench_metrics.py --device cuda   # on a GPU
     python benchmarks/bench_metrics.py -n 1000000 --repeat 20
+    python benchmarks/bench_metrics.py --torch-compile   # also torch.compile of the torch path (slow to compile)
 
 Every timing: warm-up calls, then --repeat timed calls; median and
-interquartile range. The floor is one plain pass over both inputs (a sum of
-each), the memory-bound least a comparison can cost. The numba JIT cost is
-measured apart, in fresh interpreters: cold (empty cache) and cached.
+interquartile range. Each row is a ratio against its named baseline, measured
+in the same run: the floor is one plain pass over the inputs it reads (a sum
+of each: ref and out, or ref, out and the bound), the memory-bound least a
+comparison can cost; assert_close is torch.testing.assert_close. The numba
+JIT cost is measured apart, in fresh interpreters: cold (empty cache) and
+cached.
 """
 from __future__ import annotations
 
@@ -74,12 +78,39 @@ def first_call_seconds(cache_dir: str) -> float:
     return float(result.stdout.strip())
 
 
+def torch_compile_rows(ref, out, run) -> list[tuple[str, str, "Timing"]]:
+    """The torch path with its per-chunk function compiled by torch.compile (fused C++ on the CPU, Triton on
+    a GPU), one chunk size so that it compiles once; the compile time is printed apart."""
+    from e2egen.metrics import fused_torch
+
+    eager = fused_torch._chunk
+    compiled = torch.compile(eager, dynamic=False)
+    n = ref.numel() - ref.numel() % fused_torch_chunk(ref)
+    started = time.perf_counter()
+    try:
+        fused_torch._chunk = compiled
+        metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref))
+        print(f"torch.compile of the chunk function: first call {time.perf_counter() - started:.1f} s")
+        timing = run(lambda: metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref)))
+    finally:
+        fused_torch._chunk = eager
+    return [("compare [torch, torch.compile]", "ref+out", timing)]
+
+
+def fused_torch_chunk(ref) -> int:
+    from e2egen.metrics import backend
+
+    return backend.default_chunk("torch", ref.device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=1 << 24, help="elements (default 16M)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--torch-compile", action="store_true",
+                        help="also time the torch path's chunk function under torch.compile (compiles for ~40 s)")
     args = parser.parse_args()
     device = torch.device(args.device)
 
@@ -96,18 +127,25 @@ def main() -> None:
     def run(fn):
         return measure(fn, args.repeat, args.warmup, device)
 
-    rows = {"floor: ref.sum() + out.sum()": run(lambda: (ref.sum(), out.sum()))}
-    rows["torch.testing.assert_close"] = run(
-        lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
-    backends = ["torch"] + (["numba"] if fused_numba.AVAILABLE and device.type == "cpu" else [])
+    bound = (ref.abs() * 2.0 ** -11 + 2.0 ** -24).to(device)  # a plausible per-element bound, float64
+    floors = {"ref+out": run(lambda: (ref.sum(), out.sum())),
+              "ref+out+bound": run(lambda: (ref.sum(), out.sum(), bound.sum()))}
+    assert_close = run(lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
+    rows = [("torch.testing.assert_close", "ref+out", assert_close)]
+    backends = (["numba"] if fused_numba.AVAILABLE and device.type == "cpu" else []) + ["torch"]
     for backend in backends:
-        rows[f"e2egen.metrics.compare [{backend}]"] = run(lambda: metrics.compare(ref, out, "f16", backend=backend))
+        rows.append((f"compare [{backend}]", "ref+out", run(lambda: metrics.compare(ref, out, "f16", backend=backend))))
+        rows.append((f"compare [{backend}] + bound", "ref+out+bound",
+                     run(lambda: metrics.compare(ref, out, "f16", bound=bound, backend=backend))))
+    if args.torch_compile:
+        rows += torch_compile_rows(ref, out, run)
 
-    floor = rows["floor: ref.sum() + out.sum()"].median
-    assert_close = rows["torch.testing.assert_close"].median
-    print(f"{'what':<34}{'median (IQR)':<36}{'x floor':>9}{'x faster than assert_close':>28}")
-    for name, timing in rows.items():
-        print(f"{name:<34}{timing!s:<36}{timing.median / floor:>9.2f}{assert_close / timing.median:>28.2f}")
+    print(f"{'what':<34}{'median (IQR)':<36}{'floor':>15}{'x floor':>9}{'x faster than assert_close':>28}")
+    for name, timing in floors.items():
+        print(f"{'floor: sum of ' + name:<34}{timing!s:<36}{name:>15}{1.0:>9.2f}{assert_close.median / timing.median:>28.2f}")
+    for name, floor, timing in rows:
+        print(f"{name:<34}{timing!s:<36}{floor:>15}{timing.median / floors[floor].median:>9.2f}"
+              f"{assert_close.median / timing.median:>28.2f}")
 
     if "numba" in backends:
         with tempfile.TemporaryDirectory() as cache_dir:

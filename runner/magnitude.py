@@ -42,6 +42,8 @@ from typing import Mapping
 
 import torch
 
+from e2egen.metrics import fused_numba, threads
+
 from .problem import Problem
 
 __all__ = ["F32_UNIT_ROUNDOFF", "magnitude", "magnitude_bound", "widening", "F64_UNIT_ROUNDOFF", "f32_premises"]
@@ -82,42 +84,76 @@ def _reduced_precision_allowed() -> str:
 
 def f32_premises(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> str:
     """Why the f32 path would not be a proven bound for these inputs ("" when it is)."""
+    return _f32_operands(problem, inputs64)[0]
+
+
+def _f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> tuple[str, dict[str, torch.Tensor]]:
+    """(why not, "") or ("", |inputs| as f32): the premises checked with one pass over each input."""
     if any(t.device.type != "cpu" for t in inputs64.values()):
-        return "inputs on a device (its kernels may not sum in f32)"
+        return "inputs on a device (its kernels may not sum in f32)", {}
     if problem.reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
-        return f"reduction of {problem.reduction_size} products is too long for f32"
+        return f"reduction of {problem.reduction_size} products is too long for f32", {}
     reason = _reduced_precision_allowed()
     if reason:
-        return f"{reason} lets torch sum f32 in lower precision"
+        return f"{reason} lets torch sum f32 in lower precision", {}
     if len(inputs64) != 2:
-        return f"{len(inputs64)} inputs: the analysis covers products of two"
-    smallest, largest = 1.0, 1.0
+        return f"{len(inputs64)} inputs: the analysis covers products of two", {}
+    smallest, largest, narrow = 1.0, 1.0, {}
     for name, t in inputs64.items():
-        if t.numel() == 0:
-            continue
-        low, high = _nonzero_range(t)
-        if not math.isfinite(high):
-            return f"input {name} is not finite"
+        narrow[name], low, high, exact = _narrowed(t)
+        if not exact:
+            return f"input {name} has values that are not f32 values", {}
         smallest, largest = smallest * low, largest * high
     if smallest < F32_MIN_NORMAL:
-        return "a product could underflow in f32"
+        return "a product could underflow in f32", {}
     if largest * problem.reduction_size > F32_MAX / 2:
-        return "a sum could overflow in f32"
-    return ""
+        return "a sum could overflow in f32", {}
+    return "", narrow
 
 
-def _nonzero_range(t: torch.Tensor) -> tuple[float, float]:
-    """(smallest non-zero |t|, largest |t|), 1.0 for the first where t is all zero."""
-    absolute = t.abs()
-    largest = float(absolute.max())
-    smallest = float(torch.where(absolute == 0, math.inf, absolute).min())
-    return (smallest if math.isfinite(smallest) else 1.0), largest
+NARROW_CHUNK = 1 << 16  # elements per task of the numba scan
+
+if fused_numba.AVAILABLE:
+    import numba
+    import numpy as np
+
+    from e2egen.metrics.fused_numba import _bits, _float
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _narrow_chunk(x, out, lo, hi):
+        """|x| as f32 into out[lo:hi]; (smallest non-zero |x|, largest |x|, how many did not fit exactly).
+        Minima and maxima of |x| as integer bit patterns (same order), so that the loop vectorises."""
+        smallest, largest, inexact = (1 << 63) - 1, 0, 0
+        x_c, out_c = x[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            magnitude = _bits(x_c[i]) & ((1 << 63) - 1)
+            a = _float(magnitude)
+            f = np.float32(a)
+            out_c[i] = f
+            inexact += 0 if np.float64(f) == a else 1  # NaN and values beyond f32 count here
+            largest = max(largest, magnitude)
+            smallest = min(smallest, magnitude if magnitude != 0 else (1 << 63) - 1)
+        return _float(smallest) if smallest != (1 << 63) - 1 else np.inf, _float(largest), inexact
 
 
-def _exactly_f32(t: torch.Tensor) -> torch.Tensor | None:
-    """t.abs() as f32 when every value is an f32 value, else None."""
-    narrow = t.abs().to(torch.float32)
-    return narrow if bool((narrow.to(torch.float64) == t.abs()).all()) else None
+def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
+    """(|t| as f32, smallest non-zero |t| (1.0 if none), largest |t|, whether every |t| is an f32 value)."""
+    if fused_numba.AVAILABLE and t.dtype == torch.float64:
+        source = t.contiguous().view(-1).numpy()
+        narrow = torch.empty(t.shape, dtype=torch.float32)
+        target, n = narrow.view(-1).numpy(), source.shape[0]
+        parts = threads.run(lambda lo: _narrow_chunk(source, target, lo, min(lo + NARROW_CHUNK, n)),
+                            range(0, n, NARROW_CHUNK))
+        smallest = min((part[0] for part in parts), default=math.inf)
+        largest = max((part[1] for part in parts), default=0.0)
+        exact = sum(part[2] for part in parts) == 0
+    else:  # the same in torch's passes
+        absolute = t.abs()
+        narrow = absolute.to(torch.float32)
+        exact = bool((narrow.to(absolute.dtype) == absolute).all())
+        largest = float(absolute.max()) if t.numel() else 0.0
+        smallest = float(torch.where(absolute == 0, math.inf, absolute).min()) if t.numel() else math.inf
+    return narrow, (smallest if math.isfinite(smallest) else 1.0), largest, exact
 
 
 def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -126,14 +162,8 @@ def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> t
     from .reference import apply_op
 
     k = problem.reduction_size
-    narrow = {} if not f32_premises(problem, inputs64) else None
-    for name, t in inputs64.items() if narrow is not None else ():
-        exact = _exactly_f32(t)
-        if exact is None:
-            narrow = None
-            break
-        narrow[name] = exact
-    if narrow is not None:
+    reason, narrow = _f32_operands(problem, inputs64)
+    if not reason:
         with torch.backends.nnpack.flags(enabled=False):
             summed = apply_op(problem, narrow)
         if summed.dtype == torch.float32:  # else an op whose reference promotes: not the f32 sum analysed

@@ -149,3 +149,23 @@ def test_widening_covers_k_plus_two_roundings():
     for k in (1, 17, 1 << 16, 1 << 20):
         assert widening(k) >= (1 - F32_UNIT_ROUNDOFF) ** -(k + 2)
         assert widening(k) <= (1 + 2.0 ** -50) / (1 - (k + 2) * F32_UNIT_ROUNDOFF)
+
+
+@pytest.mark.parametrize("values", [
+    [0.0, -1.5, 2.0 ** -126, 3.0],
+    [0.0, 0.0],
+    [1.0, math.nan],
+    [1.0, 1e39],  # beyond f32
+    [1.0, 1.0 + 2.0 ** -40],
+    [-(2.0 ** -149), 2.0 ** 127],
+])
+def test_the_numba_scan_and_the_torch_scan_agree(values, monkeypatch):
+    from e2egen.metrics import fused_numba
+    from e2egen.runner import magnitude as module
+
+    t = torch.tensor(values * 40000, dtype=torch.float64).reshape(-1, 4)  # several scan chunks
+    fused = module._narrowed(t)
+    monkeypatch.setattr(fused_numba, "AVAILABLE", False)  # as where numba is not installed
+    plain = module._narrowed(t)
+    assert fused[1:] == plain[1:] or (math.isnan(fused[2]) and fused[3] is plain[3] is False)
+    assert torch.equal(fused[0].nan_to_num(7.0), plain[0].nan_to_num(7.0))

@@ -1,0 +1,84 @@
+"""What the error bound costs next to the float64 reference it comes with, before and after issue 20.
+
+    python benchmarks/bench_bound.py              # three shapes on the CPU, median of 3
+    python benchmarks/bench_bound.py --repeat 9
+
+Per shape, in the same run:
+  reference   the float64 reference (runner.reference.compute_reference), the baseline;
+  bound       the bound as the runner evaluates it (error_bounds + evaluate under the default model):
+              Σ|a·b| summed in f32 and widened (runner/magnitude.py), the output ulps added in one
+              fused pass (metrics/ulp_terms.py);
+  float64     the earlier way, for comparison: Σ|a·b| in float64, then metrics.ulp as a separate tensor
+              (no widening: it is the time that matters here).
+Each bound is printed as a ratio to the reference (goal: <= 0.5).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from e2egen import metrics  # noqa: E402
+from e2egen.runner import BoundModel, ReferenceOptions, make_problem  # noqa: E402
+from e2egen.runner.bound import error_bounds, product_sum_factor  # noqa: E402
+from e2egen.runner.inputs import generate_inputs  # noqa: E402
+from e2egen.runner.magnitude import f32_premises, magnitude  # noqa: E402
+from e2egen.runner.reference import compute_reference  # noqa: E402
+
+SHAPES = {
+    "gemm 1024x1024, K=16384 (issue 20)": ("gemm", "fwd", "f32", "nn", {"m": 1024, "n": 1024, "k": 16384}),
+    "gemm 4096x4096, K=16 (small K)": ("gemm", "fwd", "f16", "nn", {"m": 4096, "n": 4096, "k": 16}),
+    "ResNet-50 3x3-64, n=2, fwd": ("conv2d", "fwd", "f32", "nchw",
+                                   {"n": 2, "c": 64, "k": 64, "hw": [56, 56], "kernel": [3, 3], "pad": 1}),
+}
+
+
+def median_seconds(fn, repeat: int) -> float:
+    fn()  # warm-up (numba's first call, allocator)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def float64_bound(problem, inputs64, ref, model: BoundModel) -> torch.Tensor:
+    """The bound as computed before: float64 Σ|a·b|, then c_out·ulp_T(ref) as a tensor of its own."""
+    terms = magnitude(problem, inputs64)
+    return terms.mul_(product_sum_factor(problem.reduction_size, problem.dtype, model)).add_(
+        metrics.ulp(ref, problem.out_dtype).mul_(model.c_out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load:.2f}; "
+          f"median of {args.repeat}")
+    print(f"{'shape':<38}{'reference':>11}{'bound':>11}{'÷ ref':>8}{'float64 bound':>15}{'÷ ref':>8}  magnitude in")
+    model = BoundModel()
+    for name, (op, direction, dtype, layout, params) in SHAPES.items():
+        problem = make_problem(op, direction, dtype, layout, params, (-1.0, 1.0), seed=1)
+        inputs64 = {key: t.to(torch.float64) for key, t in generate_inputs(problem).items()}
+        ref = compute_reference(problem, inputs64, ReferenceOptions()).value
+        reference = median_seconds(lambda: compute_reference(problem, inputs64, ReferenceOptions()), args.repeat)
+        bound = median_seconds(
+            lambda: error_bounds(problem, inputs64)[problem.primary_output].evaluate(model, ref), args.repeat)
+        old = median_seconds(lambda: float64_bound(problem, inputs64, ref, model), args.repeat)
+        path = f32_premises(problem, inputs64) or "f32"
+        print(f"{name:<38}{reference * 1e3:>9.1f}ms{bound * 1e3:>9.1f}ms{bound / reference:>8.2f}"
+              f"{old * 1e3:>13.1f}ms{old / reference:>8.2f}  {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -18,6 +18,7 @@ import pytest
 from e2egen import files
 from e2egen.cli import main
 from e2egen.files import OutputError, write_text_atomically
+from e2egen.generator.sources import source_digests
 from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy, StoreError
 from e2egen.nightly.records import RecordTail, RecordWriter, check_run_id, lock_run, new_run_id, read_records_file
 from e2egen.nightly.store import Store
@@ -425,7 +426,9 @@ def _sweep_takes_the_run_lock() -> bool:
 def test_a_second_resume_of_a_run_being_written_exits_2(tmp_path, capsys):
     out, records = tmp_path / "e2e", tmp_path / "runs" / "r1.jsonl"
     out.mkdir()
-    (out / "manifest.json").write_text(json.dumps({"cases": []}), encoding="utf-8")
+    (tmp_path / "c.toml").write_text("# the catalogue of an empty suite\n", encoding="utf-8")
+    current = {"catalogue": "../c.toml", "sources": source_digests(tmp_path / "c.toml", None)}  # not stale
+    (out / "manifest.json").write_text(json.dumps({**current, "cases": []}), encoding="utf-8")
     with Store(tmp_path / "e.sqlite") as store:
         store.upsert_run({"run_id": "r1", "global_seed": 1, "started": "2025-01-01T00:00:00Z",
                           "records_path": str(records), "selected": 0})

@@ -378,8 +378,8 @@ class _Reader(TomlReader):
         )
 
     def check_impl(self, op: str, directions: Iterable[str], impl: str, key_path: tuple) -> None:
-        if Path(self.path).is_file():  # the import rule (runner.kernels): the catalogue's directory first
-            from e2egen.runner.kernels import import_beside
+        if Path(self.path).is_file():  # the import rule (runner.import_path): the catalogue's directory first
+            from e2egen.runner.import_path import import_beside
 
             import_beside(self.path)
         for direction in directions:

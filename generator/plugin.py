@@ -129,7 +129,7 @@ def generated_cases(module: dict) -> list:
     if module["IMPL"]:
         catalogue = resolve_catalogue(module["CATALOGUE"], Path(module["__file__"]).parent)
         if catalogue is not None:
-            from e2egen.runner.kernels import import_beside
+            from e2egen.runner.import_path import import_beside
 
             import_beside(catalogue)
     return [pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.markers])

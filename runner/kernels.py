@@ -16,11 +16,8 @@ A kernel that raises (out of memory included) or breaks this is a
 KernelFailure of that case; NaN or inf in its output is not: the metrics
 judge values. An impl that cannot be imported is an ImplError.
 
-Where an impl's module is looked for (one rule for every command and the
-generated suite): the directory of the catalogue that names it first (as
-Python puts a script's directory first), then PYTHONPATH, then the installed
-packages. Whoever loads a catalogue or a suite with an impl calls
-`import_beside(catalogue)` before `resolve_impl`.
+Where an impl's module is looked for: the catalogue's directory first, then
+PYTHONPATH, then the installed packages (runner.import_path).
 
 Declining a case: a kernel that cannot do a dtype, direction, layout or
 shape raises `e2egen.runner.KernelDeclined(reason)` (importable without
@@ -44,9 +41,7 @@ the case's time limit fails with "timed out after N s".
 from __future__ import annotations
 
 import importlib
-import os
 import re
-import sys
 import signal
 import threading
 import time
@@ -57,6 +52,7 @@ import torch
 from .dtypes import storage_dtype
 from .device import synchronize
 from .errors import ImplError, KernelDeclined, KernelFailure, Skip
+from .import_path import search_path_text
 from .ops import Op
 from .ops.base import named_outputs
 from .problem import Problem, check_direction, lookup_op
@@ -81,7 +77,7 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
     except ModuleNotFoundError as err:
         where = ""
         if err.name is not None and module_name.split(".")[0] == err.name.split(".")[0]:
-            where = f" (looked in {_search_path_text()})"  # the module itself is missing, not one it imports
+            where = f" (looked in {search_path_text()})"  # the module itself is missing, not one it imports
         raise ImplError(impl, f"cannot import module {module_name!r}: {err}{where}") from err
     except Exception as err:  # the module itself is broken: say how
         raise ImplError(impl, f"importing module {module_name!r} raised {type(err).__name__}: {err}") from err
@@ -93,26 +89,6 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
     if not callable(target):
         raise ImplError(impl, f"{attribute_path!r} is a {type(target).__name__}, not a callable")
     return target
-
-
-def import_beside(catalogue: str | os.PathLike) -> None:
-    """Let impl modules import from the catalogue's directory: put it first on sys.path (once)."""
-    directory = os.path.dirname(os.path.abspath(catalogue))
-    if directory in _catalogue_directories:
-        return
-    _catalogue_directories.append(directory)
-    sys.path.insert(0, directory)
-    importlib.invalidate_caches()  # a module written after the last import of this directory must be found
-
-
-_catalogue_directories: list[str] = []  # put on sys.path by import_beside, newest first on sys.path
-
-
-def _search_path_text() -> str:
-    places = [f"the catalogue's directory {d}" for d in reversed(_catalogue_directories)]
-    if os.environ.get("PYTHONPATH"):
-        places.append(f"PYTHONPATH {os.environ['PYTHONPATH']}")
-    return ", ".join(places + ["the installed packages"])
 
 
 def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[str, torch.Tensor],

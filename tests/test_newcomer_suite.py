@@ -348,3 +348,17 @@ def test_a_suite_is_stale_exactly_when_a_source_changed(tmp_path_factory, catalo
         assert problem is None
     else:
         assert problem is not None and str(cat) in problem
+
+
+def test_collecting_a_suite_with_its_own_kernel_imports_no_torch(newcomer):
+    """The import rule is applied at collection without importing the kernel (or torch): collection stays fast."""
+    newcomer.gen()
+    script = textwrap.dedent(f"""
+        import sys
+        import pytest
+        status = pytest.main([{str(newcomer.suite)!r}, "--collect-only", "-q", "-p", "no:cacheprovider"])
+        print("collected:", int(status), "torch:", "torch" in sys.modules, "mykern:", "mykern" in sys.modules)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=newcomer.third, env=clean_env(), capture_output=True,
+                            text=True, timeout=TIMEOUT)
+    assert "collected: 0 torch: False mykern: False" in result.stdout, text(result)

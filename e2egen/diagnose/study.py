@@ -121,6 +121,10 @@ def _unavailable(validation: StudyValidation, device_type: str) -> str:
 
 
 def run_study(config: StudyConfig, device: str | None = None, progress: Callable[[str], None] | None = print) -> StudyResult:
+    if not isinstance(config, StudyConfig):  # kind = "function_errors": the guide's table, on the CPU
+        from e2egen.diagnose.function_errors import run_function_error_study
+
+        return run_function_error_study(config, progress)
     import torch
 
     from e2egen import metrics
@@ -466,6 +470,8 @@ def _histogram_plot(result: StudyResult) -> str:
 
 
 def write_study(result: StudyResult, out: str | Path) -> list[Path]:
+    if not isinstance(result, StudyResult):  # another kind of study writes its own files
+        return result.write(out)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     md, html, data = out / "study.md", out / "study.html", out / "results.json"

@@ -140,11 +140,32 @@ def load_study(path: str | Path) -> StudyConfig:
 def parse_study(text: str, path: str = "<study>") -> StudyConfig:
     data = parse_toml(text, path)
     reader = _Reader(path, key_lines(text))
+    if "kind" in data:  # another kind of study, in a module of its own
+        return _other_kind(data, text, path, reader)
     if _is_catalogue(data):  # one message saying so, not one unknown key per catalogue table
         reader.problem(("suite",), "this file is a catalogue (it has [[suite]] tables), not a study: a study names "
                                    "the catalogue with `catalogue = \"configs.toml\"`, picks its cases with [cases] and "
                                    "adds [ranges], [[variant]] and [[validation]] (`e2egen study --help` names a sample)")
         raise CatalogueError(reader.problems)
+    config = reader.study(data)
+    if reader.problems:
+        raise CatalogueError(reader.problems)
+    return config
+
+
+STUDY_KINDS = ("grid", "function_errors")  # grid: this module's (the default); function_errors: the guide's table
+
+
+def _other_kind(data: dict, text: str, path: str, reader: "_Reader"):
+    kind = data["kind"]
+    if kind == "function_errors":
+        from e2egen.diagnose.function_errors_config import parse_function_error_study
+
+        return parse_function_error_study(data, text, path)
+    if kind != "grid":
+        reader.problem(("kind",), unknown("study kind", kind, STUDY_KINDS))
+        raise CatalogueError(reader.problems)
+    data = {key: value for key, value in data.items() if key != "kind"}
     config = reader.study(data)
     if reader.problems:
         raise CatalogueError(reader.problems)

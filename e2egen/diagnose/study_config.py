@@ -32,6 +32,9 @@
                                        #   ({op} and {direction} in the function name are filled in)
     reference = "cpu"                  # cpu | device (float64 there) | a kernel name as above: that kernel's output
 
+`kind = "function_errors"` at the top makes it another kind of study, the low-precision guide's error
+table (function_errors_config.py); `kind = "grid"` (or no kind) is this one.
+
 Every problem is reported at once with file:line and key path, then exit 2
 (CatalogueError, as for the catalogue).
 """

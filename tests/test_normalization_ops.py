@@ -14,7 +14,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from e2egen import metrics
 from e2egen.runner import BoundModel, make_problem, run

@@ -9,16 +9,25 @@ out = R_T(E)·C, E the first product, the reference rounding the intermediate as
           + c_out · ulp_T(out)              the output rounding
 
 with F_1 = u_in + A(first count) bounding the first product's error by F_1 · Σ|a·b| of that product.
+
+With an element-wise step between the products, out = R_T(f(s·E))·C, the intermediate's deviation comes
+from intervals instead (SteppedIntermediate): the kernel's argument lies in s·[E - F_1·Σ|a·b| - r,
+E + F_1·Σ|a·b| + r] (r = half a step of T: the kernel may round E to T first); f's acceptance interval
+over it, in f32 (runner/intervals.py, the scale's multiply included), holds every value the kernel may
+round; rounding is monotone, so its intermediate lies in [R_T(lo), R_T(hi)] and deviates from the
+reference's R_T(f(s·E)) by at most I = max(R_T(hi) - R_T(f(sE)), R_T(f(sE)) - R_T(lo)).
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import torch
 
 from e2egen import metrics
 
-from .bound import OutputRounding, ProductSumCoefficient, RoundedIntermediate, ScaledMagnitude, SumOfBounds
+from .bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIntermediate, ScaledMagnitude, SumOfBounds
+from .options import BoundModel
 from .problem import Problem
 
 
@@ -36,10 +45,66 @@ def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
     ))
 
 
+@dataclass(frozen=True, eq=False)
+class SteppedIntermediate:
+    """R_T(f(s·E)) carried into the output, Σ_n I_n·|following_n| (the module's docstring derives I)."""
+
+    exact: torch.Tensor  # E, float64
+    magnitude: torch.Tensor  # Σ|a·b| of the first product
+    coefficient: Coefficient
+    step: Callable[["Interval"], "Interval"]  # argument interval -> f(s·argument)'s interval in f32
+    reference: torch.Tensor  # R_T(f(s·E)), the reference's intermediate
+    fmt: str
+    following: torch.Tensor  # |C|
+    source: str = "element-wise step"
+
+    def deviation(self, model: BoundModel) -> torch.Tensor:
+        from .intervals import Interval
+
+        spread = self.magnitude * self.coefficient(model)
+        spread = spread + metrics.ulp(self.exact.abs() + spread, self.fmt) / 2
+        values = self.step(Interval(self.exact - spread, self.exact + spread))
+        low, high = metrics.round_to(values.lo, self.fmt), metrics.round_to(values.hi, self.fmt)
+        return torch.maximum(high - self.reference, self.reference - low).clamp_(min=0)
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.matmul(self.deviation(model), self.following)
+
+
 def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
-    a, b = inputs64["a"], inputs64["b"]
-    return rounded_chain_bound(problem, torch.matmul(a, b), torch.matmul(a.abs(), b.abs()), problem.params.k,
-                               inputs64["c"], "A·B product sum", "second product sum")
+    a, b, params = inputs64["a"], inputs64["b"], problem.params
+    exact, magnitude = torch.matmul(a, b), torch.matmul(a.abs(), b.abs())
+    if not params.has_step:
+        return rounded_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], "A·B product sum",
+                                   "second product sum")
+    return stepped_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], params.scale, params.between)
+
+
+def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
+                        c: torch.Tensor, scale: float, between: str) -> SumOfBounds:
+    """The bound of R_T(f(scale·exact))·c: f computed in f32 as the kernel contract says."""
+    from . import intervals as iv
+    from .ops.math_functions import FUNCTIONS
+
+    dtype, fmt = problem.dtype, problem.out_dtype
+    context = iv.IntervalContext(compute="f32")
+
+    def step(argument: iv.Interval) -> iv.Interval:
+        scaled = iv.mul(argument, iv.constant(scale, argument.lo, context), context) if scale != 1.0 else argument
+        return FUNCTIONS[between].interval(scaled, context) if between in FUNCTIONS else scaled
+
+    stepped = exact * scale
+    if between in FUNCTIONS:
+        stepped = FUNCTIONS[between].exact(stepped)
+    reference = metrics.round_to(stepped, fmt)
+    c_abs = c.abs()
+    return SumOfBounds((
+        SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_abs,
+                            source=f"A·B product sum through {between} (scale {scale:g}), rounded to {fmt}"),
+        ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), torch.matmul(reference.abs(), c_abs),
+                        "second product sum"),
+        OutputRounding(fmt),
+    ))
 
 
 def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:

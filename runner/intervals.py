@@ -226,6 +226,11 @@ def rsqrt(a: Interval, context: IntervalContext) -> Interval:
     return monotone(a, torch.rsqrt, "rsqrt", context)
 
 
+def relu(a: Interval, context: IntervalContext) -> Interval:
+    """max(x, 0): exact (the ends are values of the compute format already)."""
+    return Interval(a.lo.clamp(min=0), a.hi.clamp(min=0))
+
+
 def to_output(interval: Interval, out_format: str) -> Interval:
     """The last rounding, compute format -> output format: every output value inside or around."""
     return outward(interval.lo, interval.hi, out_format)

@@ -1,12 +1,16 @@
 """Fused gemm→gemm: out = R_T(A·B)·C, the intermediate rounded to the case's element type T before the
-second product (what rocMLIR's gemm_gemm kernels and reference do).
+second product (what rocMLIR's gemm_gemm kernels and reference do); optionally with an element-wise
+step between the products: out = R_T(f(s·A·B))·C, f one of runner/ops/math_functions.UNARY (`between`,
+a transformer MLP's gelu or silu, relu) and s a scale (`scale`), f evaluated exactly by the reference.
 
 Logical shapes: a (m, k), b (k, n), c (n, o), out (m, o); with batch >= 1 every tensor gets a leading
 batch dim.
 
 Kernel contract: f(a, b, c) -> out, tensors on the device in the case's dtype; the kernel must round
 A·B to that dtype before multiplying by C (a kernel that keeps it in f32 computes another function and
-fails where the difference shows).
+fails where the difference shows). With an element-wise step: f(a, b, c, *, scale, between) -> out,
+between the function's name; the kernel computes f(s·A·B) in f32 (it may round A·B to the dtype first)
+and rounds the result to the dtype before the second product.
 
 Layouts: three letters, A's, B's and C's, each "n" or "t" (stored transposed: the kernel receives the
 transposed view of a contiguous tensor, as a column-major operand arrives), as rocMLIR's
@@ -17,16 +21,21 @@ torch is imported when a case runs, so generating a suite stays fast.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..errors import ProblemError
 from .base import Op, Shape, frozen_mapping, require_int, stored_transposed
+from .math_functions import UNARY
 
 if TYPE_CHECKING:
     import torch
 
 GEMM_GEMM_LAYOUTS = tuple("".join(letters) for letters in itertools.product("nt", repeat=3))
 _OPERANDS = ("a", "b", "c")
+IDENTITY = "identity"
+BETWEEN_CHOICES = (IDENTITY, *UNARY)
 
 
 @dataclass(frozen=True)
@@ -36,11 +45,23 @@ class GemmGemmParams:
     k: int
     o: int
     batch: int = 0  # 0: plain 2-d; >= 1: 3-d batched tensors
+    between: str = IDENTITY  # the element-wise function between the products
+    scale: float = 1.0  # multiplies A·B before it
 
     def __post_init__(self) -> None:
         for key in ("m", "n", "k", "o"):
             require_int(key, getattr(self, key), 1)
         require_int("batch", self.batch, 0)
+        if self.between not in BETWEEN_CHOICES:
+            raise ProblemError.unknown("between", self.between, BETWEEN_CHOICES, what="element-wise function")
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not math.isfinite(self.scale) \
+                or self.scale == 0:
+            raise ProblemError("scale", self.scale, f"expected a finite, non-zero number, got {self.scale!r}")
+
+    @property
+    def has_step(self) -> bool:
+        """An element-wise step between the products (a function or a scale)."""
+        return self.between != IDENTITY or self.scale != 1.0
 
     @property
     def batch_dims(self) -> Shape:
@@ -55,10 +76,13 @@ class GemmGemmParams:
         return (*self.batch_dims, self.m, self.o)
 
     def to_catalogue(self) -> dict[str, Any]:
-        return {"m": self.m, "n": self.n, "k": self.k, "o": self.o, **({"batch": self.batch} if self.batch else {})}
+        return {"m": self.m, "n": self.n, "k": self.k, "o": self.o, **({"batch": self.batch} if self.batch else {}),
+                **({"between": self.between} if self.between != IDENTITY else {}),
+                **({"scale": self.scale} if self.scale != 1.0 else {})}
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k} o={self.o}" + (f" batch={self.batch}" if self.batch else "")
+        return f"m={self.m} n={self.n} k={self.k} o={self.o}" + (f" batch={self.batch}" if self.batch else "") + (
+            f" between={self.between}" if self.between != IDENTITY else "") + (f" scale={self.scale:g}" if self.scale != 1.0 else "")
 
 
 class GemmGemmOp(Op):
@@ -66,7 +90,7 @@ class GemmGemmOp(Op):
     directions = ("fwd",)
     layouts = GEMM_GEMM_LAYOUTS
     param_names = ("m", "n", "k", "o")
-    optional_params = frozen_mapping({"batch": 0})
+    optional_params = frozen_mapping({"batch": 0, "between": IDENTITY, "scale": 1.0})
     catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm_gemm")})
 
     def __repr__(self) -> str:
@@ -77,8 +101,9 @@ class GemmGemmOp(Op):
         return GemmGemmParams
 
     def _build_params(self, raw: Mapping[str, Any]) -> GemmGemmParams:
-        return GemmGemmParams(**{key: require_int(key, raw[key], 0 if key == "batch" else 1)
-                                 for key in ("m", "n", "k", "o", "batch")})
+        sizes = {key: require_int(key, raw[key], 0 if key == "batch" else 1) for key in ("m", "n", "k", "o", "batch")}
+        scale = raw["scale"]
+        return GemmGemmParams(**sizes, between=raw["between"], scale=float(scale) if isinstance(scale, int) and not isinstance(scale, bool) else scale)
 
     def input_shapes(self, params: GemmGemmParams, direction: str) -> dict[str, Shape]:
         return params.shapes()
@@ -88,6 +113,10 @@ class GemmGemmOp(Op):
 
     def reduction_size(self, params: GemmGemmParams, direction: str) -> int:
         return params.k + params.n
+
+    def scratch_elements(self, params: GemmGemmParams, direction: str) -> int:
+        """The first product and its rounded copy, (batch, m, n) each."""
+        return 2 * max(params.batch, 1) * params.m * params.n
 
     def flops(self, params: GemmGemmParams, direction: str) -> int:
         rows = max(params.batch, 1) * params.m
@@ -103,6 +132,8 @@ class GemmGemmOp(Op):
 
     def call(self, kernel: Callable[..., Any], direction: str, params: GemmGemmParams,
              tensors: Mapping[str, torch.Tensor]) -> Any:
+        if params.has_step:
+            return kernel(tensors["a"], tensors["b"], tensors["c"], scale=params.scale, between=params.between)
         return kernel(tensors["a"], tensors["b"], tensors["c"])
 
     def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -110,7 +141,14 @@ class GemmGemmOp(Op):
 
         from e2egen import metrics
 
-        intermediate = metrics.round_to(torch.matmul(inputs64["a"], inputs64["b"]), problem.out_dtype)
+        product = torch.matmul(inputs64["a"], inputs64["b"])
+        if problem.params.has_step:
+            from .math_functions import FUNCTIONS
+
+            product = product * problem.params.scale
+            if problem.params.between != IDENTITY:
+                product = FUNCTIONS[problem.params.between].exact(product)
+        intermediate = metrics.round_to(product, problem.out_dtype)
         return {"out": torch.matmul(intermediate, inputs64["c"])}
 
     def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
@@ -119,7 +157,16 @@ class GemmGemmOp(Op):
         return {"out": gemm_gemm_bound(problem, inputs64)}
 
 
-def torch_gemm_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+def torch_gemm_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, scale: float = 1.0,
+                    between: str = IDENTITY) -> torch.Tensor:
     import torch
 
-    return torch.matmul(torch.matmul(a, b), c)  # the first product comes back in the dtype: rounded
+    product = torch.matmul(a, b)  # comes back in the dtype: rounded
+    if scale != 1.0 or between != IDENTITY:
+        from .math_functions import FUNCTIONS
+
+        stepped = product.float() * scale
+        if between != IDENTITY:
+            stepped = FUNCTIONS[between].kernel(stepped)
+        product = stepped.to(a.dtype)
+    return torch.matmul(product, c)

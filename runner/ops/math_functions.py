@@ -123,6 +123,7 @@ def _square(x: torch.Tensor) -> torch.Tensor:
     return x * x
 
 
+UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu")
 FUNCTIONS: Mapping[str, MathFunction] = {f.name: f for f in (
     MathFunction("exp", ("x",), _torch("exp"), _primitive("exp"), _torch("exp"), ""),
     MathFunction("log", ("x",), _torch("log"), _primitive("log"), _torch("log"), "x > 0"),
@@ -134,6 +135,7 @@ FUNCTIONS: Mapping[str, MathFunction] = {f.name: f for f in (
     MathFunction("rsqrt", ("x",), _torch("rsqrt"), _primitive("rsqrt"), _torch("rsqrt"), "x > 0"),
     MathFunction("sqrt", ("x",), _torch("sqrt"), _sqrt_interval, _torch("sqrt"), "x > 0"),
     MathFunction("square", ("x",), _square, _square_interval, _square, ""),
+    MathFunction("relu", ("x",), _torch("relu"), _primitive("relu"), _torch("relu"), ""),
     MathFunction("div", ("x", "y"), _torch("div"), _div_interval, _torch("div"), "y != 0"),
     MathFunction("pow", ("x", "y"), _torch("pow"), _pow_interval, _torch("pow"), "x > 0"),
 )}

@@ -16,7 +16,7 @@ from .errors import KernelFailure, Skip
 from .interval_bound import bound_for_output
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from .kernels import TORCH_IMPL, call_kernel, resolve_impl
-from .lowering import gemm_dims
+from .memory import kernel_bytes, peak_bytes
 from .problem import Problem
 from .reference import ReferenceOptions, compute_reference
 from .timing import KernelTiming, TimingOptions, time_kernel
@@ -179,24 +179,10 @@ def _require_capabilities(problem: Problem, dev: torch.device, ref_device: torch
         raise Skip(f"{_CUBLAS_TF32_OVERRIDE}=1 makes cuBLAS run f32 matmuls as tf32; f32 gemm cannot be tested")
     if ref_device != _CPU:
         require_float64(ref_device)
-    kernel_bytes = problem.bytes_needed
-    ref_bytes = reference_working_set(problem, reference, bound)
+    what = f"{problem.op} {problem.direction} {problem.dtype}"
     if ref_device == dev:
-        require_memory(dev, kernel_bytes + ref_bytes, f"{problem.op} {problem.direction} with its float64 reference")
+        require_memory(dev, peak_bytes(problem, reference, bound, same_device=True), f"{what} with its float64 reference")
     else:
-        require_memory(dev, kernel_bytes, f"{problem.op} {problem.direction} in {problem.dtype}")
-        require_memory(ref_device, ref_bytes, f"the float64 reference of {problem.op} {problem.direction}")
-
-
-def reference_working_set(problem: Problem, reference: ReferenceOptions, bound: BoundModel | None) -> int:
-    """Bytes the reference holds at its peak (float64): inputs, output, and the variants' extra copies."""
-    inputs, output = 8 * problem.input_elements, 8 * problem.output_elements
-    needed = inputs + output
-    if reference.ftz:
-        needed += inputs
-    if reference.accumulate:
-        groups, rows, reduction, cols = gemm_dims(problem)
-        needed += 8 * groups * reduction * (rows + cols) + 2 * output + output // 2
-    if bound is not None:
-        needed += inputs + 2 * output
-    return needed
+        require_memory(dev, kernel_bytes(problem), what)
+        require_memory(ref_device, peak_bytes(problem, reference, bound, same_device=False),
+                       f"the float64 reference of {what}")

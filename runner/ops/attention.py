@@ -111,6 +111,11 @@ class AttentionOp(Op):
     def reduction_size(self, params: AttentionParams, direction: str) -> int:
         return params.seq_k
 
+    def scratch_elements(self, params: AttentionParams, direction: str) -> int:
+        """Score-sized (batch, heads_q, seq_q, seq_k) tensors held at once by the reference and the softmax
+        bound: scores, mask, exponentials, probabilities and their magnitudes (measured: tests/test_runner_memory.py)."""
+        return 6 * params.batch * params.heads_q * params.seq_q * params.seq_k
+
     def flops(self, params: AttentionParams, direction: str) -> int:
         rows = params.batch * params.heads_q * params.seq_q * params.seq_k
         return 2 * rows * (params.head_dim_qk + params.head_dim_v)

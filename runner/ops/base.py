@@ -142,6 +142,12 @@ class Op(ABC):
         """2 per multiply-add: every output element sums reduction_size products."""
         return 2 * math.prod(self.output_shape(params, direction)) * self.reduction_size(params, direction)
 
+    def scratch_elements(self, params: Any, direction: str) -> int:
+        """float64 elements the reference holds at its peak besides its inputs and outputs (conv's unfolded
+        windows, attention's score matrices, a chain's intermediate); the bound's Σ|a·b| runs the same
+        computation again. runner/memory.py sizes the pre-run memory check with it. None by default."""
+        return 0
+
     # -- kernels ------------------------------------------------------------
     @abstractmethod
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:

@@ -201,6 +201,11 @@ class ConvOp(ProductSumOp):
             return params.k // params.groups * window
         return params.n * math.prod(params.out_size)
 
+    def scratch_elements(self, params: ConvParams, direction: str) -> int:
+        """torch's float64 convolutions on the CPU unfold every window of the batch (im2col/col2im): C·R·S
+        values per output position, in every direction."""
+        return params.n * params.c * math.prod(params.kernel) * math.prod(params.out_size)
+
     def flops(self, params: ConvParams, direction: str) -> int:
         # Every direction performs the forward pass's multiply-adds (bwd_data's
         # reduction_size also counts the taps that meet a stride gap or border).

@@ -13,6 +13,7 @@ torch is imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -92,6 +93,11 @@ class ConvGemmOp(Op):
 
     def reduction_size(self, params: ConvGemmParams, direction: str) -> int:
         return self.conv_reduction_size(params) + params.conv.k
+
+    def scratch_elements(self, params: ConvGemmParams, direction: str) -> int:
+        """The conv's unfolded windows, then its output and that output's rounded copy."""
+        conv = params.conv
+        return _CONV2D.scratch_elements(conv, "fwd") + 2 * conv.n * conv.k * math.prod(conv.out_size)
 
     def flops(self, params: ConvGemmParams, direction: str) -> int:
         return _CONV2D.flops(params.conv, "fwd") + 2 * params.rows * params.conv.k * params.o

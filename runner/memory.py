@@ -1,0 +1,67 @@
+"""How much memory a case takes at its peak: the pre-run check's estimate (runner/run.py).
+
+A case that does not fit is skipped with the reason before anything is allocated, so an estimate below
+the real peak lets the OS kill the whole process (and every case after it): `gemm m64 n32768 k32768 f32
+tt` was let through at 20 GiB and killed at 23 GiB. The phases of run(), with what each holds at once
+(I: every input, O: every output; 64 = float64, s = the input format, k = the kernel's outputs):
+
+  inputs      every input drawn in float64, its rounded copy, and a scratch copy of the largest input
+              (an op's adjust_inputs; the torch rounding path's temporaries)
+  kernel      the rounded inputs, the float64 copies for the reference, the layout's stored copies,
+              the kernel's outputs and as much again for its own temporaries (contiguous copies of
+              transposed operands, oneDNN's reordered weights)
+  reference   those, plus the float64 outputs and the op's scratch (Op.scratch_elements)
+  bound       those, plus |inputs| in float64, the op's scratch again, and two output-sized tensors
+  variants    ftz: a flushed copy of the inputs; accumulate=k: the reduction as lhs/rhs matrices
+
+tests/test_runner_memory.py runs real cases of every op in fresh processes and checks that the measured
+peak (ru_maxrss) stays at or below this estimate.
+"""
+from __future__ import annotations
+
+import math
+
+from .dtypes import element_size
+from .lowering import gemm_dims
+from .options import BoundModel, ReferenceOptions
+from .problem import Problem
+
+_ROUNDING_PIECE = 1 << 20  # metrics.rounding's piece length
+
+
+def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel | None, *, same_device: bool) -> int:
+    """The case's peak in bytes with the kernel and the reference on one device (same_device), else the
+    reference device's share (kernel_bytes gives the kernel device's)."""
+    inputs64, outputs64 = 8 * problem.input_elements, 8 * problem.output_elements
+    largest64 = 8 * max(math.prod(shape) for shape in problem.input_shapes.values())
+    scratch64 = 8 * problem.spec.scratch_elements(problem.params, problem.direction)
+    generation = inputs64 + _stored_inputs(problem) + largest64
+    reference_side = inputs64 + outputs64 + scratch64
+    if bound is not None:
+        reference_side += inputs64 + scratch64 + 2 * outputs64
+    if reference.ftz:
+        reference_side += inputs64
+    if reference.accumulate:
+        groups, rows, reduction, cols = gemm_dims(problem)
+        reference_side += 8 * groups * reduction * (rows + cols) + 2 * outputs64 + outputs64 // 2
+    reference_side += _piece_temporaries(max(problem.output_elements, problem.input_elements))
+    if not same_device:
+        return max(generation, reference_side)
+    return max(generation, kernel_bytes(problem) + reference_side)
+
+
+def kernel_bytes(problem: Problem) -> int:
+    """The kernel device's share: the stored inputs and the layout's copies, the outputs, the kernel's temporaries."""
+    stored = _stored_inputs(problem)
+    outputs = sum(math.prod(spec.shape) * element_size(spec.dtype) for spec in problem.outputs.values())
+    return 2 * stored + 2 * outputs + stored
+
+
+def _piece_temporaries(elements: int) -> int:
+    """metrics.round_to and ulp (intermediates rounded to the format, the bound's output rounding) work in
+    pieces of up to 2**20 elements with about a dozen int64/float64 temporaries each."""
+    return 16 * 8 * min(elements, _ROUNDING_PIECE)
+
+
+def _stored_inputs(problem: Problem) -> int:
+    return problem.input_elements * element_size(problem.dtype)

@@ -28,7 +28,8 @@ REQUIRE = Requirements(compute="f32")  # configs.toml [require] compute = "f32"
 ACCEPTED_COMPUTE = {("rsqrt", "torch")}
 DTYPES = ("f32", "f16", "bf16")
 SHAPE = [32, 65]
-K = "studies.elementwise_kernels"
+# the kernels module beside this one, whether imported as studies.* or e2egen.studies.* (or run with -m)
+K = f"{__spec__.parent if __spec__ else 'studies'}.elementwise_kernels"
 
 # Peers' rules. torch.testing.assert_close's defaults per dtype; FlagGems (src/flag_gems/testing/__init__.py,
 # FlagOpen/FlagGems): rtol = RESOLUTION[dtype], atol = 1e-4 (x reduce_dim, 1 here); Triton's tutorials

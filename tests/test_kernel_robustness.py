@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, catalogue_text
+from e2egen.invocation import e2egen_command
 
 KERNELS = '''
 """Faulty plug-in kernels: each misbehaves only when A is stored transposed (layout tt), so that the nn case
@@ -30,7 +31,6 @@ import time
 
 import torch
 
-from e2egen.invocation import e2egen_command
 from e2egen.runner import KernelDeclined
 
 

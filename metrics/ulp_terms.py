@@ -1,4 +1,4 @@
-"""total += count · ulp_T(ref), element by element, in one pass.
+"""total += count · ulp_T(ref), or terms · scale + count · ulp_T(ref), element by element, in one pass.
 
 The output-rounding term of an error bound (runner.bound.OutputRounding) is
 c_out ulps of the reference in the output format. Built from metrics.ulp it
@@ -18,7 +18,7 @@ from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp
 
-__all__ = ["add_ulps"]
+__all__ = ["add_ulps", "scaled_plus_ulps"]
 
 CHUNK = 1 << 16  # elements per task: a few per thread, each large enough to amortise the dispatch
 
@@ -28,9 +28,10 @@ if fused_numba.AVAILABLE:
     from e2egen.metrics.fused_numba import _bits, _float
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def _add_ulps(total, ref, lo, hi, count, m, emin, emax):
+    def _scaled_plus_ulps(total, terms, scale, ref, lo, hi, count, m, emin, emax):
+        """total = terms · scale + count · ulp_T(ref) over [lo, hi) (terms may be total itself)."""
         # branch-free, so that LLVM vectorises it; slices from 0 (see fused_numba._reduce_chunk)
-        total_c, ref_c = total[lo:hi], ref[lo:hi]
+        total_c, terms_c, ref_c = total[lo:hi], terms[lo:hi], ref[lo:hi]
         for i in range(hi - lo):
             x = ref_c[i]
             magnitude = _bits(x) & ((1 << 63) - 1)
@@ -38,21 +39,42 @@ if fused_numba.AVAILABLE:
             power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
             exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)  # rounding.ulp_exponent
             gap = _float((exponent - m + 1023) << 52)
-            total_c[i] += count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
+            # two roundings, as the unfused torch ops (no contraction to an FMA without fastmath)
+            total_c[i] = terms_c[i] * scale + count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
 
-def add_ulps(total: torch.Tensor, ref: torch.Tensor, dtype: str, count: float) -> torch.Tensor:
-    """total += count · ulp_T(ref) (in place; float64, same shape) and return total."""
-    fmt = float_format(dtype)
+def _fused(*tensors: torch.Tensor) -> bool:
+    return fused_numba.AVAILABLE and all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+
+
+def _check(total: torch.Tensor, ref: torch.Tensor) -> None:
     if total.dtype != torch.float64 or ref.dtype != torch.float64 or total.shape != ref.shape:
         raise ValueError(f"add_ulps needs float64 tensors of one shape, got {total.dtype} {tuple(total.shape)} "
                          f"and {ref.dtype} {tuple(ref.shape)}")
-    fused = (fused_numba.AVAILABLE and total.device.type == "cpu" and ref.device.type == "cpu"
-             and total.is_contiguous() and ref.is_contiguous())
-    if not fused:
-        return total.add_(ulp(ref, fmt.name).mul_(count))
-    flat_total, flat_ref = total.view(-1).numpy(), ref.reshape(-1).numpy()
+
+
+def _run(total, terms, scale: float, ref, dtype: str, count: float) -> torch.Tensor:
+    fmt = float_format(dtype)
+    flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
     n = flat_ref.shape[0]
     args = (float(count), fmt.mantissa_bits, fmt.emin, fmt.emax)
-    threads.run(lambda lo: _add_ulps(flat_total, flat_ref, lo, min(lo + CHUNK, n), *args), range(0, n, CHUNK))
+    threads.run(lambda lo: _scaled_plus_ulps(flat_total, flat_terms, float(scale), flat_ref, lo, min(lo + CHUNK, n), *args),
+                range(0, n, CHUNK))
     return total
 
+
+def add_ulps(total: torch.Tensor, ref: torch.Tensor, dtype: str, count: float) -> torch.Tensor:
+    """total += count · ulp_T(ref) (in place; float64, same shape) and return total."""
+    float_format(dtype)
+    _check(total, ref)
+    if not _fused(total, ref):
+        return total.add_(ulp(ref, dtype).mul_(count))
+    return _run(total, total, 1.0, ref, dtype, count)
+
+
+def scaled_plus_ulps(terms: torch.Tensor, scale: float, ref: torch.Tensor, dtype: str, count: float) -> torch.Tensor:
+    """A new tensor terms · scale + count · ulp_T(ref) (float64, ref's shape): a product-sum bound in one pass."""
+    float_format(dtype)
+    _check(terms, ref)
+    if not _fused(terms, ref):
+        return (terms * scale).add_(ulp(ref, dtype).mul_(count))
+    return _run(torch.empty_like(ref, memory_format=torch.contiguous_format), terms, scale, ref, dtype, count)

@@ -195,6 +195,11 @@ class ProductSumError:
     def factor(self, model: BoundModel) -> float:
         return product_sum_factor(self.reduction_size, self.dtype, model, self.samples, self.taps)
 
+    def single_factor(self, model: BoundModel) -> float | None:
+        """F where the term is F·Σ|a·b|; None where the kernel's partial sums enter it too."""
+        arithmetic = effective_arithmetic(model, self.dtype)
+        return self.factor(model) if self.partials is None or not self.partials.fits(arithmetic) else None
+
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         arithmetic = effective_arithmetic(model, self.dtype)
         if self.partials is None or not self.partials.fits(arithmetic):
@@ -266,6 +271,9 @@ class SumOfBounds:
     parts: tuple[ErrorBound, ...]
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        total = self._product_sum_and_rounding(model, ref)
+        if total is not None:
+            return total
         total = self.parts[0].evaluate(model, ref)
         for part in self.parts[1:]:
             if isinstance(part, OutputRounding):  # fused into the running total, not a tensor of its own
@@ -273,6 +281,18 @@ class SumOfBounds:
             else:
                 total.add_(part.evaluate(model, ref))
         return total
+
+    def _product_sum_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor | None:
+        """F·Σ|a·b| + c_out·ulp_T(ref) in one pass over the outputs (the usual conv/gemm bound), else None."""
+        if len(self.parts) != 2 or not isinstance(self.parts[0], ProductSumError) or not isinstance(self.parts[1], OutputRounding):
+            return None
+        factor = self.parts[0].single_factor(model)
+        terms = self.parts[0].magnitude
+        if factor is None or terms.shape != ref.shape or terms.dtype != torch.float64 or ref.dtype != torch.float64:
+            return None
+        from e2egen.metrics.ulp_terms import scaled_plus_ulps
+
+        return scaled_plus_ulps(terms, factor, ref, self.parts[1].out_dtype, model.c_out)
 
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""

@@ -14,12 +14,13 @@ the result by the worst case of f32's rounding keeps it an upper bound
     blocking; adding a zero is exact, so padding taps add none). So
     Ŝ >= (1 - u)^K · S and S <= Ŝ / (1 - u)^K <= Ŝ / (1 - K·u).
 
-`magnitude_bound` returns Ŝ · W with W = 1 / (1 - (K + 2)·u), rounded up: the
-two extra roundings cover the float64 multiplication by W and the slack of
-computing W. It takes the f32 path only where each premise holds, and the
+`magnitude_bound` returns Ŝ · W with W = 1 / (1 - (K + 4)·u), rounded up: the
+four extra roundings cover the float64 operations that follow the sum
+(computing W, Ŝ·W, the multiplication by the bound's factor, the addition of
+its ulp term). It takes the f32 path only where each premise holds, and the
 float64 one otherwise (the same argument with u = 2^-53: every product of two
 inputs of a narrow format is exact in float64 and no float64 sum of them
-underflows or overflows, so W is 1 + (K + 2)·2^-53 there):
+underflows or overflows, so W is 1 + (K + 4)·2^-53 there):
 
 * every input is an f32 value (no rounding on the way in);
 * no product can underflow (the smallest non-zero |a| times the smallest
@@ -53,7 +54,7 @@ F64_UNIT_ROUNDOFF = 2.0 ** -53
 F32_MIN_NORMAL = 2.0 ** -126
 F32_MAX = float(torch.finfo(torch.float32).max)
 MAX_REDUCTION_ROUNDOFF = 2.0 ** -4  # K·u above this: the f32 path would widen too much; float64 instead
-_EXTRA_ROUNDINGS = 2  # the float64 multiplication by W, and W's own rounding
+_EXTRA_ROUNDINGS = 4  # the float64 operations that follow: W, Ŝ·W, ·(u_in + A), + c_out·ulp
 
 
 def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -64,7 +65,7 @@ def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.T
 
 
 def widening(reduction_size: int, unit_roundoff: float = F32_UNIT_ROUNDOFF) -> float:
-    """W >= 1 / (1 - u)^K, with two roundings to spare (see the module docstring); float64, rounded up."""
+    """W >= 1 / (1 - u)^K, with four roundings to spare (see the module docstring); float64, rounded up."""
     roundings = reduction_size + _EXTRA_ROUNDINGS
     shortfall = roundings * unit_roundoff  # exact: an integer times a power of two
     return math.nextafter(1.0 / (1.0 - shortfall), math.inf)

@@ -145,10 +145,10 @@ def test_a_reduction_too_long_for_f32_goes_to_float64():
                                                 "b": torch.ones(1 << 21, 1, dtype=torch.float64)})
 
 
-def test_widening_covers_k_plus_two_roundings():
+def test_widening_covers_k_plus_four_roundings():
     for k in (1, 17, 1 << 16, 1 << 20):
-        assert widening(k) >= (1 - F32_UNIT_ROUNDOFF) ** -(k + 2)
-        assert widening(k) <= (1 + 2.0 ** -50) / (1 - (k + 2) * F32_UNIT_ROUNDOFF)
+        assert widening(k) >= (1 - F32_UNIT_ROUNDOFF) ** -(k + 4)
+        assert widening(k) <= (1 + 2.0 ** -50) / (1 - (k + 4) * F32_UNIT_ROUNDOFF)
 
 
 @pytest.mark.parametrize("values", [

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from e2egen import metrics
 from e2egen.metrics import fused_numba
-from e2egen.metrics.ulp_terms import CHUNK, add_ulps
+from e2egen.metrics.ulp_terms import CHUNK, add_ulps, scaled_plus_ulps
 
 FORMATS = ["f32", "f16", "bf16", "f8e4m3fn", "f8e5m2"]
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -2.0, 65504.0, 65520.0, 1e300, 5e-324, 2.0 ** -24, 2.0 ** -149,
@@ -59,3 +59,13 @@ def test_the_fused_and_the_fallback_paths_agree(monkeypatch):
     fused = add_ulps(torch.zeros_like(ref), ref, "f16", 1.5)
     monkeypatch.setattr(fused_numba, "AVAILABLE", False)  # as where numba is not installed
     assert same(add_ulps(torch.zeros_like(ref), ref, "f16", 1.5), fused)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(SPECIAL), min_size=1, max_size=80),
+       dtype=st.sampled_from(FORMATS), scale=st.floats(0, 1e3), count=st.sampled_from([1.0, 0.5, 0.0]))
+def test_scaled_terms_plus_ulps_in_one_pass_equal_the_two_steps(values, dtype, scale, count):
+    ref = torch.tensor(values, dtype=torch.float64)
+    terms = torch.rand(ref.shape, dtype=torch.float64) * 1e3
+    result = scaled_plus_ulps(terms, scale, ref, dtype, count)
+    assert result is not terms and same(result, (terms * scale) + metrics.ulp(ref, dtype) * count)

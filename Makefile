@@ -8,11 +8,11 @@ OUT     ?= build/e2e
 WORKERS ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup gen pr test nightly clean
+.PHONY: setup warm gen pr test nightly clean
 
 # torch goes in first, on its own: installing the project first would let pip
 # resolve torch from the registry and pull the multi-GB CUDA build.
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed warm
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --upgrade pip
@@ -20,12 +20,19 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -e ".[dev]"
 	touch $@
 
+# numba compiles its kernels into an on-disk cache; compiled here once, no test process (nor each xdist
+# worker) pays the ~2 s of a cold cache. Redone when a kernel's source changes (that invalidates its cache).
+warm: $(VENV)/.numba-warm
+$(VENV)/.numba-warm: $(VENV)/.installed $(wildcard metrics/fused_numba.py runner/narrowing.py)
+	$(PYTHON) -m e2egen.runner.warmup
+	touch $@
+
 # Always asks e2egen, which rewrites only the files whose content changed (under a second for configs.toml):
 # file times cannot tell that CATALOGUE= names another catalogue than the suite's, older than its manifest.
 gen: | $(VENV)/.installed
 	$(E2EGEN) gen $(CATALOGUE) --out $(OUT)
 
-pr: gen
+pr: gen warm
 	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q $(PYTEST_ARGS)
 
 test: $(VENV)/.installed

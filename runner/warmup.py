@@ -1,0 +1,53 @@
+"""Compile the numba kernels into their on-disk cache before the first case needs them.
+
+    .venv/bin/python -m e2egen.runner.warmup      (`make setup` and `make pr` run it when a kernel's source changed)
+
+A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
+pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
+Each kernel is compiled for every argument type a run gives it: every float format's comparison with
+and without a bound, and the input rounding of f16 and bf16.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from e2egen import metrics
+from e2egen.metrics import formats
+
+from . import narrowing
+
+
+def warm() -> int:
+    """Run each numba kernel once per argument type; returns the number of calls made (0 without numba)."""
+    from e2egen.metrics import fused_numba
+
+    if not fused_numba.AVAILABLE:
+        return 0
+    calls = 0
+    ref = torch.linspace(-3.0, 3.0, 257, dtype=torch.float64)
+    bound = torch.full_like(ref, 1e-3)
+    for name in formats.DTYPE_NAMES:
+        fmt = formats.get_format(name)
+        if fmt.is_integer or fmt.torch_dtype is None:
+            continue
+        out = ref.to(fmt.torch_dtype)
+        for with_bound in (None, bound):
+            metrics.compare(ref, out, dtype=name, bound=with_bound, backend="numba")
+            calls += 1
+    for dtype in narrowing.NARROW_DTYPES:
+        narrowing.widen(narrowing.narrow(ref, dtype))
+        calls += 2
+    return calls
+
+
+def main() -> None:
+    started = time.perf_counter()
+    calls = warm()
+    what = f"{calls} kernel calls" if calls else "numba is not installed: nothing to compile"
+    print(f"numba cache warm ({what}, {time.perf_counter() - started:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

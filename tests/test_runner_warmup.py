@@ -1,0 +1,15 @@
+"""`make setup`'s numba warm-up runs every kernel for every argument type a run gives it."""
+from __future__ import annotations
+
+import pytest
+
+from e2egen.metrics import formats, fused_numba
+from e2egen.runner import narrowing
+from e2egen.runner.warmup import warm
+
+
+@pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
+def test_warm_compiles_every_comparison_and_input_rounding_signature():
+    float_formats = [name for name in formats.DTYPE_NAMES
+                     if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
+    assert warm() == 2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES)

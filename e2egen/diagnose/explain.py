@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -249,12 +249,13 @@ def _inputs64(problem: runner.Problem) -> dict[str, torch.Tensor]:
 
 
 def _with_range(problem: runner.Problem, lo: float, hi: float) -> runner.Problem:
-    return runner.Problem(problem.op, problem.direction, problem.dtype, problem.layout, problem.params, (lo, hi), problem.seed)
+    """The same problem on another range of uniform reals (the what-if ranges are the seed's r0…r5)."""
+    return replace(problem, input_range=(lo, hi), input_data="uniform")
 
 
 def _with_seed(problem: runner.Problem, seed: int) -> runner.Problem:
-    return runner.Problem(problem.op, problem.direction, problem.dtype, problem.layout, problem.params,
-                          problem.input_range, seed)
+    """The same problem, data kind included (integer data stays integer), with another seed."""
+    return replace(problem, seed=seed)
 
 
 def margin_seeds(case: Case, count: int = MARGIN_SEEDS) -> list[int]:

@@ -146,14 +146,14 @@ def located_absolutely(case, recorded: str | None, catalogue: str | None):
     return replace(case, location=catalogue + case.location[len(recorded):])
 
 
-def refuse_stale_suite(manifest_path: str | os.PathLike) -> None:
+def refuse_stale_suite(conftest_file: str | os.PathLike, manifest_name: str = "manifest.json") -> None:
     """Called by the generated conftest when pytest starts: pytest.UsageError (one message, nothing collected)
     when the suite no longer matches its catalogue or PR selection, or its catalogue is gone (sources)."""
     import json
 
     from e2egen.generator.sources import stale_problem
 
-    manifest_path = Path(manifest_path)
+    manifest_path = Path(conftest_file).parent / manifest_name
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:

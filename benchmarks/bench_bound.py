@@ -6,8 +6,8 @@
 Per shape, in the same run:
   reference   the float64 reference (runner.reference.compute_reference), the baseline;
   bound       the bound as the runner evaluates it (error_bounds + evaluate under the default model):
-              Σ|a·b| summed in f32 and widened (runner/magnitude.py), the output ulps added in one
-              fused pass (metrics/ulp_terms.py);
+              Σ|a·b| summed in f32 and widened (runner/magnitude.py), then F·Σ|a·b| + c_out·ulp_T(ref)
+              in one fused pass (metrics/ulp_terms.py);
   float64     the earlier way, for comparison: Σ|a·b| in float64, then metrics.ulp as a separate tensor
               (no widening: it is the time that matters here).
 Each bound is printed as a ratio to the reference (goal: <= 0.5).

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from e2egen import metrics  # noqa: E402
 from e2egen.runner import BoundModel, ReferenceOptions, make_problem  # noqa: E402
-from e2egen.runner.bound import error_bounds, product_sum_factor  # noqa: E402
+from e2egen.runner.bound import error_bounds, product_sum_parts  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.magnitude import f32_premises, magnitude  # noqa: E402
 from e2egen.runner.reference import compute_reference  # noqa: E402
@@ -53,9 +53,8 @@ def median_seconds(fn, repeat: int) -> float:
 
 def float64_bound(problem, inputs64, ref, model: BoundModel) -> torch.Tensor:
     """The bound as computed before: float64 Σ|a·b|, then c_out·ulp_T(ref) as a tensor of its own."""
-    terms = magnitude(problem, inputs64)
-    return terms.mul_(product_sum_factor(problem.reduction_size, problem.dtype, model)).add_(
-        metrics.ulp(ref, problem.out_dtype).mul_(model.c_out))
+    accumulation = product_sum_parts(problem, magnitude(problem, inputs64)).parts[0]
+    return accumulation.evaluate(model).add_(metrics.ulp(ref, problem.out_dtype).mul_(model.c_out))
 
 
 def main() -> None:

@@ -64,10 +64,10 @@ def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.T
     return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
 
 
-def widening(reduction_size: int, unit_roundoff: float = F32_UNIT_ROUNDOFF) -> float:
+def widening(reduction_size: int, unit: float = F32_UNIT_ROUNDOFF) -> float:
     """W >= 1 / (1 - u)^K, with four roundings to spare (see the module docstring); float64, rounded up."""
     roundings = reduction_size + _EXTRA_ROUNDINGS
-    shortfall = roundings * unit_roundoff  # exact: an integer times a power of two
+    shortfall = roundings * unit  # exact: an integer times a power of two
     return math.nextafter(1.0 / (1.0 - shortfall), math.inf)
 
 

@@ -1,7 +1,8 @@
 """pytest plugin for generated suites: runs each case and turns its Outcome into pytest's verdict.
 
 Options: --device (cpu|cuda; default CUDA when present), --global-seed (fresh
-inputs: re-derives every case's seed, as the nightly does). The Outcome is
+inputs: re-derives every case's seed, as the nightly does), --run-slow (see
+below). The Outcome is
 stashed on the test item so other plugins (loaded with -p, such as the
 nightly sweep's recorder) can read it.
 
@@ -11,6 +12,11 @@ limit (the catalogue's `timeout`, else 600 s) as a `timeout` marker. A case
 past its limit fails with "timed out after N s" and its repro, and the
 session goes on. Without pytest-timeout installed the runner enforces the
 case's limit itself.
+
+Cases marked `slow` (the catalogue's `markers = ["slow"]`) are skipped on the
+CPU, with a reason naming how to run them, unless --run-slow is given or the
+`-m` expression names `slow`; on CUDA they run. The nightly sweep passes
+--run-slow.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
     group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
     group.addoption("--global-seed", type=_seed_option, default=None, help="derive every case's seed from this global seed instead of the generated one")
+    group.addoption("--run-slow", action="store_true", default=False,
+                    help="run the cases marked slow on the CPU too (skipped there by default; they always run on CUDA)")
 
 
 def _seed_option(text: str) -> int:
@@ -101,6 +109,36 @@ def _case_of(item):
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("case") if callspec is not None else None
     return case if isinstance(case, Case) else None
+
+
+# ---- cases marked slow: skipped on the CPU unless asked for
+
+SLOW_MARKER = "slow"
+_SLOW_SKIP = pytest.StashKey["str | None"]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A generated case marked slow is skipped here (before its fixtures) when slow_skip_reason says so."""
+    if item.get_closest_marker(SLOW_MARKER) is None or _case_of(item) is None:
+        return
+    config = item.config
+    if _SLOW_SKIP not in config.stash:  # decided once per process: the device needs torch, loaded by now
+        device = _device_name(config.getoption("--device", default=None))
+        config.stash[_SLOW_SKIP] = slow_skip_reason(device, config.getoption("--run-slow", default=False),
+                                                    config.getoption("markexpr", default="") or "")
+    reason = config.stash[_SLOW_SKIP]
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def slow_skip_reason(device: str, run_slow: bool, markexpr: str) -> str | None:
+    """Why a case marked slow is skipped, or None when it runs: it runs on any device but the CPU, with
+    --run-slow, or when the -m expression names `slow` (`-m slow`, `-m "pr or slow"`)."""
+    if device != "cpu" or run_slow or re.search(rf"(?<![\w.]){SLOW_MARKER}(?![\w.])", markexpr):
+        return None
+    return (f"marked {SLOW_MARKER}: skipped on the CPU by default; run it with --run-slow (or a -m expression "
+            f"naming {SLOW_MARKER}, e.g. -m {SLOW_MARKER}), or on CUDA")
 
 
 def share_cpu_threads() -> None:

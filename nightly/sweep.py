@@ -459,7 +459,8 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
                "--continue-on-collection-errors",
                # The generated conftest loads only the case runner; the recorder (and its sweep plugin) come from here.
                "-p", RECORDER_PLUGIN, "--record", str(plan.records_path), "--record-run-id", plan.run_id,
-               "--global-seed", str(plan.global_seed)]
+               "--global-seed", str(plan.global_seed),
+               "--run-slow"]  # the nightly runs every planned case: slow ones too, on the CPU as well
     if options.device:
         command += ["--device", options.device]
     if plan.reference_device:

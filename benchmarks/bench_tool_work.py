@@ -1,0 +1,150 @@
+"""Tool work against kernel time, per op family, on the shipped catalogue's cases (the CPU's own kernels as
+the yardstick).
+
+    .venv/bin/python benchmarks/bench_tool_work.py [--catalogue configs.toml] [--all] [--every 1] [--run-slow]
+
+Each case of a deterministic sample (the PR subset by default, --all for every case; --every N keeps
+every Nth case of each family in id order) runs as a test runs it (generator.execute: runner.run with
+the case's bound, default unless the catalogue says otherwise, then metrics.compare for each output) on
+the CPU, in this one process. Tool work = inputs + reference + bound + compare; the baseline is the
+kernel's recorded time (a warm call) in the same run. Goal (issue 20): tool work <= kernel time in
+aggregate, per family. Arithmetic probes (once per kernel and dtype, then cached on disk) are shown
+apart and not counted. Cases marked slow are left out unless --run-slow, as the default CPU run does.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TOOL_PARTS = ("inputs", "reference", "bound", "compare")
+# Op module -> family (ops of another module are their own family, named by the module).
+FAMILIES = {"conv": "convolution", "gemm": "gemm", "attention": "attention", "gemm_gemm": "fused",
+            "conv_gemm": "fused", "pointwise": "element-wise", "reductions": "reduction",
+            "normalization": "normalisation"}
+
+
+def family_of(op_name: str) -> str:
+    from e2egen.runner import OPS
+
+    module = type(OPS[op_name]).__module__.rsplit(".", 1)[-1]
+    return FAMILIES.get(module, module)
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def sample(cases, every: int, run_slow: bool) -> tuple[dict[str, list], int]:
+    """family -> cases (every `every`th in id order), and how many slow cases were left out."""
+    by_family: dict[str, list] = defaultdict(list)
+    for case in sorted(cases, key=lambda c: c.id):
+        by_family[family_of(case.op)].append(case)
+    chosen, slow = {}, 0
+    for family, members in sorted(by_family.items()):
+        kept = members[::every]
+        slow += sum("slow" in c.markers for c in kept) if not run_slow else 0
+        chosen[family] = [c for c in kept if run_slow or "slow" not in c.markers]
+    return chosen, slow
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--catalogue", default=str(REPO / "configs.toml"))
+    parser.add_argument("--all", action="store_true", help="every case of the catalogue, not only the PR subset")
+    parser.add_argument("--every", type=positive, default=1, help="keep every Nth case of each family (default 1)")
+    parser.add_argument("--run-slow", action="store_true", help="include the cases marked slow")
+    args = parser.parse_args()
+
+    from e2egen.errors import UserError
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+
+    try:
+        cases = expand(load_catalogue(args.catalogue))
+    except (UserError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    cases = [c for c in cases if args.all or c.pr]
+    chosen, slow_left_out = sample(cases, args.every, args.run_slow)
+
+    import torch
+
+    from e2egen.generator.execute import execute
+
+    total_cases = sum(len(v) for v in chosen.values())
+    subset = "all cases" if args.all else "PR subset"
+    print(f"# {args.catalogue}: {subset}, every {args.every}. case per family: {total_cases} cases"
+          f"{f' ({slow_left_out} marked slow left out)' if slow_left_out else ''}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    for members in chosen.values():  # one-time costs (imports, numba's cache, probes) before anything is timed
+        execute(members[0], device="cpu")
+
+    sums: dict[str, dict[str, float]] = {}
+    ratios: dict[str, list[float]] = {}
+    worst: dict[str, tuple[float, str, dict]] = {}
+    statuses: dict[str, dict[str, int]] = {}
+    started = time.perf_counter()
+    for family, members in chosen.items():
+        sums[family] = defaultdict(float)
+        ratios[family], statuses[family] = [], defaultdict(int)
+        for case in members:
+            outcome = execute(case, device="cpu")
+            statuses[family][outcome.status] += 1
+            timings = outcome.timings
+            if "kernel" not in timings or "compare" not in timings:
+                continue  # skipped, or failed before comparing: no timings to add
+            tool = sum(timings.get(k, 0.0) for k in TOOL_PARTS)
+            for key in (*TOOL_PARTS, "kernel", "probes"):
+                sums[family][key] += timings.get(key, 0.0)
+            sums[family]["cases"] += 1
+            ratios[family].append(tool / max(timings["kernel"], 1e-9))
+            excess = tool - timings["kernel"]
+            if family not in worst or excess > worst[family][0]:
+                worst[family] = (excess, case.id, dict(timings))
+    elapsed = time.perf_counter() - started
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.0f}" if seconds >= 0.01 else f"{seconds * 1e3:.1f}"
+
+    header = ["family", "cases", "kernel ms (baseline)", *(f"{k} ms" for k in TOOL_PARTS), "tool ms",
+              "tool ÷ kernel", "median per case", "meets"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + " --- |" * len(header))
+    grand = defaultdict(float)
+    for family, total in sums.items():
+        if not total["cases"]:
+            continue
+        tool = sum(total[k] for k in TOOL_PARTS)
+        for key, value in total.items():
+            grand[key] += value
+        ratio = tool / max(total["kernel"], 1e-9)
+        row = [family, f"{total['cases']:.0f}", ms(total["kernel"]), *(ms(total[k]) for k in TOOL_PARTS), ms(tool),
+               f"{ratio:.2f}", f"{statistics.median(ratios[family]):.2f}", "yes" if ratio <= 1 else "no"]
+        print("| " + " | ".join(row) + " |")
+    tool = sum(grand[k] for k in TOOL_PARTS)
+    print(f"| all | {grand['cases']:.0f} | {ms(grand['kernel'])} | " + " | ".join(ms(grand[k]) for k in TOOL_PARTS)
+          + f" | {ms(tool)} | {tool / max(grand['kernel'], 1e-9):.2f} | "
+          f"{statistics.median(r for v in ratios.values() for r in v):.2f} | {'yes' if tool <= grand['kernel'] else 'no'} |")
+    print(f"\n{elapsed:.1f} s for the timed pass; load average {os.getloadavg()[0]:.1f} at the end; "
+          f"probes outside the sums: {ms(grand['probes'])} ms")
+    print("statuses: " + "; ".join(f"{f} {dict(s)}" for f, s in statuses.items()))
+    print("\nlargest tool work over kernel, per family:")
+    for family, (excess, case_id, timings) in worst.items():
+        parts = ", ".join(f"{k} {ms(timings[k])}" for k in ("kernel", *TOOL_PARTS) if k in timings)
+        print(f"  {family:<14} {case_id}: {parts} ms")
+
+
+if __name__ == "__main__":
+    main()

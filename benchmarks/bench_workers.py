@@ -1,10 +1,15 @@
-"""pytest-xdist on a generated suite: the PR subset of the shipped catalogue at -n 0 (the baseline),
-at -n N with each worker's share of the cores (what the generated suite's plugin does), and at
+"""pytest-xdist on a generated suite: a fixed sample of the shipped catalogue's PR subset at -n 0 (the
+baseline), at -n N with each worker's share of the cores (what the generated suite's plugin does), and at
 -n N with every worker using all cores (the behaviour before: OMP_NUM_THREADS = cores).
 
-    .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--repeats 1]
+    .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--repeats 1] [--every 3]
 
-Goal (issue 20): -n N never slower than -n 0. Wall time of the whole pytest process, start-up included.
+--every K runs every Kth case of the PR subset in collection order (1: all of it), the same cases in every
+row. Each row is the wall time of the whole pytest process, start-up included, and its speed-up against
+-n 0 from the same run. A probe plugin records what torch.get_num_threads() is in each process while
+its cases run, so the table shows that the suite's plugin really divided the threads.
+
+Goals (issue 20): -n N never slower than -n 0; >= 1.7x at 2 workers on 2 cores.
 """
 from __future__ import annotations
 
@@ -19,39 +24,91 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+PROBE = '''
+"""Records each pytest process's torch thread count while it runs cases (bench_workers.py)."""
+import os
 
-def timed(command: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
+
+def pytest_runtest_teardown(item):
+    import torch
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["E2E_BENCH_THREADS_DIR"], worker), "w") as f:
+        f.write(str(torch.get_num_threads()))
+'''
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if result.returncode not in (0, 1):  # 1: some case failed; the timing still counts
+        sys.exit(f"{' '.join(command)} ended with exit status {result.returncode}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return result
+
+
+def timed(command: list[str], env: dict[str, str], threads_dir: Path) -> tuple[float, str, str]:
+    """Wall seconds, the thread counts the probe saw (per process), and pytest's summary line."""
+    for old in threads_dir.iterdir():
+        old.unlink()
+    started = time.perf_counter()
+    result = run(command, env)
     elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
-    return elapsed
+    threads = ",".join(sorted(p.read_text() for p in threads_dir.iterdir()))
+    summary = (result.stdout.strip().splitlines() or [""])[-1]
+    return elapsed, threads, summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--workers", type=positive, default=2)
+    parser.add_argument("--repeats", type=positive, default=1)
+    parser.add_argument("--every", type=positive, default=3, help="run every Kth PR case (default 3; 1: all)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    base_env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "e2e"
+        tmp = Path(tmp)
+        out, threads_dir = tmp / "e2e", tmp / "threads"
+        threads_dir.mkdir()
+        (tmp / "e2e_bench_threads.py").write_text(PROBE, encoding="utf-8")
+        base_env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+        base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp), os.environ.get("PYTHONPATH")]))
+        base_env["E2E_BENCH_THREADS_DIR"] = str(threads_dir)
         subprocess.run([sys.executable, "-m", "e2egen", "gen", "configs.toml", "--out", str(out)], cwd=REPO,
                        check=True, capture_output=True)
-        pytest = [sys.executable, "-m", "pytest", str(out), "-m", "pr", "-q", "-p", "no:cacheprovider"]
+        collected = run([sys.executable, "-m", "pytest", str(out), "-m", "pr", "-q", "-p", "no:cacheprovider",
+                         "--collect-only"], base_env)
+        node_ids = [line for line in collected.stdout.splitlines() if "::" in line]
+        sample = node_ids[::args.every]
+        (tmp / "cases.txt").write_text("".join(f"{out / n}\n" for n in sample), encoding="utf-8")
+        pytest = [sys.executable, "-m", "pytest", f"@{tmp / 'cases.txt'}", "-m", "pr", "-q", "-p", "no:cacheprovider",
+                  "-p", "e2e_bench_threads"]
         rows = {
             "-n 0 (baseline)": (pytest + ["-n", "0"], base_env),
             f"-n {args.workers}, shared cores": (pytest + ["-n", str(args.workers)], base_env),
             f"-n {args.workers}, all cores each": (pytest + ["-n", str(args.workers)], {**base_env, "OMP_NUM_THREADS": str(cores)}),
         }
-        times = {label: statistics.median(timed(cmd, env) for _ in range(args.repeats)) for label, (cmd, env) in rows.items()}
-    baseline = times["-n 0 (baseline)"]
-    print(f"PR subset of configs.toml, {cores} cores, median of {args.repeats}")
-    print(f"{'run':<28} {'seconds':>8} {'speed-up vs -n 0':>17}")
-    for label, seconds in times.items():
-        print(f"{label:<28} {seconds:8.1f} {baseline / seconds:16.2f}x")
+        load_before = os.getloadavg()[0]
+        results = {}
+        for label, (command, env) in rows.items():
+            runs = [timed(command, env, threads_dir) for _ in range(args.repeats)]
+            results[label] = (statistics.median(r[0] for r in runs), runs[-1][1], runs[-1][2])
+        load_after = os.getloadavg()[0]
+    baseline = results["-n 0 (baseline)"][0]
+    print(f"{len(sample)} of the {len(node_ids)} PR cases of configs.toml (every {args.every}.), {cores} cores, "
+          f"median of {args.repeats}; load average {load_before:.1f} before, {load_after:.1f} after")
+    print(f"| run | seconds | speed-up vs -n 0 | torch threads per process | pytest |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, (seconds, threads, summary) in results.items():
+        print(f"| {label} | {seconds:.1f} | {baseline / seconds:.2f}x | {threads} | {summary} |")
 
 
 if __name__ == "__main__":

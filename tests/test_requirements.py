@@ -49,7 +49,8 @@ def test_requirements_round_trip_through_their_catalogue_table(table):
 
 
 def test_requirements_default_to_exact_inputs_and_nothing_else():
-    assert Requirements().to_catalogue() == {"inputs": "exact", "acc": "any", "rounding": "any", "subnormals": "any"}
+    assert Requirements().to_catalogue() == {"inputs": "exact", "acc": "any", "rounding": "any", "subnormals": "any",
+                                             "compute": "any"}
     with pytest.raises(ProblemError) as info:
         Requirements(acc="f8")
     assert info.value.key == "require.acc" and "unknown accumulator requirement 'f8'" in str(info.value)
@@ -105,14 +106,14 @@ def test_bad_require_in_a_suite_and_a_config():
 
 @pytest.mark.parametrize("entry, key, expect", [
     ('require = ["acc"]\nreason = "r"\n', "accept[0].device", ["missing", '"cpu"']),
-    ('device = "cpu"\nreason = "r"\n', "accept[0].require", ["missing", "acc, inputs, rounding, subnormals"]),
+    ('device = "cpu"\nreason = "r"\n', "accept[0].require", ["missing", "acc, compute, inputs, rounding, subnormals"]),
     ('device = "cpu"\nrequire = ["acc"]\n', "accept[0].reason", ["missing"]),
     ('device = "cpu"\nrequire = ["acc"]\nreason = "  "\n', "accept[0].reason", ["non-empty string"]),
     ('device = "cpu"\nrequire = ["acc"]\nreason = 3\n', "accept[0].reason", ["non-empty string", "an integer (3)"]),
-    ('device = "cpu"\nrequire = []\nreason = "r"\n', "accept[0].require", ["non-empty list", "acc, inputs, rounding, subnormals"]),
+    ('device = "cpu"\nrequire = []\nreason = "r"\n', "accept[0].require", ["non-empty list", "acc, compute, inputs, rounding, subnormals"]),
     ('device = "cpu"\nrequire = "acc"\nreason = "r"\n', "accept[0].require", ["non-empty list", "a string ('acc')", "acc, inputs"]),
     ('device = "cpu"\nrequire = ["acc", "accumulator"]\nreason = "r"\n', "accept[0].require[1]",
-     ["unknown requirement 'accumulator'", "acc, inputs, rounding, subnormals"]),
+     ["unknown requirement 'accumulator'", "acc, compute, inputs, rounding, subnormals"]),
     ('device = "cpu"\nrequire = ["acc", "acc"]\nreason = "r"\n', "accept[0].require[1]", ["listed twice"]),
     ('device = 3\nrequire = ["acc"]\nreason = "r"\n', "accept[0].device", ["glob", "an integer (3)"]),
     ('device = "cpu"\nimpl = ""\nrequire = ["acc"]\nreason = "r"\n', "accept[0].impl", ["non-empty glob"]),
@@ -153,7 +154,7 @@ def test_validate_exits_2_naming_the_accept_key(write_catalogue):
     result = run_cli("validate", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "accept[0].require[1]" in result.stderr and "'precision'" in result.stderr
-    assert "acc, inputs, rounding, subnormals" in result.stderr and str(path) in result.stderr
+    assert "acc, compute, inputs, rounding, subnormals" in result.stderr and str(path) in result.stderr
 
 
 # -- layering ------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_bad_require_in_a_suite_and_a_config():
     ('device = "cpu"\nrequire = ["acc"]\nreason = "  "\n', "accept[0].reason", ["non-empty string"]),
     ('device = "cpu"\nrequire = ["acc"]\nreason = 3\n', "accept[0].reason", ["non-empty string", "an integer (3)"]),
     ('device = "cpu"\nrequire = []\nreason = "r"\n', "accept[0].require", ["non-empty list", "acc, compute, inputs, rounding, subnormals"]),
-    ('device = "cpu"\nrequire = "acc"\nreason = "r"\n', "accept[0].require", ["non-empty list", "a string ('acc')", "acc, inputs"]),
+    ('device = "cpu"\nrequire = "acc"\nreason = "r"\n', "accept[0].require", ["non-empty list", "a string ('acc')", "acc, compute, inputs"]),
     ('device = "cpu"\nrequire = ["acc", "accumulator"]\nreason = "r"\n', "accept[0].require[1]",
      ["unknown requirement 'accumulator'", "acc, compute, inputs, rounding, subnormals"]),
     ('device = "cpu"\nrequire = ["acc", "acc"]\nreason = "r"\n', "accept[0].require[1]", ["listed twice"]),

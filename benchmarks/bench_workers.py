@@ -1,6 +1,7 @@
 """pytest-xdist on a generated suite: a fixed sample of the shipped catalogue's PR subset at -n 0 (the
 baseline), at -n N with each worker's share of the cores (what the generated suite's plugin does), and at
--n N with every worker using all cores (the behaviour before: OMP_NUM_THREADS = cores).
+-n N with every worker using all cores (the behaviour before: OMP_NUM_THREADS = cores); and -n N with
+shared cores under --dist worksteal (idle workers take queued cases from busy ones: uneven case times).
 
     .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--repeats 1] [--every 3]
 
@@ -94,6 +95,7 @@ def main() -> None:
         rows = {
             "-n 0 (baseline)": (pytest + ["-n", "0"], base_env),
             f"-n {args.workers}, shared cores": (pytest + ["-n", str(args.workers)], base_env),
+            f"-n {args.workers}, shared cores, --dist worksteal": (pytest + ["-n", str(args.workers), "--dist", "worksteal"], base_env),
             f"-n {args.workers}, all cores each": (pytest + ["-n", str(args.workers)], {**base_env, "OMP_NUM_THREADS": str(cores)}),
         }
         load_before = os.getloadavg()[0]
@@ -105,7 +107,7 @@ def main() -> None:
     baseline = results["-n 0 (baseline)"][0]
     print(f"{len(sample)} of the {len(node_ids)} PR cases of configs.toml (every {args.every}.), {cores} cores, "
           f"median of {args.repeats}; load average {load_before:.1f} before, {load_after:.1f} after")
-    print(f"| run | seconds | speed-up vs -n 0 | torch threads per process | pytest |")
+    print("| run | seconds | speed-up vs -n 0 | torch threads per process | pytest |")
     print("| --- | --- | --- | --- | --- |")
     for label, (seconds, threads, summary) in results.items():
         print(f"| {label} | {seconds:.1f} | {baseline / seconds:.2f}x | {threads} | {summary} |")

@@ -131,18 +131,35 @@ def ulp(x, dtype) -> torch.Tensor:
     return _elementwise(x, compute)
 
 
-def round_to(x, dtype) -> torch.Tensor:
+def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     """x rounded to T with round-to-nearest-even, returned as float64.
 
     Rounds once from float64 (torch's float64 -> f16/bf16/fp8 casts go through
-    float32 and can round twice). Subnormals are kept. Overflow follows IEEE:
-    |x| >= max + ulp(max)/2 gives ±inf. f8e4m3fn has no inf: overflow and ±inf
-    give NaN (OCP FP8's non-saturating conversion), so an overflow never turns
-    into a plausible number; torch 2.13's cast to float8_e4m3fn saturates to
-    ±448 instead, and compare() accepts either in the overflow region.
+    float32 and can round twice). Subnormals are kept. Overflow
+    (|x| >= max + ulp(max)/2, or ±inf) by T's encoding:
+
+    * "ieee": ±inf.
+    * "fn" (f8e4m3fn) and "fnuz" (f8e4m3fnuz, f8e5m2fnuz): NaN, OCP FP8's
+      non-saturating conversion, so an overflow never turns into a plausible
+      number. torch 2.13's cast to float8_e4m3fn saturates to ±448 instead
+      (compare() accepts either); its casts to the fnuz dtypes give NaN (0x80).
+    * "none" (f4e2m1, no inf or NaN): ±max (±6), the OCP MX conversion.
+    * e8m0: NaN (0xFF), its only non-number.
+
+    saturate=True gives ±max on overflow for every format (OCP FP8's
+    saturating mode, PTX's .satfinite: ±inf too); NaN stays NaN.
+    Formats without negative zero (fnuz) give +0 for every x that rounds to
+    zero. f4e2m1 has no NaN: NaN in gives NaN out (no pattern holds it).
+    e8m0 (see round_e8m0) is unsigned with no zero: x < 0 gives NaN, 0 and
+    tiny positive x the smallest value 2**-127.
     """
     fmt = float_format(dtype)
-    beyond = float("inf") if fmt.has_inf else float("nan")
+    if not fmt.signed:
+        return round_e8m0(x, saturate=saturate)
+    if saturate or fmt.encoding == "none":
+        beyond = fmt.max
+    else:
+        beyond = float("inf") if fmt.has_inf else float("nan")
 
     def compute(values: torch.Tensor) -> torch.Tensor:
         negative, biased, mantissa = split_float64(values)
@@ -150,19 +167,61 @@ def round_to(x, dtype) -> torch.Tensor:
         overflows = (pattern > fmt.max_pattern) | torch.isinf(values)
         magnitude = pattern_value(pattern.clamp(max=fmt.max_pattern), fmt)
         magnitude = torch.where(overflows, torch.full_like(magnitude, beyond), magnitude)
+        if not fmt.has_negative_zero:
+            negative = negative & (magnitude != 0)
         result = torch.where(negative, -magnitude, magnitude)
         return torch.where(torch.isnan(values), values, result)
 
     return _elementwise(x, compute)
 
 
+def e8m0_exponent(values: torch.Tensor) -> torch.Tensor:
+    """The unbiased exponent e of round_e8m0(x) = 2**e (int64; before clamping to [-127, 127]).
+
+    Between 2**E and 2**(E+1) the nearer is 2**(E+1) from the midpoint 1.5 * 2**E
+    up (a tie goes up: both neighbours have the odd significand 1, and torch's
+    float8_e8m0fnu cast does the same), so e = E + (the first mantissa bit).
+    """
+    _, biased, mantissa = split_float64(values)
+    return unbiased_exponent(biased) + (mantissa >> (F64_MANTISSA_BITS - 1))
+
+
+def round_e8m0(x, *, saturate: bool = False) -> torch.Tensor:
+    """x rounded to the nearest E8M0 value 2**e, e in [-127, 127], as float64.
+
+    Positive x below 2**-127 gives 2**-127 (E8M0 has no zero, so that is the
+    nearest value), and so do ±0; x from 2**127 * 1.5 up (+inf too) overflows
+    to NaN (0xFF), or 2**127 with saturate=True; negative x and NaN give NaN
+    (no sign bit). torch's float8_e8m0fnu cast differs for negative x: it
+    drops the sign (-3 -> 4).
+    """
+    def compute(values: torch.Tensor) -> torch.Tensor:
+        exponent = e8m0_exponent(values)
+        overflows = (exponent > 127) | (values == float("inf"))
+        result = pow2(exponent.clamp(min=-127, max=127))
+        top = torch.full_like(result, 2.0 ** 127 if saturate else float("nan"))
+        result = torch.where(overflows, top, result)
+        invalid = torch.isnan(values) | (values < 0)
+        return torch.where(invalid, torch.full_like(result, float("nan")), result)
+
+    return _elementwise(x, compute)
+
+
 def flush_subnormals(x, dtype) -> torch.Tensor:
-    """x with every value that is subnormal in T (0 < |x| < min_normal) set to zero of its sign."""
+    """x with every value that is subnormal in T (0 < |x| < min_normal) set to zero of its sign.
+
+    +0 where T has no negative zero (fnuz); x unchanged for e8m0, which has no subnormals.
+    """
     fmt = float_format(dtype)
 
     def compute(values: torch.Tensor) -> torch.Tensor:
+        if not fmt.has_subnormals:
+            return values
         subnormal = (values != 0) & (values.abs() < fmt.min_normal)
-        return torch.where(subnormal, torch.copysign(torch.zeros_like(values), values), values)
+        zero = torch.zeros_like(values)
+        if fmt.has_negative_zero:
+            zero = torch.copysign(zero, values)
+        return torch.where(subnormal, zero, values)
 
     return _elementwise(x, compute)
 

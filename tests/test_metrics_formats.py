@@ -152,12 +152,13 @@ def test_helpers_accept_numpy_and_return_numpy():
 
 
 def test_dtype_names_and_torch_dtypes():
-    assert metrics.DTYPE_NAMES == ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "i8", "i32")
+    assert metrics.DTYPE_NAMES == ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
+                                   "f4e2m1", "e8m0", "i8", "i32")
     for name in metrics.DTYPE_NAMES:
         fmt = get_format(name)
         assert fmt.name == name
         if name != "tf32":
-            assert get_format(fmt.torch_dtype).name == name
+            assert get_format(fmt.torch_dtype if fmt.torch_dtype is not None else fmt.packed_torch_dtype).name == name
     assert get_format(torch.float32).name == "f32"
     assert get_format("i8").min == -128 and get_format("i32").max == 2 ** 31 - 1
 

@@ -4,6 +4,11 @@ tf32 is not a storage format: its tensors are f32 and the kernel (cuBLAS,
 cuDNN on Ampere and later) rounds the inputs of each product to 10 mantissa
 bits. So its inputs are drawn as f32 and its output is f32.
 
+Low-bit dtypes: the fp8 formats (OCP f8e4m3fn and f8e5m2) take f32 outputs, as
+fp8 tensor cores accumulate and write f32; i8 takes i32 outputs (integer
+accumulation). A pair "A_B" (rocMLIR's fp8_bf8) gives the first input of a
+product A's format and the second B's.
+
 torch is imported when a case runs, so generating a suite stays fast: only
 `storage_dtype` needs it; the rest is derived from the formats' widths.
 """
@@ -17,7 +22,11 @@ from e2egen.metrics.formats import get_format
 if TYPE_CHECKING:
     import torch
 
-DTYPES = ("f32", "tf32", "f16", "bf16")
+FLOAT8 = ("f8e4m3fn", "f8e5m2")
+FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn")
+INTEGER_DTYPES = ("i8",)
+DTYPES = ("f32", "tf32", "f16", "bf16", *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
+LOW_BIT = (*FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
 
 
 @functools.cache
@@ -25,29 +34,48 @@ def _storage() -> dict[str, torch.dtype]:
     import torch
 
     return {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-            "i8": torch.int8, "i32": torch.int32}
+            "f8e4m3fn": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2, "i8": torch.int8, "i32": torch.int32}
 
 
 def storage_dtype(dtype: str) -> torch.dtype:
-    """The torch dtype of a tensor stored in a case dtype or an output format (i32 for integer outputs)."""
+    """The torch dtype of a tensor stored in a format (a case dtype's operand format or an output format)."""
     return _storage()[dtype]
 
 
+def operand_formats(dtype: str) -> tuple[str, str]:
+    """(A's format, B's format): the first and second input of a product; both the dtype's unless a pair."""
+    if dtype in FLOAT8_PAIRS:
+        first, second = dtype.split("_")
+        return first, second
+    fmt = input_format_name(dtype)
+    return fmt, fmt
+
+
+def is_low_bit(dtype: str) -> bool:
+    return dtype in LOW_BIT
+
+
 def output_dtype_name(dtype: str) -> str:
-    """The format of the kernel's output: f32 for tf32, else the dtype itself."""
-    return "f32" if dtype == "tf32" else dtype
+    """The format of the kernel's output: f32 for tf32 and fp8, i32 for i8, else the dtype itself."""
+    if dtype == "tf32" or dtype in FLOAT8 or dtype in FLOAT8_PAIRS:
+        return "f32"
+    if dtype in INTEGER_DTYPES:
+        return "i32"
+    return dtype
 
 
 def input_format_name(dtype: str) -> str:
-    """The format the inputs are rounded to when drawn (tf32 inputs are f32 values)."""
+    """The format the inputs are rounded to when drawn (tf32 inputs are f32 values; a pair: A's)."""
+    if dtype in FLOAT8_PAIRS:
+        return dtype.split("_")[0]
     return "f32" if dtype == "tf32" else dtype
 
 
 def element_size(dtype: str) -> int:
-    """Bytes a stored element takes (tf32 is stored as f32)."""
-    return get_format(input_format_name(dtype)).bits // 8
+    """Bytes a stored input element takes (tf32 is stored as f32; a pair: the wider)."""
+    return max(get_format(fmt).bits for fmt in operand_formats(dtype)) // 8
 
 
 def largest_finite(dtype: str) -> float:
-    """The largest finite value of the storage format (tf32's is f32's)."""
-    return get_format(input_format_name(dtype)).max
+    """The largest finite value every input format holds (tf32's is f32's; a pair: the smaller)."""
+    return min(get_format(fmt).max for fmt in operand_formats(dtype))

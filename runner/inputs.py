@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from . import narrowing
-from .dtypes import storage_dtype
+from .dtypes import FLOAT8, input_format_name, operand_formats, storage_dtype
 from .problem import Problem
 
 
@@ -30,7 +30,15 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
             continue
         drawn[name] = torch.rand(shape, generator=generator, dtype=torch.float64).mul_(hi - lo).add_(lo)
     problem.spec.adjust_inputs(problem.params, drawn)
-    return {name: round_to_input_format(values, problem) for name, values in drawn.items()}
+    formats = input_formats(problem)
+    return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
+
+
+def input_formats(problem: Problem) -> dict[str, str]:
+    """Each input's format: the dtype's, except for a pair "A_B" (fp8 with bf8), where the first input of the
+    op takes A's format and every other input B's."""
+    first, second = operand_formats(problem.dtype)
+    return {name: first if index == 0 else second for index, name in enumerate(problem.input_shapes)}
 
 
 def draw_integers(shape, lo: float, hi: float, generator: torch.Generator) -> torch.Tensor:
@@ -40,8 +48,22 @@ def draw_integers(shape, lo: float, hi: float, generator: torch.Generator) -> to
 
 
 def round_to_input_format(values: torch.Tensor, problem: Problem) -> torch.Tensor:
-    """float64 -> the kernel's input dtype, rounded once to nearest even."""
-    return round_to_storage(values, storage_dtype(problem.dtype))
+    """float64 -> the dtype's (first) input format, rounded once to nearest even."""
+    return round_to_format(values, input_format_name(problem.dtype))
+
+
+def round_to_format(values: torch.Tensor, fmt: str) -> torch.Tensor:
+    """float64 -> a tensor of the format's storage dtype, rounded once to nearest even. fp8 rounds from
+    float64 in metrics (exact for every format; an overflow there is NaN, but Problem keeps the range
+    inside the format); i8 takes the nearest integer (ties to even): integer data is exact."""
+    dtype = storage_dtype(fmt)
+    if fmt in FLOAT8:
+        from e2egen import metrics
+
+        return metrics.round_to(values, fmt).to(dtype)  # the rounded values are exact in the dtype
+    if fmt == "i8":
+        return torch.round(values).to(dtype)
+    return round_to_storage(values, dtype)
 
 
 def round_to_storage(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

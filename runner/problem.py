@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from e2egen.metrics.formats import get_format
 
-from .dtypes import DTYPES, element_size, input_format_name, largest_finite
+from .dtypes import DTYPES, element_size, input_format_name, largest_finite, operand_formats
 from .errors import ProblemError
 from .ops import OPS, Op
 from .ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
@@ -189,9 +189,12 @@ def check_input_data(data: Any, value: tuple[float, float], dtype: str) -> None:
     lo, hi = value
     if not (lo.is_integer() and hi.is_integer()):
         raise ProblemError("input_range", list(value), f"integer data needs integer bounds, got [{lo:g}, {hi:g}]")
-    fmt = input_format_name(dtype)
-    exact = 2 ** (get_format(fmt).mantissa_bits + 1)  # every integer up to 2^(p) is a value of a p-bit format
-    if max(abs(lo), abs(hi)) > exact:
-        raise ProblemError("input_range", list(value),
-                           f"integers in [{lo:g}, {hi:g}] are not all exact in {fmt} (its integers are exact up to "
-                           f"{exact}): narrow the range")
+    for fmt in dict.fromkeys(operand_formats(dtype)):
+        spec = get_format(fmt)
+        if spec.is_integer:
+            continue  # Problem checked the range against the integer format's limits
+        exact = 2 ** (spec.mantissa_bits + 1)  # every integer up to 2^(p) is a value of a p-bit format
+        if max(abs(lo), abs(hi)) > exact:
+            raise ProblemError("input_range", list(value),
+                               f"integers in [{lo:g}, {hi:g}] are not all exact in {fmt} (its integers are exact up to "
+                               f"{exact}): narrow the range")

@@ -16,6 +16,7 @@ from .errors import KernelFailure, Skip
 from .interval_bound import bound_for_output
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from .kernels import TORCH_IMPL, call_kernel, resolve_impl
+from .lowbit import widened_kernel
 from .memory import kernel_bytes, peak_bytes
 from .problem import Problem
 from .reference import ReferenceOptions, compute_reference
@@ -82,6 +83,8 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     """
     dev = select_device(device)
     kernel = resolve_impl(problem.op, problem.direction, impl)
+    if impl is None or impl == TORCH_IMPL:
+        kernel = widened_kernel(kernel, problem.dtype)  # torch has no fp8/i8 conv or CPU gemm: runner/lowbit.py
     label = impl or TORCH_IMPL
     ref_device = dev if reference.device == "device" else _CPU
     _require_capabilities(problem, dev, ref_device, reference, bound)

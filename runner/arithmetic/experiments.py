@@ -165,8 +165,10 @@ def _place(structure: IndexStructure, experiments: Sequence[Experiment], slots: 
 
 
 def _run(problem: Problem, kernel, device: torch.device, flat: dict[str, torch.Tensor], label: str) -> torch.Tensor:
-    dtype = storage_dtype(problem.dtype)
-    inputs = {name: flat[name].reshape(shape).to(dtype) for name, shape in problem.input_shapes.items()}
+    from ..inputs import input_formats
+
+    formats = input_formats(problem)
+    inputs = {name: flat[name].reshape(shape).to(storage_dtype(formats[name])) for name, shape in problem.input_shapes.items()}
     tensors = arrange_for_kernel(problem, inputs, device)
     with tf32_mode(problem.dtype == "tf32"):
         outputs = call_kernel(problem, kernel, tensors, device, label=label, is_torch=label == TORCH_IMPL)

@@ -13,6 +13,7 @@ from ..errors import KernelFailure, Skip
 from ..kernels import TORCH_IMPL
 from ..problem import Problem
 from .model import Arithmetic, CellKey, assumed_arithmetic
+from ..dtypes import INTEGER_DTYPES
 from .probes import probe_arithmetic
 from .profile import DeviceKey, find_profiles, record_in_cache
 
@@ -92,6 +93,8 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
             result = Measured(found, cell, key, f"{where} {profile.path.name if profile.path else ''}".strip())
             _memo[(key, cell)] = result
             return result
+    if problem.dtype in INTEGER_DTYPES:  # nothing to measure: integer sums are exact or wrap, which compare reports
+        return Measured(assumed_arithmetic(problem.dtype), cell, key, "not probed (integer arithmetic)")
     if not hasattr(problem.spec, "probe_params"):
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed ({problem.op} has no probes)")
     probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic  # an op may bring its own

@@ -74,9 +74,14 @@ class ProbeContext:
         self.problem, self.kernel, self.device, self.label = problem, kernel, device, label
         self.structure = IndexStructure(problem)
         self.positions = self.structure.valid_positions()
-        self.in_fmt = metrics.get_format(problem.input_format)
+        from ..dtypes import operand_formats
+
+        # a pair of formats (fp8 with bf8): values must fit both, so the narrower exponent range and the
+        # fewer significand bits
+        formats = [metrics.get_format(fmt) for fmt in operand_formats(problem.dtype)]
+        self.in_fmt = min(formats, key=lambda fmt: fmt.emax)
         self.out_fmt = metrics.get_format(problem.out_dtype)
-        self.in_bits = self.in_fmt.mantissa_bits + 1
+        self.in_bits = min(fmt.mantissa_bits for fmt in formats) + 1
         self.out_bits = self.out_fmt.mantissa_bits + 1
         self.rng = random.Random(problem.seed)
         self.calls = 0
@@ -162,7 +167,7 @@ def _products_exact(ctx: ProbeContext, bits: int) -> bool:
 # -- accumulator width --------------------------------------------------------------------------
 def _gap_range(ctx: ProbeContext) -> tuple[int, int]:
     """(E, largest gap g): 1.5·2^E stays far from overflow in f16 and 2^(E-g) normal in the output format."""
-    big = min(13, ctx.out_fmt.emax - 2, ctx.in_fmt.emax)
+    big = min(13, ctx.out_fmt.emax - 2, 2 * ctx.in_fmt.emax - 2)  # 1.5·2^E is 3·2^(E-1), a product of two inputs
     smallest = max(ctx.out_fmt.emin, 2 * ctx.in_fmt.emin)
     return big, min(60, big - smallest)
 

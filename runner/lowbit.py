@@ -1,0 +1,42 @@
+"""torch's own kernels for the low-bit dtypes, where torch has none.
+
+torch has no fp8 or i8 convolution and no general fp8/i8 matmul on the CPU (its fp8 gemm,
+torch._scaled_mm, needs a recent GPU and scales). The default kernel of an fp8 or i8 case therefore
+computes on widened inputs with torch's own op: fp8 inputs widened to f32 (exact), products and sums in
+f32, an f32 output — what an fp8 tensor core with an f32 accumulator computes; i8 inputs widened to
+float64 (every sum of i8 products below 2^53 is exact), the result wrapped to i32 as an i32 accumulator
+wraps. So the CPU CI runs every low-bit path through torch; a team's own kernel replaces it.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+
+from .dtypes import FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
+
+
+def widened_kernel(kernel: Callable[..., Any], dtype: str) -> Callable[..., Any]:
+    """The kernel run on widened inputs, its output in the dtype's output format (f32, or i32 wrapped)."""
+    integer = dtype in INTEGER_DTYPES
+    if not integer and dtype not in FLOAT8 and dtype not in FLOAT8_PAIRS:
+        return kernel
+    wide = torch.float64 if integer else torch.float32
+
+    @functools.wraps(kernel)
+    def run(*tensors: Any, **keywords: Any) -> Any:
+        widened = [t.to(wide) if isinstance(t, torch.Tensor) and t.element_size() == 1 else t for t in tensors]
+        result = kernel(*widened, **keywords)
+        if integer:
+            return _wrap_to_int32(result)
+        return result
+
+    return run
+
+
+def _wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
+    """Exact integers (float64) to i32 with two's complement wrap-around, as an i32 accumulator does."""
+    as_int64 = torch.round(values).to(torch.int64)
+    low = as_int64 & 0xFFFFFFFF
+    return torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32)

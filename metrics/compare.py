@@ -5,9 +5,18 @@ Rules for each element (ref exact in float64, out in T, round_T nearest-even):
 * ref NaN: matches a NaN out; any other out is a nan_mismatch.
 * |ref| > max_T, ±inf included (CTS overflow rule): finite ref counts as
   `overflow`. Accepted: inf of ref's sign, or max_T of ref's sign while
-  |ref| < 2**(emax+1). f8e4m3fn has no inf; OCP FP8 conversions either
-  saturate or give NaN, so there NaN or ±max of ref's sign is accepted.
+  |ref| < 2**(emax+1). Formats without inf (f8e4m3fn, the fnuz FP8s, e8m0):
+  OCP FP8 conversions either saturate or give NaN, so there NaN or ±max of
+  ref's sign is accepted; f4e2m1 has neither inf nor NaN: ±6 of ref's sign.
   Anything else is an inf_mismatch (nan_mismatch if out is NaN).
+
+Encodings (formats.py): fnuz's only NaN is 0x80 and it has no -0 (a zero
+out is +0); f4e2m1 has no NaN, so a NaN ref is always a nan_mismatch; e8m0
+is unsigned with no zero (2**-127 is its smallest value): a negative ref is
+compared like any other (|ref - out| is large), and a ref below 2**-128
+measures one ulp from 2**-127 though that is its nearest E8M0 value.
+f4e2m1 outputs come as codes, one a byte (uint8), or packed two a byte
+(torch.float4_e2m1fn_x2, element 2i in the low nibble; encoding.py).
 * |ref| <= max_T: out NaN is a nan_mismatch, out ±inf an inf_mismatch;
   a finite out is "compared": it enters every maximum, sum and histogram.
   With ftz=True, out = ±0 where 0 < |ref| < min_normal_T is accepted (the
@@ -41,6 +50,7 @@ counts with difference 0):
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -49,13 +59,15 @@ import torch
 from e2egen.metrics import backend as backends
 from e2egen.metrics import fused_numba, fused_torch
 from e2egen.metrics.comparison import FloatComparison, IntegerComparison, WorstElement
+from e2egen.metrics.encoding import decode, unpack_fp4
 from e2egen.metrics.formats import Format, IntegerFormat, get_format
 from e2egen.metrics.integers import integer_totals
 from e2egen.metrics.names import HISTOGRAM_BUCKETS, ROUNDING_CODES
 from e2egen.metrics.partials import combine
 
 # numpy has no bf16/fp8; ml_dtypes arrays carry torch's names for them.
-_NUMPY_EXTENSION_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_NUMPY_EXTENSION_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                           "float8_e8m0fnu")
 _SAME_SIZE_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -84,6 +96,11 @@ def _validate(ref: torch.Tensor, out: torch.Tensor, fmt: Format | IntegerFormat)
         raise ValueError(f"empty inputs (shape {tuple(ref.shape)}): nothing to compare")
     if ref.dtype != torch.float64:
         raise ValueError(f"ref must be float64 (the exact reference), got {ref.dtype}")
+    if not isinstance(fmt, IntegerFormat) and fmt.packed_torch_name is not None:
+        if out.dtype != torch.uint8:
+            raise ValueError(f"dtype mismatch: {fmt.name} outputs are its 4-bit codes, one a byte (uint8), or "
+                             f"packed two a byte ({fmt.packed_torch_name}); got {out.dtype}")
+        return
     if fmt.torch_dtype is None:
         raise ValueError(f"this torch build has no storage dtype for {fmt.name}")
     if out.dtype != fmt.torch_dtype:
@@ -136,6 +153,8 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
     if not isinstance(rounding, str):
         raise ValueError(f"rounding must be the name of a rounding mode (e.g. 'nearest-even'), got {rounding!r}")
     ref_t, out_t = _as_tensor(ref, "ref"), _as_tensor(out, "out")
+    if isinstance(fmt, Format) and fmt.packed_torch_dtype is not None and out_t.dtype == fmt.packed_torch_dtype:
+        out_t = unpack_fp4(out_t)
     _validate(ref_t, out_t, fmt)
     shape = tuple(ref_t.shape)
     device = _device(ref_t, out_t)
@@ -176,7 +195,8 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
                     chunk: int | None, rounding: str = "nearest-even") -> FloatComparison:
     chosen = backends.choose(backend, ref.device)
     chunk = chunk or backends.default_chunk(chosen, ref.device)
-    out_bits = out.view(_SAME_SIZE_INT[out.element_size()])
+    reported = fmt
+    fmt, out, out_bits = _kernel_view(fmt, out)
     mode = ROUNDING_CODES.get(rounding, 0)
     if chosen == "numba":
         floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if bound is None else bound.numpy(),
@@ -206,8 +226,8 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     worst = _worst(indices, element_values, ref, out, bound, shape)
 
     return FloatComparison(
-        dtype=fmt.name, shape=shape, n=ref.numel(), compared=totals.compared, ftz=ftz,
-        rel_floor=rel_floor, format_max=fmt.max,
+        dtype=reported.name, shape=shape, n=ref.numel(), compared=totals.compared, ftz=ftz,
+        rel_floor=rel_floor, format_max=reported.max,
         max_abs_diff=maxima["max_abs_diff"], max_rel_diff=maxima["max_rel_diff"],
         max_rel_diff_old=maxima["max_rel_diff_old"], max_eps_diff=maxima["max_eps_diff"],
         max_ulp_diff=maxima["max_ulp_diff"], rms=rms, rel_l2=rel_l2,
@@ -217,6 +237,37 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
         worst=worst, backend=chosen, rounding=rounding,
     )
+
+
+def _kernel_view(fmt: Format, out: torch.Tensor) -> tuple[Format, torch.Tensor, torch.Tensor]:
+    """(format, out values, out bits) as the fused passes read them.
+
+    They know sign-magnitude patterns with inf and NaN above max_pattern
+    ("ieee") or NaN above it (any other has_inf=False format). The encodings
+    that do not fit are handed over in an equivalent layout:
+
+    * fnuz: out's NaN 0x80 sits where -0 would; the bits go over as 16-bit
+      sign-magnitude with NaN at magnitude 0x7FFF, above max_pattern 0x7F.
+    * f4e2m1: codes one a byte fit as they are (4 bits, no pattern above
+      max); out's values are decoded for the passes that read them.
+    * e8m0: code c (2**(c-127)) goes over as the pattern c + 1 of a 16-bit
+      format with 0 mantissa bits and bias 128, which has the same values,
+      ulps and rounding from 2**-127 up; 0xFF (NaN) as 0x7FFF.
+    """
+    if fmt.encoding in ("ieee", "fn"):
+        return fmt, out, out.view(_SAME_SIZE_INT[out.element_size()])
+    codes = out.view(torch.uint8).to(torch.int64)
+    view = copy.copy(fmt)
+    if fmt.encoding == "none":
+        return fmt, decode(codes, fmt), codes.to(torch.int8)
+    if fmt.encoding == "fnuz":
+        bits = torch.where(codes == fmt.nan_pattern, 0x7FFF, ((codes & 0x80) << 8) | (codes & 0x7F))
+    else:  # unsigned-exponent
+        bits = torch.where(codes == fmt.nan_pattern, 0x7FFF, codes + 1)
+        for key, value in {"bias": fmt.bias + 1, "max_pattern": fmt.max_pattern + 1}.items():
+            object.__setattr__(view, key, value)
+    object.__setattr__(view, "bits", 16)
+    return view, out, bits.to(torch.int16)
 
 
 def _compare_integers(ref, out, fmt: IntegerFormat, shape, chunk: int | None) -> IntegerComparison:

@@ -4,7 +4,8 @@ tf32 is not a storage format: its tensors are f32 and the kernel (cuBLAS,
 cuDNN on Ampere and later) rounds the inputs of each product to 10 mantissa
 bits. So its inputs are drawn as f32 and its output is f32.
 
-Low-bit dtypes: the fp8 formats (OCP f8e4m3fn and f8e5m2) take f32 outputs, as
+Low-bit dtypes: the fp8 formats (OCP f8e4m3fn and f8e5m2; AMD's FNUZ variants f8e4m3fnuz
+and f8e5m2fnuz, which rocMLIR's fp8/bf8 mean on older chips) take f32 outputs, as
 fp8 tensor cores accumulate and write f32; i8 takes i32 outputs (integer
 accumulation). A pair "A_B" (rocMLIR's fp8_bf8) gives the first input of a
 product A's format and the second B's.
@@ -22,8 +23,8 @@ from e2egen.metrics.formats import get_format
 if TYPE_CHECKING:
     import torch
 
-FLOAT8 = ("f8e4m3fn", "f8e5m2")
-FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn")
+FLOAT8 = ("f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
+FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")
 INTEGER_DTYPES = ("i8",)
 DTYPES = ("f32", "tf32", "f16", "bf16", *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
 LOW_BIT = (*FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
@@ -34,7 +35,8 @@ def _storage() -> dict[str, torch.dtype]:
     import torch
 
     return {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-            "f8e4m3fn": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2, "i8": torch.int8, "i32": torch.int32}
+            "f8e4m3fn": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2, "f8e4m3fnuz": torch.float8_e4m3fnuz,
+            "f8e5m2fnuz": torch.float8_e5m2fnuz, "i8": torch.int8, "i32": torch.int32}
 
 
 def storage_dtype(dtype: str) -> torch.dtype:

@@ -57,7 +57,8 @@ def kernels():
     del sys.modules[module.__name__]
 
 
-@pytest.mark.parametrize("dtype", ["f8e4m3fn", "f8e5m2", "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn"])
+@pytest.mark.parametrize("dtype", ["f8e4m3fn", "f8e5m2", "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz", "f8e5m2fnuz",
+                                   "f8e4m3fnuz_f8e5m2fnuz"])
 @pytest.mark.parametrize("op, direction, layout, params", CASES)
 def test_fp8_cases_pass_with_torchs_widened_kernel(dtype, op, direction, layout, params):
     result = run(make_problem(op, direction, dtype, layout, params, (-2.0, 2.0), 3), bound=BoundModel())

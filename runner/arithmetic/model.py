@@ -46,7 +46,7 @@ ROUNDINGS = ("nearest-even", "nearest-away", "toward-zero", "up", "down", "faith
 GROUPINGS = ("none", "taps", "samples", "chunks")
 SUBNORMALS = ("kept", "flushed")
 # Significand bits (the implicit one included) of the formats findings name.
-FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8, "f8e4m3fn": 4, "f8e5m2": 3}
+FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8, "f8e4m3fn": 4, "f8e5m2": 3, "f8e4m3fnuz": 4, "f8e5m2fnuz": 3}
 
 
 def format_of_bits(bits: int, exact: bool = True) -> str:

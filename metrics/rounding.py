@@ -87,11 +87,13 @@ def ulp_exponent(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> t
 
     Inside a binade the gap is 2**(floor(log2|x|) - m); at a power of two the
     smaller gap is the one below, one binade down. Clamping to [emin, emax]
-    gives the subnormal gap near zero and the gap below max beyond max.
+    gives the subnormal gap near zero and the gap below max beyond max (emax - 1
+    where max is itself a power of two: e8m0).
     """
     is_power_of_two = (mantissa == 0) & (biased > 0)
     exponent = unbiased_exponent(biased) - is_power_of_two.to(torch.int64)
-    return exponent.clamp(min=fmt.emin, max=fmt.emax)
+    max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0
+    return exponent.clamp(min=fmt.emin, max=fmt.emax - int(max_is_power_of_two))
 
 
 # Elements per piece in the helpers below: their temporaries (a dozen int64
@@ -217,6 +219,8 @@ def flush_subnormals(x, dtype) -> torch.Tensor:
     def compute(values: torch.Tensor) -> torch.Tensor:
         if not fmt.has_subnormals:
             return values
+        if not fmt.has_negative_zero:
+            values = values + 0.0  # -0 + 0 = +0
         subnormal = (values != 0) & (values.abs() < fmt.min_normal)
         zero = torch.zeros_like(values)
         if fmt.has_negative_zero:

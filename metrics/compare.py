@@ -13,8 +13,9 @@ Rules for each element (ref exact in float64, out in T, round_T nearest-even):
 Encodings (formats.py): fnuz's only NaN is 0x80 and it has no -0 (a zero
 out is +0); f4e2m1 has no NaN, so a NaN ref is always a nan_mismatch; e8m0
 is unsigned with no zero (2**-127 is its smallest value): a negative ref is
-compared like any other (|ref - out| is large), and a ref below 2**-128
-measures one ulp from 2**-127 though that is its nearest E8M0 value.
+compared like any other (|ref - out| is large), and a ref at or below
+2**-128 (0 included) measures one ulp from 2**-127 though that is its
+nearest E8M0 value.
 f4e2m1 outputs come as codes, one a byte (uint8), or packed two a byte
 (torch.float4_e2m1fn_x2, element 2i in the low nibble; encoding.py).
 * |ref| <= max_T: out NaN is a nan_mismatch, out ±inf an inf_mismatch;

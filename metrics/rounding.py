@@ -137,8 +137,9 @@ def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     """x rounded to T with round-to-nearest-even, returned as float64.
 
     Rounds once from float64 (torch's float64 -> f16/bf16/fp8 casts go through
-    float32 and can round twice). Subnormals are kept. Overflow
-    (|x| >= max + ulp(max)/2, or ±inf) by T's encoding:
+    float32 and can round twice). Subnormals are kept. Overflow (|x| beyond
+    max + ulp(max)/2, or ±inf; exactly there: max for f8e4m3fn, whose max
+    pattern is even, overflow for the others) by T's encoding:
 
     * "ieee": ±inf.
     * "fn" (f8e4m3fn) and "fnuz" (f8e4m3fnuz, f8e5m2fnuz): NaN, OCP FP8's

@@ -131,11 +131,18 @@ from e2egen.generator.toml_reader import parse_toml
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).
-DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float]] = {
+DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float | bool]] = {
     "f32": {"rms": 1e-5, "bound_ratio": 1.0},
     "f16": {"rms": 1e-3, "bound_ratio": 1.0},
     "bf16": {"rms": 1e-2, "bound_ratio": 1.0},
+    # fp8 inputs, f32 outputs (products exact in f32): f32's thresholds, the bound with exact inputs
+    **{d: {"rms": 1e-5, "bound_ratio": 1.0} for d in (
+        "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
+        "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")},
 }
+# i8: exact, as rocMLIR's verifier (mcpuVerifyInt: any element that differs fails; its thresholds are not read)
+I8_EXACT: Mapping[str, float | bool] = {"bound_ratio": False, "bound_rms": False, "bias_z": False, "max_abs_diff": 0}
+DEFAULT_TOLERANCES = {**DEFAULT_TOLERANCES, "i8": I8_EXACT}
 DEFAULT_DATA = DataRange.of(-5, 4, "integers")  # rocmlir-gen's seeded default (-rand 1, -rand_type int)
 
 OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
@@ -148,11 +155,23 @@ OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
     "conv_gemm": ("conv_gemm", "fwd"),
 }
 DEFAULT_OPERATION = "conv2d"
-DTYPES = ("f32", "f16", "bf16")
+WIDE_DTYPES = ("f32", "f16", "bf16")  # -t values that are e2egen dtypes as they are
+FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")
+DTYPES = (*WIDE_DTYPES, "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", *FLOAT8_PAIRS, "i8")  # e2egen's, in order
 DEFAULT_DTYPE = "f32"
-UNSUPPORTED_DTYPES = {
-    "i8": "the runner has no integer conv/gemm",
-    **{t: "fp8 variants are not supported yet" for t in ("fp8", "bf8", "fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")},
+# rocmlir-gen's typeFromString names of the fp8 formats -> e2egen's
+EXPLICIT_F8 = {"f8E4M3FN": "f8e4m3fn", "f8E5M2": "f8e5m2", "f8E4M3FNUZ": "f8e4m3fnuz", "f8E5M2FNUZ": "f8e5m2fnuz"}
+# rocmlir-gen's fp8 / bf8: the chip's formats (main(): amdgpu::hasOcpFp8 -> OCP, else FNUZ; older rocmlir-gen:
+# FNUZ always; --force-f8-types=ocp|fnuz|nanoo overrides where it exists). The catalogues' chip is %arch.
+ARCH_F8 = {"fp8": {"ocp": "f8e4m3fn", "fnuz": "f8e4m3fnuz"}, "bf8": {"ocp": "f8e5m2", "fnuz": "f8e5m2fnuz"}}
+F8_FAMILIES = {"ocp": ("ocp",), "fnuz": ("fnuz",), "both": ("ocp", "fnuz")}  # import-rocmlir --fp8 choices
+DEFAULT_F8 = "ocp"
+FORCE_F8 = {"ocp": "ocp", "fnuz": "fnuz", "nanoo": "fnuz"}  # --force-f8-types values (arch: the chip decides)
+LOW_BIT_OPS = ("conv2d", "gemm")  # the ops whose i8 / fp8 cases e2egen runs
+UNSUPPORTED_DTYPES = {  # typeFromString names e2egen has no dtype for
+    "f4E2M1FN": "fp4 (f4E2M1FN) is not supported yet",
+    "f8E8M0FNU": "E8M0 (f8E8M0FNU, a block-scale format) is not supported yet",
+    "i32": "i32 inputs are not supported",
 }
 UNSUPPORTED_ATTENTION_DTYPES = {  # op attention: why, where it differs from UNSUPPORTED_DTYPES
     "i8": "rocMLIR's i8 attention is a quantized one (i8 Q and K with a quantization bias and scale, f16 V and "
@@ -165,11 +184,14 @@ CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> lay
 CONV_LAYOUT_NAMES = {"nchw": ("gkcyx", "ngchw", "ngkhw"), "nhwc": ("gkyxc", "nhwgc", "nhwgk")}  # for messages
 DEFAULT_CONV_LAYOUT = ("gkcyx", "ngchw", "ngkhw")
 LAYOUT_FLAGS = ("fil_layout", "in_layout", "out_layout")
+# -out_dtype and its aliases: read with -t (the output e2egen gives the dtype: f32 for fp8, i32 for i8)
+OUT_DTYPE_FLAGS = ("out_dtype", "out_datatype", "c_dtype", "to", "tc")
 TRANSPOSE_FLAGS = ("transA", "transB")
 GEMM_GEMM_TRANSPOSE_FLAGS = ("transA", "transB", "transC")
 ATTENTION_TRANSPOSE_FLAGS = {"transQ": "q", "transK": "k", "transV": "v"}  # flag -> the tensor it stores transposed
 # Flags that pick the case's op, direction, dtype or layout (an axis of ours).
-CASE_FLAGS = ("operation", "t", *LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS, *ATTENTION_TRANSPOSE_FLAGS)
+CASE_FLAGS = ("operation", "t", "force-f8-types", *OUT_DTYPE_FLAGS, *LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS,
+              *ATTENTION_TRANSPOSE_FLAGS)
 LAYOUT_FLAGS_OF = {  # op -> the case flags that make its layout (the others mean nothing to it, or are merged)
     "conv2d": LAYOUT_FLAGS, "conv3d": LAYOUT_FLAGS, "gemm": TRANSPOSE_FLAGS, "attention": tuple(ATTENTION_TRANSPOSE_FLAGS),
     "gemm_gemm": GEMM_GEMM_TRANSPOSE_FLAGS, "conv_gemm": ("fil_layout", "in_layout", "transC"),
@@ -239,10 +261,11 @@ IGNORED_FLAGS = {
 # rocmlir-gen's cl::opt<bool> options: a following word is never their value (`-pv %random_data`)
 BOOLEAN_FLAGS = ("pv", "pv_with_gpu", "pv_with_cpp", "pv_with_mlir", "pv-strict", "pv-f64", "p", "transA", "transB",
                  "transC", "transO", "transQ", "transK", "transV", "causal", "return_lse", "with-attn-scale",
-                 "with-attn-bias", "reverse_grid", "host-harness", "ph")
-# Options of low-bit formats (scaled gemm, fp4/fp8 outputs), not supported yet: their configs are not expressed.
-LOW_BIT_FLAGS = ("out_dtype", "scaledGemm", "scale_a_dtype", "scale_b_dtype")
-LOW_BIT_REASON = "low-bit formats (scaled gemm, -out_dtype) are not supported yet"
+                 "with-attn-bias", "reverse_grid", "host-harness", "ph", "scaledGemm")
+# Scaled gemm (MX block scales), not supported yet: its cases are not expressed.
+SCALED_GEMM_FLAGS = ("scaledGemm", "scale_a_dtype", "scale_b_dtype")
+SCALED_GEMM_REASON = "scaled gemm (--scaledGemm, -scale_a_dtype, -scale_b_dtype) is not supported yet"
+LOW_BIT_FLAGS = (*SCALED_GEMM_FLAGS, *OUT_DTYPE_FLAGS)
 LIT_SUBSTITUTION_NOTES = {
     "%random_data": "rocMLIR's seeded random inputs (-rand 1); imported as the range its -rand_type gives",
     "%constrained_range_random_data": "rocMLIR's seeded random inputs, a range its lit configuration may narrow "
@@ -603,7 +626,11 @@ class Conversion:
         return [f"{n.kind}: {n.render(path or self.source_name)}" for n in self.notes]
 
 
-def convert(rocmlir: RocCatalogue) -> Conversion:
+def convert(rocmlir: RocCatalogue, fp8: str = DEFAULT_F8) -> Conversion:
+    """The e2egen catalogue of a rocMLIR one. `fp8`: what rocMLIR's fp8/bf8 (the chip's formats) become when no
+    --force-f8-types says: "ocp" (e4m3fn/e5m2: gfx950, gfx12), "fnuz" (gfx942 and older rocmlir-gen), "both"."""
+    if fp8 not in F8_FAMILIES:
+        raise ValueError(f"fp8={fp8!r}: one of {', '.join(F8_FAMILIES)}")
     notes = Notes()
     prefix_flags, suffix_flags = _wrapper_flags(rocmlir, notes)
     axis_case_flags, dtype_tolerances = _classify_axes(rocmlir, notes)
@@ -611,7 +638,7 @@ def convert(rocmlir: RocCatalogue) -> Conversion:
     suites, cases = [], []
     for suite in rocmlir.suites:
         configs = [c for test in suite.tests
-                   for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes, cases)]
+                   for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes, cases, fp8)]
         if not configs:
             notes.add(suite.line, f"suite {suite.name!r}", "nothing in it could be imported; no suite written")
         ops = tuple(dict.fromkeys(c.op for c in configs))
@@ -688,8 +715,13 @@ def _axis_value_tolerances(axis: RocAxis, flags: tuple[Flag, ...], dtype_toleran
         return
     dtype = next((f.value for f in flags if f.name == "t"), None)
     text = " ".join(f.text for f in flags if f.name in TOLERANCE_FLAGS)
-    if dtype not in DTYPES:
-        why = "it sets no data type" if dtype is None else f"data type {dtype!r} is left out"
+    if dtype == "i8":
+        notes.add(axis.line, f"axis {axis.name!r}", f"{text} for i8: rocMLIR's integer verification is exact and "
+                                                    "reads no threshold; i8 is judged exactly here too", kind=IGNORED)
+        return
+    if dtype not in WIDE_DTYPES:
+        why = ("it sets no data type" if dtype is None else f"data type {dtype!r} is left out or, for fp8, "
+               "becomes a dtype that depends on the op")
         notes.add(axis.line, f"axis {axis.name!r}", f"{text} dropped: {why}, so the threshold is tied to no dtype here")
         return
     if dtype != "f32" and tolerances.pop("max_rel_diff", None) is not None:
@@ -699,7 +731,7 @@ def _axis_value_tolerances(axis: RocAxis, flags: tuple[Flag, ...], dtype_toleran
 
 
 def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_flags, notes: Notes,
-                 cases: list[RocCase]) -> list[ImportedConfig]:
+                 cases: list[RocCase], fp8: str = DEFAULT_F8) -> list[ImportedConfig]:
     """One config per op this test's combinations produce (normally one); every case rocMLIR runs goes to
     `cases`, expressed or not and why."""
     where = Source(test.line, f"test {test.number} config")
@@ -717,22 +749,24 @@ def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_f
             continue
         excluded = _is_excluded(test, combination)
         matched_exclude |= excluded
-        low_bit = _low_bit_flag((*fixed, *suffix_flags, *(f for axis, value in combination for f in axis.flags(value))))
-        if low_bit is not None:
-            notes.add(low_bit.source.line, low_bit.source.what, f"{low_bit.text}: {LOW_BIT_REASON}; left out")
+        all_flags = (*fixed, *suffix_flags, *(f for axis, value in combination for f in axis.flags(value)))
+        scaled = _scaled_gemm_flag(all_flags)
+        if scaled is not None:
+            notes.add(scaled.source.line, scaled.source.what, f"{scaled.text}: {SCALED_GEMM_REASON}; left out")
             if not excluded:
-                cases.append(RocCase(test.number, False, LOW_BIT_REASON))
+                cases.append(RocCase(test.number, False, SCALED_GEMM_REASON))
             continue
         flags = _merge(fixed, [f for axis, value in combination for f in axis_case_flags[axis.name][value]], suffix_flags, notes)
         notes.last = None
-        resolved = resolve_case(flags, notes)
+        resolved = resolve_case(flags, notes, fp8)
         if resolved is None:
             if not excluded:
                 cases.append(RocCase(test.number, False, reason_of(notes.last)))
             continue
-        op, key = resolved
-        order.setdefault(op, {})[key] = None
-        (excluded_keys if excluded else kept).setdefault(op, set()).add(key)
+        op, keys = resolved
+        for key in keys:  # one, or one per fp8 family (--fp8 both)
+            order.setdefault(op, {})[key] = None
+            (excluded_keys if excluded else kept).setdefault(op, set()).add(key)
         if not excluded:
             pending[op] = pending.get(op, 0) + 1
     _note_exclude_effect(test, matched_exclude, excluded_keys, kept, notes)
@@ -755,8 +789,8 @@ def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_f
     return configs
 
 
-def _low_bit_flag(flags: Iterable[Flag]) -> Flag | None:
-    return next((f for f in flags if f.name in LOW_BIT_FLAGS), None)
+def _scaled_gemm_flag(flags: Iterable[Flag]) -> Flag | None:
+    return next((f for f in flags if f.name in SCALED_GEMM_FLAGS and (f.name != "scaledGemm" or _boolean(f))), None)
 
 
 def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[str, ...], notes: Notes) -> DataRange:
@@ -772,7 +806,10 @@ def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[st
 
 # Why a rocMLIR case is not expressed, from the report item that left it out: a category per kind of item.
 REASON_PATTERNS = (
+    (re.compile(r"data type '(\w+)' left out for ([\w ]+):"),
+     lambda m: f"data type {_dtype_family(m.group(1))} ({m.group(2)})"),
     (re.compile(r"data type '(\w+)' left out"), lambda m: f"data type {_dtype_family(m.group(1))}"),
+    (re.compile(r"output type '(\w+)'"), lambda m: f"output type {m.group(1)} (-out_dtype)"),
     (re.compile(r"conv layout .*(group dim|no equivalent|3-d)"), lambda m: "conv layout not expressible"),
     (re.compile(r"conv layout"), lambda m: "conv layout not expressible"),
     (re.compile(r"sliding window"), lambda m: "attention sliding window"),
@@ -784,7 +821,9 @@ REASON_PATTERNS = (
 
 
 def _dtype_family(dtype: str) -> str:
-    return "fp8/bf8" if dtype.startswith(("fp8", "bf8", "f8")) else dtype
+    if dtype.startswith(("fp8", "bf8", "f8")):
+        return "f8E8M0FNU" if dtype == "f8E8M0FNU" else "fp8/bf8"
+    return dtype
 
 
 def reason_of(note: Note | None) -> str:
@@ -853,21 +892,97 @@ def _merge(fixed: Iterable[Flag], axis_flags: Iterable[Flag], suffix_flags: Iter
     return merged
 
 
-def resolve_case(flags: Mapping[str, Flag], notes: Notes) -> tuple[str, CaseKey] | None:
-    """(op, case key) of one rocMLIR command line, or None (reported) when it has no equivalent."""
+def resolve_case(flags: Mapping[str, Flag], notes: Notes, fp8: str = DEFAULT_F8) -> tuple[str, tuple[CaseKey, ...]] | None:
+    """(op, case keys) of one rocMLIR command line, or None (reported) when it has no equivalent. One key, or one per
+    fp8 family when rocMLIR's fp8/bf8 are imported as both (`fp8="both"`)."""
     operation = flags.get("operation")
     name = operation.value if operation else DEFAULT_OPERATION
     if name not in OPERATIONS:
         notes.add(operation.source.line, operation.source.what, f"operation {name!r} has no equivalent in e2egen (supported: {', '.join(OPERATIONS)}); left out")
         return None
     op, direction = OPERATIONS[name]
-    dtype = _resolve_dtype(flags.get("t"), op, notes)
-    layout = _LAYOUT_RESOLVERS[op](flags, notes)
-    if dtype is None or layout is None:
+    dtypes = resolve_dtypes(flags, op, direction, notes, fp8)
+    layout = _LAYOUT_RESOLVERS[op](flags, notes) if dtypes is not None else None
+    if dtypes is None or layout is None:
         return None
     op = "conv3d" if op == "conv2d" and is_conv3d_layout(layout) else op
     _note_layout_flags_of_other_ops(op, flags, notes)
-    return op, CaseKey(direction, dtype, layout)
+    return op, tuple(CaseKey(direction, dtype, layout) for dtype in dtypes)
+
+
+def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: Notes,
+                   fp8: str = DEFAULT_F8) -> tuple[str, ...] | None:
+    """e2egen's dtypes for rocmlir-gen's -t (with -out_dtype and --force-f8-types), or None (reported).
+
+    rocmlir-gen's -t A_B gives the filter (gemm: A) type A and the input (gemm: B) type B, and sets the output
+    type: i32 for i8, f32 for fp8/bf8/f8*/f4 names, else the type itself; -out_dtype overrides it. fp8 and bf8
+    are the chip's formats (`fp8`: which e2egen dtype they become when --force-f8-types does not say).
+    """
+    flag = flags.get("t")
+    value = (flag.value or "") if flag else DEFAULT_DTYPE
+    source = flag.source if flag else Source(None, "command line")
+
+    def leave_out(why: str, subject: str = "") -> None:
+        notes.add(source.line, source.what, f"data type {value!r} left out{subject}: {why}")
+
+    if value in WIDE_DTYPES:
+        dtypes, output = (value,), value
+    else:
+        if op == "attention":  # checked first: rocMLIR's i8 attention is another computation
+            leave_out(UNSUPPORTED_ATTENTION_DTYPES.get(value, "8-bit attention is not supported yet"), " for attention")
+            return None
+        if value == "i8":
+            dtypes, output = ("i8",), "i32"
+        else:
+            dtypes = _float8_dtypes(value, op, flags, leave_out, fp8)
+            if dtypes is None:
+                return None
+            output = "f32"
+        if op not in LOW_BIT_OPS:
+            leave_out(f"e2egen's i8 and fp8 dtypes are for conv and gemm", f" for {op}")
+            return None
+        if op == "conv2d" and direction != "fwd":
+            leave_out("rocmlir-gen types a conv's tensors by role (filter, input, output), the output i32 or f32, "
+                      f"so a backward conv reads an {output} dy and writes an 8-bit result (and its CPU reference "
+                      "takes i8 for forward convs only); e2egen's 8-bit backward convs read 8-bit operands",
+                      f" for conv {direction}")
+            return None
+    out = next((flags[name] for name in OUT_DTYPE_FLAGS if name in flags), None)
+    if out is not None and (out.value or "") not in (output, "fp32" if output == "f32" else output):
+        notes.add(out.source.line, out.source.what, f"output type {out.value!r} ({out.text}) left out: e2egen's "
+                                                    f"{value} cases write {output}; no other output type yet")
+        return None
+    return dtypes
+
+
+def _float8_dtypes(value: str, op: str, flags: Mapping[str, Flag], leave_out, fp8: str) -> tuple[str, ...] | None:
+    """The fp8 dtypes of -t VALUE (fp8, bf8, f8E4M3FN.., or A_B of them), or None (reported)."""
+    parts = value.split("_", 1) if "_" in value else [value, value]
+    for part in parts:
+        if part not in ARCH_F8 and part not in EXPLICIT_F8:
+            known = part in UNSUPPORTED_DTYPES or part in WIDE_DTYPES or part == "i8"
+            leave_out(UNSUPPORTED_DTYPES.get(part) or (f"mixed types ({part} with another) are not supported"
+                      if known else f"unknown data type (supported: {', '.join((*WIDE_DTYPES, 'i8', *ARCH_F8, *EXPLICIT_F8))})"))
+            return None
+    force = flags.get("force-f8-types")
+    families = F8_FAMILIES[fp8]
+    if force is not None and force.value != "arch":
+        if force.value not in FORCE_F8:
+            leave_out(f"{force.text}: rocmlir-gen knows arch, ocp, fnuz and nanoo")
+            return None
+        families = (FORCE_F8[force.value],)
+    dtypes, missing = [], []
+    for family in families:
+        filter_fmt, input_fmt = (EXPLICIT_F8.get(p) or ARCH_F8[p][family] for p in parts)
+        # e2egen's pair "A_B": the op's first input (gemm's A, a conv's x) takes A. rocMLIR's first type is
+        # gemm's A but a conv's filter.
+        first, second = (filter_fmt, input_fmt) if op != "conv2d" else (input_fmt, filter_fmt)
+        dtype = first if first == second else f"{first}_{second}"
+        (dtypes if dtype in DTYPES else missing).append(dtype)
+    if not dtypes:
+        leave_out(f"e2egen has no pair {missing[0]} (its pairs: {', '.join(FLOAT8_PAIRS)})")
+        return None
+    return tuple(dict.fromkeys(dtypes))
 
 
 def _note_layout_flags_of_other_ops(op: str, flags: Mapping[str, Flag], notes: Notes) -> None:
@@ -886,16 +1001,6 @@ def _note_layout_flags_of_other_ops(op: str, flags: Mapping[str, Flag], notes: N
         else:
             notes.add(flag.source.line, flag.source.what, f"{flag.text}: not a flag of {op} (rocmlir-gen ignores it)",
                       kind=IGNORED)
-
-
-def _resolve_dtype(flag: Flag | None, op: str, notes: Notes) -> str | None:
-    dtype = flag.value if flag else DEFAULT_DTYPE
-    if dtype in DTYPES:
-        return dtype
-    why = (UNSUPPORTED_ATTENTION_DTYPES if op == "attention" else {}).get(dtype) or UNSUPPORTED_DTYPES.get(
-        dtype, f"unknown data type (supported: {', '.join(DTYPES)})")
-    notes.add(flag.source.line, flag.source.what, f"data type {dtype!r} left out: {why}")
-    return None
 
 
 def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int = 3) -> str | None:
@@ -1530,14 +1635,21 @@ def _ranges_table(conversion: Conversion):
     return table
 
 
-def _per_dtype(tolerances: dict, dtype_tolerances: Mapping[str, Mapping[str, float]] = {}) -> dict:
+def _per_dtype(tolerances: dict, dtype_tolerances: Mapping[str, Mapping[str, float]] = {},
+               dtypes: Iterable[str] = ()) -> dict:
     """rocMLIR's verifier switches its relDiff gate off for f16/bf16 outputs (it is a per-element relative
-    difference, which no f16 result meets near zero): max_rel_diff goes to the f32 sub-table only. Thresholds
-    an axis value sets with its dtype (`f16 -RMS_threshold=0.0007`) go to that dtype's sub-table."""
+    difference, which no f16 result meets near zero): max_rel_diff goes to the sub-tables of the dtypes with f32
+    outputs (f32, fp8) only. Thresholds an axis value sets with its dtype (`f16 -RMS_threshold=0.0007`) go to
+    that dtype's sub-table. i8 (among `dtypes`) reads no threshold in rocMLIR (mcpuVerifyInt is exact): its
+    sub-table turns this level's metrics off again and keeps max_abs_diff = 0."""
+    tolerances = dict(tolerances)
     rel = tolerances.pop("max_rel_diff", None)
     per_dtype = {dtype: dict(values) for dtype, values in dtype_tolerances.items()}
     if rel is not None:
-        per_dtype.setdefault("f32", {}).setdefault("max_rel_diff", rel)
+        for dtype in ("f32", *(d for d in dtypes if d.startswith("f8"))):
+            per_dtype.setdefault(dtype, {}).setdefault("max_rel_diff", rel)
+    if "i8" in dtypes and (tolerances or rel is not None):
+        per_dtype["i8"] = {**{key: False for key in tolerances}, "max_abs_diff": 0}
     return {**tolerances, **{dtype: _inline(values) for dtype, values in per_dtype.items() if values}}
 
 
@@ -1566,16 +1678,17 @@ def _suite_table(conversion: Conversion, suite: ImportedSuite):
     if suite.tolerances or suite.dtype_tolerances:
         flags = ", ".join(f"-{flag}" for flag, key in TOLERANCE_FLAGS.items() if key in dict(suite.tolerances))
         sources = [f"the suffix's {flags}" if flags else "", "axis values' per-dtype thresholds" if suite.dtype_tolerances else ""]
-        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances), suite.dtype_tolerances)).comment(
+        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances), suite.dtype_tolerances, suite.axes["dtypes"])).comment(
             f"from {' and '.join(s for s in sources if s)}; relDiff gates f32 outputs only, as rocMLIR's verifier"))
     configs = tomlkit.aot()
     for named in suite.configs:
-        configs.append(_config_table(conversion, named, ranges))
+        configs.append(_config_table(conversion, named, ranges, suite.axes["dtypes"]))
     table["config"] = configs
     return table
 
 
-def _config_table(conversion: Conversion, named: NamedConfig, suite_ranges: tuple[DataRange, ...]):
+def _config_table(conversion: Conversion, named: NamedConfig, suite_ranges: tuple[DataRange, ...],
+                  suite_dtypes: tuple[str, ...] = ()):
     config, test = named.config, named.config.rocmlir_test
     table = tomlkit.table()
     table.add(tomlkit.comment(f"rocMLIR test {test.number} ({conversion.source_name}:{test.line}): {test.config}"))
@@ -1587,7 +1700,7 @@ def _config_table(conversion: Conversion, named: NamedConfig, suite_ranges: tupl
     for key, value in config.params:
         table[key] = value
     if config.tolerances:
-        table.add("tolerances", _inline(_per_dtype(dict(config.tolerances))).comment(
+        table.add("tolerances", _inline(_per_dtype(dict(config.tolerances), dtypes=suite_dtypes)).comment(
             "from the config's thresholds; relDiff gates f32 outputs only, as rocMLIR's verifier"))
     excludes = list(named.excludes)
     other_ranges = [d.name for d in suite_ranges if d != config.data]
@@ -1607,6 +1720,6 @@ def _inline(mapping: Mapping):
     return table
 
 
-def convert_file(path: str | Path) -> Conversion:
-    """Read, check and convert a rocMLIR e2e catalogue file."""
-    return convert(read_rocmlir_file(path))
+def convert_file(path: str | Path, fp8: str = DEFAULT_F8) -> Conversion:
+    """Read, check and convert a rocMLIR e2e catalogue file (`fp8`: see `convert`)."""
+    return convert(read_rocmlir_file(path), fp8)

@@ -92,26 +92,28 @@ def test_gemm_converts_with_layouts_from_transA(capsys, tmp_path):
     _, _, catalogue, cases = import_file(capsys, tmp_path, GEMM)
     [suite] = catalogue.suites
     assert (suite.name, suite.op, suite.pr) == ("PrGemm-pr_gemm", "gemm", True)
-    assert suite.layouts == ("tn", "nn") and suite.dtypes == ("f32", "f16") and suite.directions == ("fwd",)
+    assert suite.layouts == ("tn", "nn") and suite.directions == ("fwd",)
+    assert suite.dtypes == ("f32", "f16", "i8", "f8e4m3fn")  # rocMLIR's fp8_fp8: OCP by default
     assert [dict(c.params) for c in suite.configs] == [{"batch": 3, "m": 1024, "n": 1024, "k": 769}, {"m": 32768, "n": 32769, "k": 1}]
-    assert len(cases) == 5  # schedule_version merged: each case once
+    assert len(cases) == 7  # schedule_version merged: each case once
 
 
 def test_gemm_excludes_keep_rocmlir_meaning(capsys, tmp_path):
     _, _, _, cases = import_file(capsys, tmp_path, GEMM)
-    assert ids(cases, "b3-m1024-n1024-k769") == {("fwd", "f32", "tn"), ("fwd", "f32", "nn"), ("fwd", "f16", "nn")}  # no f16 with transA
+    assert ids(cases, "b3-m1024-n1024-k769") == {("fwd", "f32", "tn"), ("fwd", "f32", "nn"), ("fwd", "f16", "nn"),
+                                                 ("fwd", "i8", "nn"), ("fwd", "f8e4m3fn", "nn")}  # no f16, i8, fp8 with transA
     assert ids(cases, "m32768-n32769-k1") == {("fwd", "f32", "tn"), ("fwd", "f32", "nn")}  # only f32
     assert {c.tolerances["rms"] for c in cases if c.dtype == "f32"} == {1e-5}  # no threshold in the suffix: defaults
 
 
-def test_gemm_report_lists_unsupported_types_and_axes(capsys, tmp_path):
+def test_gemm_report_lists_unmapped_axes_and_no_longer_its_8_bit_types(capsys, tmp_path):
     text, err, _, _ = import_file(capsys, tmp_path, GEMM)
     header = text.split("\nseed = ")[0]
     for where in (err, header):
-        assert "'i8'" in where and "'fp8_fp8'" in where
+        assert "'i8'" not in where and "'fp8_fp8'" not in where  # imported now (i8, f8e4m3fn)
         assert "schedule_version" in where
         assert "--arch %arch" in where  # ignored, but said so
-    assert "not imported:" in err and err.count("'i8'") == 1
+    assert "not imported:" in err
 
 
 @pytest.mark.parametrize("source", [RESNET, GEMM], ids=["resnet50", "gemm"])
@@ -247,7 +249,7 @@ def test_exclude_left_with_only_unsupported_values_is_dropped_and_reported():
     conversion, cases = convert_text(HEADER + f'''
         [[axis]]
         name = "data type"
-        values = ["f32", "i8", "bf8_bf8"]
+        values = ["f32", "f4E2M1FN", "f8E8M0FNU"]
         prefix = "-t "
         [[suite]]
         name = "s"
@@ -255,12 +257,12 @@ def test_exclude_left_with_only_unsupported_values_is_dropped_and_reported():
         config = "{CONV}"
         [[suite.test.exclude]]
         name = "data type"
-        values = ["i8", "bf8_bf8"]
+        values = ["f4E2M1FN", "f8E8M0FNU"]
     ''')
     assert {c.dtype for c in cases} == {"f32"}
     report = "\n".join(conversion.report())
     assert "test 1 exclude" in report and "dropped" in report
-    assert "'i8'" in report and "'bf8_bf8'" in report
+    assert "'f4E2M1FN'" in report and "'f8E8M0FNU'" in report
 
 
 def test_exclude_on_a_merged_axis_value_does_not_hide_cases():
@@ -520,7 +522,7 @@ def test_attention_kv_cache_gqa_prefix_and_lse():
             "kv_lengths": [18, 2, 33], "return_lse": True},
     }
     report = "\n".join(conversion.report())
-    assert "data type 'i8' left out: rocMLIR's i8 attention is a quantized one" in report
+    assert "data type 'i8' left out for attention: rocMLIR's i8 attention is a quantized one" in report
     assert "axis 'transO': --transO true, false has no equivalent" in report and "merged" in report
     assert "-split_kv 4 dropped: flash decoding" in report
     assert "-sliding_window_size=64: rocMLIR's sliding window" in report and "config skipped" in report
@@ -921,16 +923,16 @@ def test_flags_with_and_without_meaning_here_are_reported_by_reason():
         [[suite.test]]
         config = "{CONV}"
         [[suite.test]]
-        config = "{CONV} -out_dtype f32"
+        config = "{CONV} -out_dtype f16"
     '''))
     report = "\n".join(conversion.report())
     assert "ignored: t.toml:4: suffix: -mfma=on: whether the GPU kernel uses MFMA instructions" in report
     assert "-wmma=infer: whether the GPU kernel uses WMMA" in report
     assert "`when = {'operation': 'conv2d'}`: rocMLIR's generateE2ETest.py does not read `when`" in report
-    assert "-out_dtype f32: low-bit formats (scaled gemm, -out_dtype) are not supported yet; left out" in report
+    assert "output type 'f16' (-out_dtype f16) left out: e2egen's f32 cases write f32" in report
     assert all("-v4r1" in line for line in report.splitlines() if "unknown rocmlir-gen flag" in line)
     reasons = {(c.test, c.expressed, c.reason) for c in conversion.cases}
-    assert (2, False, "low-bit formats (scaled gemm, -out_dtype) are not supported yet") in reasons
+    assert (2, False, "output type f16 (-out_dtype)") in reasons
     assert {c.test for c in conversion.cases if c.expressed} == {1}
     assert len(conversion.cases) == 2 * 2 * 2  # tests x operation x v4r1
     assert len(cases) == 2  # v4r1 merged: fwd and bwd_data of test 1
@@ -948,10 +950,10 @@ def test_scaled_gemm_axis_is_left_out_by_reason():
         config = "--operation gemm {GEMM_CFG}"
     '''))
     assert not conversion.suites and cases == []
-    assert [c.reason for c in conversion.cases] == ["low-bit formats (scaled gemm, -out_dtype) are not supported yet"]
+    assert [c.reason for c in conversion.cases] == ["scaled gemm (--scaledGemm, -scale_a_dtype, -scale_b_dtype) is not supported yet"]
 
 
-NOTHING = SEEDED.format(extra="-t i8") + f'''
+NOTHING = SEEDED.format(extra="-t f4E2M1FN") + f'''
 [[suite]]
 name = "s"
 [[suite.test]]
@@ -960,7 +962,7 @@ config = "{CONV}"
 
 
 def test_nothing_imported_has_its_own_exit_status_and_writes_no_catalogue(capsys, tmp_path):
-    source = tmp_path / "I8.toml"
+    source = tmp_path / "F4.toml"
     source.write_text(NOTHING)
     out, summary = tmp_path / "out.toml", tmp_path / "summary.json"
     status, stdout, err = run_import(capsys, source, "-o", out, "--summary", summary)
@@ -969,7 +971,7 @@ def test_nothing_imported_has_its_own_exit_status_and_writes_no_catalogue(capsys
     import json
 
     [entry] = json.loads(summary.read_text())["files"]
-    assert entry == {"file": "I8.toml", "rocmlir_cases": 1, "expressed": 0, "not_expressed": {"data type i8": 1},
+    assert entry == {"file": "F4.toml", "rocmlir_cases": 1, "expressed": 0, "not_expressed": {"data type f4E2M1FN": 1},
                      "suites": 0, "configs": 0, "e2egen_cases": 0, "items_not_imported": 2}
 
 
@@ -983,10 +985,10 @@ def test_invalid_toml_is_still_a_usage_error(capsys, tmp_path):
 def test_several_files_write_what_imports_and_summarize_every_file(capsys, tmp_path):
     import json
 
-    (tmp_path / "I8.toml").write_text(NOTHING)
+    (tmp_path / "F4.toml").write_text(NOTHING)
     (tmp_path / "Bad.toml").write_text("suite = [\n")
     out_dir, summary, page = tmp_path / "out", tmp_path / "s.json", tmp_path / "s.md"
-    status, _, err = run_import(capsys, RESNET, GEMM, tmp_path / "I8.toml", tmp_path / "Bad.toml",
+    status, _, err = run_import(capsys, RESNET, GEMM, tmp_path / "F4.toml", tmp_path / "Bad.toml",
                                 "--out-dir", out_dir, "--summary", summary, "--summary-md", page)
     assert status == 3
     assert sorted(p.name for p in out_dir.iterdir()) == ["PrGemm.e2e.toml", "PrResnet50.e2e.toml"]
@@ -994,13 +996,13 @@ def test_several_files_write_what_imports_and_summarize_every_file(capsys, tmp_p
     files = {f["file"]: f for f in data["files"]}
     assert files["PrResnet50.toml"]["expressed"] == files["PrResnet50.toml"]["rocmlir_cases"] == 46
     assert files["PrResnet50.toml"]["e2egen_cases"] == 46
-    assert "error" in files["Bad.toml"] and files["I8.toml"]["not_expressed"] == {"data type i8": 1}
+    assert "error" in files["Bad.toml"] and files["F4.toml"]["not_expressed"] == {"data type f4E2M1FN": 1}
     totals = data["totals"]
     assert (totals["files"], totals["files_imported"], totals["files_nothing_imported"], totals["files_unreadable"]) == (4, 2, 1, 1)
     assert totals["rocmlir_cases"] == sum(f["rocmlir_cases"] for f in data["files"])
     assert totals["expressed"] + sum(totals["not_expressed"].values()) == totals["rocmlir_cases"]
     text = page.read_text()
-    assert "| PrResnet50.toml | 46 | 46 | 46 |" in text and "data type i8" in text
+    assert "| PrResnet50.toml | 46 | 46 | 46 |" in text and "data type f4E2M1FN" in text
     assert "4 files: 2 imported, 1 with nothing to import, 1 unreadable" in err
 
 

@@ -25,7 +25,7 @@ from e2egen.files import write_text_atomically
 from e2egen.generator.cases import expand
 from e2egen.generator.errors import CatalogueError
 from e2egen.generator.loader import parse_catalogue
-from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion, convert_file
+from e2egen.generator.rocmlir import DEFAULT_F8, F8_FAMILIES, NOT_IMPORTED, Conversion, convert_file
 from e2egen.generator.rocmlir_summary import FileSummary, summarize, to_markdown
 
 EXIT_NOTHING_IMPORTED = 3
@@ -49,6 +49,11 @@ def register(sub) -> None:
                    help="write per-file coverage (rocMLIR cases, expressed, not expressed by reason) as JSON")
     p.add_argument("--summary-md", metavar="SUMMARY.md", default=None,
                    help="write the same coverage as a Markdown page (docs/rocmlir-import.md)")
+    p.add_argument("--fp8", choices=tuple(F8_FAMILIES), default=DEFAULT_F8,
+                   help="what rocMLIR's fp8/bf8 (the chip's fp8 formats; the catalogues' chip is %%arch) become "
+                        "where no --force-f8-types says: ocp = f8e4m3fn/f8e5m2 (gfx950, gfx12), fnuz = "
+                        "f8e4m3fnuz/f8e5m2fnuz (gfx942, older rocmlir-gen), both = a case of each "
+                        f"(default: {DEFAULT_F8})")
     p.set_defaults(handler=import_rocmlir)
 
 
@@ -83,7 +88,7 @@ def _check_arguments(args) -> None:
 def _import_one(source: str, args, several: bool) -> FileSummary:
     name = Path(source).name
     try:
-        conversion = convert_file(source)
+        conversion = convert_file(source, args.fp8)
     except CatalogueError as err:
         if not several:
             raise
@@ -118,7 +123,9 @@ def _command_line(args) -> str:
     folders = {str(Path(s).parent) for s in sources}
     shown = [f"{folders.pop()}/*.toml"] if len(sources) > 3 and len(folders) == 1 else sources
     parts = ["e2egen", "import-rocmlir", *shown]
-    for flag, value in (("--out-dir", args.out_dir), ("--summary", args.summary), ("--summary-md", args.summary_md)):
+    fp8 = args.fp8 if args.fp8 != DEFAULT_F8 else None
+    for flag, value in (("--out-dir", args.out_dir), ("--summary", args.summary), ("--summary-md", args.summary_md),
+                        ("--fp8", fp8)):
         if value:
             parts += [flag, value]
     return " ".join(p if p.endswith("*.toml") else shlex.quote(p) for p in parts)

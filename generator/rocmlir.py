@@ -24,10 +24,21 @@ Mapping:
   bwd_data | bwd_weight; gemm, attention, gemm_gemm, conv_gemm -> the op of
   that name, direction fwd. No --operation: rocmlir-gen's default, conv2d
   fwd. A rocMLIR suite whose tests use two ops becomes two suites.
-- `-t`: f32, f16, bf16 as they are (default f32); i8 and the fp8 variants
-  (fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8) are reported and left out, of the
-  axes and of the excludes alike (i8 attention is rocMLIR's quantized
-  attention: i8 Q and K with a quantization bias and scale, f16 V).
+- `-t`: f32, f16, bf16 as they are (default f32). 8-bit types, for conv fwd
+  and gemm (rocmlir-gen's typeFromString, its -t callback and main()): i8 ->
+  i8 (i32 output, judged exactly: rocMLIR's mcpuVerifyInt reads no
+  threshold); f8E4M3FN f8E5M2 f8E4M3FNUZ f8E5M2FNUZ -> f8e4m3fn f8e5m2
+  f8e4m3fnuz f8e5m2fnuz (f32 output); fp8 / bf8 are the chip's formats (OCP
+  on gfx950/gfx12, FNUZ on gfx942; the catalogues' chip is %arch): OCP
+  unless convert(fp8=...) or --force-f8-types says otherwise. -t A_B types
+  gemm's A and B, but a conv's filter and input: e2egen's pair "X_Y" gives
+  the first input (A, x) X, so a conv's pair is swapped. -out_dtype other
+  than the dtype's output, 8-bit backward convs (rocmlir-gen types a conv's
+  tensors by role: its dy would be i32/f32 and its result 8-bit), 8-bit
+  attention (i8: rocMLIR's quantized attention, i8 Q and K with a
+  quantization bias and scale, f16 V), gemm_gemm and conv_gemm, f4E2M1FN,
+  f8E8M0FNU and scaled gemm are reported and left out, of the axes and of
+  the excludes alike.
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   any other orders -> e2egen's layout string "input-filter-output"
@@ -939,7 +950,7 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
                 return None
             output = "f32"
         if op not in LOW_BIT_OPS:
-            leave_out(f"e2egen's i8 and fp8 dtypes are for conv and gemm", f" for {op}")
+            leave_out("e2egen's i8 and fp8 dtypes are for conv and gemm", f" for {op}")
             return None
         if op == "conv2d" and direction != "fwd":
             leave_out("rocmlir-gen types a conv's tensors by role (filter, input, output), the output i32 or f32, "

@@ -197,7 +197,7 @@ def attention_params(draw, score_tensors=True):
     if prefix is not None:
         params["prefix_offset"] = prefix
     if draw(st.booleans()):
-        params["scale"] = draw(st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False))
+        params["scale"] = draw(st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False).filter(lambda s: s != 0))  # 0 is refused
     if score_tensors:
         params["score_scale"] = draw(st.booleans())
         params["score_bias"] = draw(st.booleans())

@@ -26,12 +26,15 @@ def test_public_names():
     for name in ("make_problem", "run", "OPS", "DTYPES", "Problem", "ReferenceOptions", "BoundModel", "TimingOptions",
                  "RunResult", "ProblemError", "Skip", "KernelFailure", "ImplError", "resolve_impl", "select_device"):
         assert hasattr(runner, name), name
-    assert runner.DTYPES == ("f32", "tf32", "f16", "bf16")
+    assert runner.DTYPES == ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
+                             "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz", "i8")
     assert issubclass(ProblemError, ValueError) and issubclass(runner.ImplError, ValueError)
 
 
 def test_ops_describe_their_axes_and_parameters():
-    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm", "conv_gemm"}
+    assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm", "conv_gemm",
+                        "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu",
+                        "div", "pow", "sum", "mean", "max", "var", "softmax", "log_softmax", "layer_norm", "rms_norm"}
     for name, spatial in (("conv1d", "w"), ("conv2d", "hw"), ("conv3d", "dhw")):
         op = OPS[name]
         assert op.name == name
@@ -147,9 +150,9 @@ def test_list_of_wrong_length(op, key, value):
 
 
 @pytest.mark.parametrize("axis,kwargs,choices", [
-    ("op", {"op": "conv4d"}, ("conv1d", "conv2d", "conv3d", "gemm", "attention", "gemm_gemm", "conv_gemm")),
+    ("op", {"op": "conv4d"}, tuple(OPS)),
     ("direction", {"direction": "bwd"}, ("fwd", "bwd_data", "bwd_weight")),
-    ("dtype", {"dtype": "fp16"}, ("f32", "tf32", "f16", "bf16")),
+    ("dtype", {"dtype": "fp16"}, runner.DTYPES),
     ("layout", {"layout": "nwhc"}, ("nchw", "nhwc")),
 ])
 def test_unknown_axis_values_name_the_choices(axis, kwargs, choices):

@@ -4,12 +4,15 @@
     python benchmarks/bench_metrics.py --device cuda   # on a GPU
     python benchmarks/bench_metrics.py -n 1000000 --repeat 20
     python benchmarks/bench_metrics.py --torch-compile   # also torch.compile of the torch path (slow to compile)
+    python benchmarks/bench_metrics.py --general   # also the torch path with its general kernel only (the old one)
 
 Every timing: warm-up calls, then --repeat timed calls; median and
 interquartile range. Each row is a ratio against its named baseline, measured
 in the same run: the floor is one plain pass over the inputs it reads (a sum
 of each: ref and out, or ref, out and the bound), the memory-bound least a
-comparison can cost; assert_close is torch.testing.assert_close. The numba
+comparison can cost; the torch path's rows use the same sums taken its way
+("chunked": its chunks on its threads); assert_close is
+torch.testing.assert_close. The numba
 JIT cost is measured apart, in fresh interpreters: cold (empty cache) and
 cached.
 """
@@ -79,22 +82,49 @@ def first_call_seconds(cache_dir: str) -> float:
 
 
 def torch_compile_rows(ref, out, run) -> list[tuple[str, str, "Timing"]]:
-    """The torch path with its per-chunk function compiled by torch.compile (fused C++ on the CPU, Triton on
-    a GPU), one chunk size so that it compiles once; the compile time is printed apart."""
+    """The torch path with its general per-chunk function compiled by torch.compile (fused C++ on the CPU,
+    Triton on a GPU) and used for every chunk, one chunk size so that it compiles once; the compile time is
+    printed apart."""
     from e2egen.metrics import fused_torch
 
-    eager = fused_torch._chunk
+    eager = fused_torch._chunk_general
     compiled = torch.compile(eager, dynamic=False)
     n = ref.numel() - ref.numel() % fused_torch_chunk(ref)
     started = time.perf_counter()
     try:
-        fused_torch._chunk = compiled
+        fused_torch._chunk_general, fused_torch.FAST_PATH = compiled, False
         metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref))
         print(f"torch.compile of the chunk function: first call {time.perf_counter() - started:.1f} s")
         timing = run(lambda: metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref)))
     finally:
-        fused_torch._chunk = eager
+        fused_torch._chunk_general, fused_torch.FAST_PATH = eager, True
     return [("compare [torch, torch.compile]", "ref+out", timing)]
+
+
+def general_kernel_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
+    """The torch path with its general kernel on every chunk (what it was before the fast kernel)."""
+    from e2egen.metrics import fused_torch
+
+    try:
+        fused_torch.FAST_PATH = False
+        return [("compare [torch, general kernel]", "ref+out, chunked",
+                 run(lambda: metrics.compare(ref, out, "f16", backend="torch"))),
+                ("compare [torch, general] + bound", "ref+out+bound, chunked",
+                 run(lambda: metrics.compare(ref, out, "f16", bound=bound, backend="torch")))]
+    finally:
+        fused_torch.FAST_PATH = True
+
+
+def chunked_sums(*tensors):
+    """One read of each tensor the way the torch path reads it: its chunks, on its threads (threads.py),
+    each op serial. Its floor: unlike one .sum() per tensor, no OpenMP region that a busy machine stalls."""
+    from e2egen.metrics import threads
+
+    chunk = fused_torch_chunk(tensors[0])
+    if tensors[0].device.type != "cpu":
+        return [t.sum() for t in tensors]
+    return threads.run(lambda start: [t[start:start + chunk].sum() for t in tensors],
+                       range(0, tensors[0].numel(), chunk))
 
 
 def fused_torch_chunk(ref) -> int:
@@ -111,6 +141,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--torch-compile", action="store_true",
                         help="also time the torch path's chunk function under torch.compile (compiles for ~40 s)")
+    parser.add_argument("--general", action="store_true",
+                        help="also time the torch path with its general kernel on every chunk (the path before "
+                             "the fast kernel; slow)")
     args = parser.parse_args()
     device = torch.device(args.device)
 
@@ -129,22 +162,28 @@ def main() -> None:
 
     bound = (ref.abs() * 2.0 ** -11 + 2.0 ** -24).to(device)  # a plausible per-element bound, float64
     floors = {"ref+out": run(lambda: (ref.sum(), out.sum())),
-              "ref+out+bound": run(lambda: (ref.sum(), out.sum(), bound.sum()))}
+              "ref+out+bound": run(lambda: (ref.sum(), out.sum(), bound.sum())),
+              "ref+out, chunked": run(lambda: chunked_sums(ref, out)),
+              "ref+out+bound, chunked": run(lambda: chunked_sums(ref, out, bound))}
     assert_close = run(lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
     rows = [("torch.testing.assert_close", "ref+out", assert_close)]
     backends = (["numba"] if fused_numba.AVAILABLE and device.type == "cpu" else []) + ["torch"]
     for backend in backends:
-        rows.append((f"compare [{backend}]", "ref+out", run(lambda: metrics.compare(ref, out, "f16", backend=backend))))
-        rows.append((f"compare [{backend}] + bound", "ref+out+bound",
+        chunked = ", chunked" if backend == "torch" else ""
+        rows.append((f"compare [{backend}]", "ref+out" + chunked,
+                     run(lambda: metrics.compare(ref, out, "f16", backend=backend))))
+        rows.append((f"compare [{backend}] + bound", "ref+out+bound" + chunked,
                      run(lambda: metrics.compare(ref, out, "f16", bound=bound, backend=backend))))
+    if args.general:
+        rows += general_kernel_rows(ref, out, bound, run)
     if args.torch_compile:
         rows += torch_compile_rows(ref, out, run)
 
-    print(f"{'what':<34}{'median (IQR)':<36}{'floor':>15}{'x floor':>9}{'x faster than assert_close':>28}")
+    print(f"{'what':<34}{'median (IQR)':<36}{'floor':>24}{'x floor':>9}{'x faster than assert_close':>28}")
     for name, timing in floors.items():
-        print(f"{'floor: sum of ' + name:<34}{timing!s:<36}{name:>15}{1.0:>9.2f}{assert_close.median / timing.median:>28.2f}")
+        print(f"{'floor: ' + name:<34}{timing!s:<36}{name:>24}{1.0:>9.2f}{assert_close.median / timing.median:>28.2f}")
     for name, floor, timing in rows:
-        print(f"{name:<34}{timing!s:<36}{floor:>15}{timing.median / floors[floor].median:>9.2f}"
+        print(f"{name:<34}{timing!s:<36}{floor:>24}{timing.median / floors[floor].median:>9.2f}"
               f"{assert_close.median / timing.median:>28.2f}")
 
     if "numba" in backends:

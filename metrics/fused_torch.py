@@ -26,12 +26,14 @@ Memory is O(chunk) per thread (a workspace of about 13 float64 rows).
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 
 import numpy as np
 import torch
 
+from e2egen.metrics import fused_numba
 from e2egen.metrics import partials as P
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
@@ -174,7 +176,8 @@ def _chunk_general(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor:
 
 
 
-def _bucket_table() -> list[int]:
+@functools.cache
+def _bucket_table() -> tuple[int, ...]:
     """T[e] for every 12-bit top field e of a float64 (sign and exponent), such that for x in that binade
     (bits(x) - T[e]) >> 53 is the number of _HIST_EDGES <= x; negative x (the ref == 0 marker): 0.
 
@@ -195,7 +198,7 @@ def _bucket_table() -> list[int]:
         inner = inside[0] if inside else start
         at = sum(b <= inner for b in edge_bits)
         table.append(inner - (at << 53))
-    return table
+    return tuple(table)
 
 
 # The fast kernel's float64 rows; the maxima among them are one block, reduced by one amax.
@@ -216,7 +219,7 @@ class _Workspace:
         self.rounded = torch.empty(size, dtype=fmt.torch_dtype, device=device)
         # f16/bf16/f8 -> float64 by way of float32: exact, and several times faster on the CPU than directly
         self.f32 = torch.empty(size, dtype=torch.float32, device=device) if fmt.bits < 32 else None
-        self.mask = torch.empty(size, dtype=torch.bool, device=device)
+        self.masks = torch.empty(2, size, dtype=torch.bool, device=device)  # ftz's flushes, rounding's direction
         self.table = torch.tensor(_bucket_table(), dtype=torch.int64, device=device)
         self.missing = torch.tensor(MISSING, dtype=torch.float64, device=device)
         self.has_bound = has_bound
@@ -224,7 +227,8 @@ class _Workspace:
         # the layout of _fast_chunk's result vector
         self.columns = ([("max", r) for r in self.maxima] + [("min", "out"), ("max", "out"), ("min", "ulp"),
                                                               ("max", "ulp"), ("sum", "u1"), ("sum", "u2")]
-                        + [("sq", r) for r in ("u1", "u2", "diff", "ref") + (("ratio",) if has_bound else ())])
+                        + [("sq", r) for r in ("u1", "u2", "diff", "ref") + (("ratio",) if has_bound else ())]
+                        + ([("min", "bound")] if has_bound else []))
         self._views: dict[int, _Views] = {}
 
     def column(self, kind: str, name: str) -> int:
@@ -232,6 +236,8 @@ class _Workspace:
 
     def views(self, n: int) -> "_Views":
         if n not in self._views:
+            if len(self._views) > 8:  # a kept workspace sees many lengths of last chunks
+                self._views.clear()
             self._views[n] = _Views(self, n)
         return self._views[n]
 
@@ -249,7 +255,7 @@ class _Views:
         self.rounded = ws.rounded[:n]
         self.rounded_bits = self.rounded.view({1: torch.int8, 2: torch.int16, 4: torch.int32}[ws.rounded.element_size()])
         self.f32 = None if ws.f32 is None else ws.f32[:n]
-        self.mask = ws.mask[:n]
+        self.flushed, self.up = ws.masks[:, :n]
         first, last = ws.names.index(ws.maxima[0]), ws.names.index(ws.maxima[-1])
         self.maxima = ws.floats[first:last + 1, :n]
         self.sums = ws.floats[:2, :n]
@@ -259,7 +265,7 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
                 result: torch.Tensor, histogram: torch.Tensor, ftz_count: torch.Tensor) -> _Views:
     """Every metric of a chunk whose elements are all compared, into result (ws.columns), histogram (the
     count of each bucket of _bucket_table) and ftz_count; the arrays stay in the returned views (and the
-    ulp distances' ordered patterns in w1 and w2)."""
+    ulp distances, as differences of ordered patterns, in w3)."""
     v = ws.views(ref.numel())
     f = v.f
     abs_ref, diff, o, rel = f["abs_ref"], f["diff"], f["out"], f["rel"]
@@ -277,7 +283,7 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
     t1.clamp_(emin_bits, ((fmt.emax + _F64_BIAS) << 52) | _F64_MANTISSA)
     t1.bitwise_and_(_F64_EXPONENT).neg_().add_(const)
     if ftz:  # accepted flushes: out == ±0 where 0 < |ref| < min_normal; measured with a difference of 0
-        flushed = torch.eq(o, 0, out=v.mask).logical_and_(abs_ref < fmt.min_normal).logical_and_(abs_ref != 0)
+        flushed = torch.eq(o, 0, out=v.flushed).logical_and_(abs_ref < fmt.min_normal).logical_and_(abs_ref != 0)
         diff.masked_fill_(flushed, 0)
         ftz_count.copy_(flushed.sum())
 
@@ -298,7 +304,7 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
     if mode != 0:  # the result rounded as the kernel rounds: toward zero (1), up (2), down (3)
         torch.floor(quanta, out=expected)
         if mode != 1:
-            up = torch.signbit(ref, out=v.mask)
+            up = torch.signbit(ref, out=v.up)
             if mode == 2:
                 up.logical_not_()
             torch.where(up, torch.ceil(quanta), expected, out=expected)
@@ -333,8 +339,8 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
 
     out_range, ulp_range = torch.aminmax(o), torch.aminmax(ulps)
     squares = [torch.dot(u1, u1), torch.dot(u2, u2), torch.dot(diff, diff), torch.dot(ref, ref)]
-    if bound is not None:
-        squares.append(torch.dot(f["ratio"], f["ratio"]))
+    if bound is not None:  # and the bound's own check (>= 0, not NaN: amin propagates NaN)
+        squares += [torch.dot(f["ratio"], f["ratio"]), torch.amin(bound)]
     scalars = torch.stack([out_range.min, out_range.max, ulp_range.min.to(torch.float64),
                            ulp_range.max.to(torch.float64)])
     torch.cat([v.maxima.amax(1), scalars, v.sums.sum(1), torch.stack(squares)], out=result)
@@ -379,6 +385,8 @@ def _fast_to_rows(ws: _Workspace, results: np.ndarray, histograms: np.ndarray, f
     return floats, ints
 
 
+_kept = threading.local()  # each CPU thread's last workspace
+
 # The maxima whose first element is searched for in the fast kernel's arrays: (float or int column, index
 # column, the row holding the values).
 _LOCATE = [(P.F_ABS, P.I_IDX_ABS, "diff"), (P.F_REL, P.I_IDX_REL, "rel"), (P.F_REL_OLD, P.I_IDX_REL_OLD, "rel_old"),
@@ -411,12 +419,19 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
         return torch.stack(float_rows).cpu().numpy(), torch.stack(int_rows).cpu().numpy()
 
     workspaces: dict[int, _Workspace] = {}
+    key = (min(chunk, n), fmt, device, bound is not None)
 
     def workspace() -> _Workspace:
-        key = threading.get_ident()
-        if key not in workspaces:
-            workspaces[key] = _Workspace(min(chunk, n), fmt, device, bound is not None)
-        return workspaces[key]
+        thread = threading.get_ident()
+        if thread not in workspaces:
+            if on_cpu:  # kept between calls: allocating and first touching it costs more than a small comparison
+                cached = getattr(_kept, "workspace", None)
+                if cached is None or cached[0] != key:
+                    _kept.workspace = (key, _Workspace(*key))
+                workspaces[thread] = _kept.workspace[1]
+            else:  # on a device it is large (chunks of millions): released after the call
+                workspaces[thread] = _Workspace(*key)
+        return workspaces[thread]
 
     probe = workspace()
     results = torch.empty(len(starts), len(probe.columns), dtype=torch.float64, device=device)
@@ -430,6 +445,8 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
                            results[k], histograms[k], ftz_counts[k])
 
     run(fast, range(len(starts)))
+    if bound is not None and not bool((results[:, probe.column("min", "bound")] >= 0).all()):
+        raise ValueError(fused_numba.BAD_BOUND_MESSAGE)
     lengths = np.minimum(chunk, n - np.asarray(starts, dtype=np.int64))
     # The first device-to-host copy.
     floats, ints = _fast_to_rows(probe, results.cpu().numpy(), histograms.cpu().numpy(), ftz_counts.cpu().numpy(),

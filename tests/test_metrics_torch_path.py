@@ -83,7 +83,8 @@ def test_fast_kernel_matches_numba_on_compared_data(name, ftz):
 @pytest.mark.parametrize("rounding", ["toward-zero", "up", "down"])
 def test_fast_kernel_matches_numba_for_every_rounding(name, rounding):
     ref, out = awkward_pair(name, 20_000, seed=5)
-    assert_same(*both(ref, out, name, rounding=rounding, chunk=3000))
+    for ftz in (False, True):
+        assert_same(*both(ref, out, name, rounding=rounding, ftz=ftz, chunk=3000))
 
 
 @pytest.mark.parametrize("name", FLOAT_NAMES)
@@ -102,7 +103,7 @@ def test_special_elements_in_some_chunks_only(name, monkeypatch):
         torch_result, numba_result = both(ref, out, name, **kwargs)
         assert_same(torch_result, numba_result)
         assert torch_result.nan_mismatch == 2 and torch_result.overflow == 1
-        assert general == [2 * 4096, 5 * 4096, 7 * 4096]  # the other chunks took the fast kernel
+        assert sorted(general) == [2 * 4096, 5 * 4096, 7 * 4096]  # the other chunks took the fast kernel
         general.clear()
 
 

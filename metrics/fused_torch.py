@@ -4,7 +4,7 @@ Two kernels per chunk (the rules are in compare.py's docstring;
 fused_numba.py applies the same ones and tests check that the two agree):
 
 * the fast one (_fast_chunk) assumes every element is compared (ref within
-  ±max, out finite) and computes every metric with about 45 elementwise ops
+  ±max, out finite) and computes every metric with about 48 elementwise ops
   into a preallocated workspace (out=, in place): ulp and the rounding
   quantum come from the int64 view of |ref| (clamp and mask the exponent
   field), round_T(ref) is rounded in quanta and cast to T exactly, the ulp
@@ -17,12 +17,15 @@ fused_numba.py applies the same ones and tests check that the two agree):
   pass saw a NaN, an inf or a value beyond ±max (its max |ref| or max |out|
   is not <= max_T), which ordinary data has none of.
 
-Per-chunk results stay on the device and come to the host once; then the
-few chunks that need it run again: the general kernel for chunks with
-special elements, and the fast kernel once more for each chunk holding a
-global maximum, to find that maximum's first element (as fused_numba does).
-So a CUDA run synchronises twice, whatever the number of chunks.
-Memory is O(chunk) per thread (a workspace of about 13 float64 rows).
+Per-chunk results stay on the device and come to the host once (which also
+checks bound >= 0: the fast kernel takes each chunk's min of the bound);
+then the few chunks that need it run again: the general kernel for chunks
+with special elements, and the fast kernel once more for each chunk holding
+a global maximum, to find that maximum's first element (as fused_numba
+does). So a CUDA run synchronises at most three times, whatever the number
+of chunks. Memory is O(chunk) per thread: a workspace of 11 float64 rows
+and a few integer ones, kept between calls on the CPU (threads.py runs the
+chunks on a few Python threads).
 """
 from __future__ import annotations
 
@@ -445,12 +448,12 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
                            results[k], histograms[k], ftz_counts[k])
 
     run(fast, range(len(starts)))
-    if bound is not None and not bool((results[:, probe.column("min", "bound")] >= 0).all()):
+    # The first device-to-host copy.
+    results_host = results.cpu().numpy()
+    if bound is not None and not (results_host[:, probe.column("min", "bound")] >= 0).all():  # NaN fails too
         raise ValueError(fused_numba.BAD_BOUND_MESSAGE)
     lengths = np.minimum(chunk, n - np.asarray(starts, dtype=np.int64))
-    # The first device-to-host copy.
-    floats, ints = _fast_to_rows(probe, results.cpu().numpy(), histograms.cpu().numpy(), ftz_counts.cpu().numpy(),
-                                 lengths)
+    floats, ints = _fast_to_rows(probe, results_host, histograms.cpu().numpy(), ftz_counts.cpu().numpy(), lengths)
 
     # Chunks with an element that is not compared (NaN, inf, beyond ±max): the general kernel instead.
     special = np.flatnonzero(~((floats[:, P.F_MAX_ABS_REF] <= fmt.max) & (floats[:, P.F_MAX_ABS_OUT] <= fmt.max)))

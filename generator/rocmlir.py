@@ -1077,49 +1077,6 @@ def is_conv3d_layout(layout: str) -> bool:
     return "-" in layout and len(layout.split("-")[1].replace("g", "")) == 5
 
 
-def _conv3d_params(v: dict[str, int], source: Source | None, notes: Notes):
-    """conv3d's parameters from rocmlir-gen's flags; its spatial dims are h w d (digits 0 1 2), e2egen's d h w.
-    Absent depths are 1, as rocmlir-gen makes them; padding per dim as correctConvParameters() (see
-    _conv_params)."""
-    line, what = (source.line, source.what) if source else (None, "config")
-    required = ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w")
-    missing = [f"-{name}" for name in required if name not in v]
-    if missing:
-        notes.add(line, what, f"incomplete conv3d shape: no {', '.join(missing)}; config skipped")
-        return None
-    pairs = []
-    for dim in "dhw":
-        low, high, both = (v.get(f"padding_{dim}{side}", 0) for side in ("_l", "_r", ""))
-        if both > 0 and low == high == 0:
-            low = high = both
-        elif both > 0 and (low, high) != (both, both):
-            notes.add(line, what, f"-padding_{dim}={both} with -padding_{dim}_l={low} -padding_{dim}_r={high}: "
-                                  f"rocmlir-gen complains and uses the _l/_r values", kind=IGNORED)
-        pairs.append([low, high])
-    params: dict[str, object] = {
-        "n": v["batchsize"], "c": v["in_channels"], "k": v["out_channels"],
-        "dhw": [max(v.get("in_d", 1), 1), v["in_h"], v["in_w"]],
-        "kernel": [max(v.get("fil_d", 1), 1), v["fil_h"], v["fil_w"]],
-    }
-    optional = {
-        "stride": ([v.get(f"conv_stride_{dim}", 1) for dim in "dhw"], [1, 1, 1]),
-        "pad": ([low for low, _ in pairs] if all(low == high for low, high in pairs) else pairs, [0, 0, 0]),
-        "dilation": ([v.get(f"dilation_{dim}", 1) for dim in "dhw"], [1, 1, 1]),
-        "groups": (v.get("groupsize", 1), 1),
-    }
-    params.update({key: value for key, (value, default) in optional.items() if value != default})
-    for i, dim in enumerate("dhw"):
-        if f"out_{dim}" not in v:
-            continue
-        stride, dilation = (params.get(key, [1, 1, 1])[i] for key in ("stride", "dilation"))
-        size = (params["dhw"][i] + sum(pairs[i]) - dilation * (params["kernel"][i] - 1) - 1) // stride + 1
-        if v[f"out_{dim}"] != size:
-            notes.add(line, what, f"-out_{dim}={v[f'out_{dim}']} disagrees with the other sizes (they give {size}); "
-                                  "config skipped")
-            return None
-    return tuple(params.items())
-
-
 def _conv3d_name(params: Mapping[str, object]) -> str:
     """`n2-c8-k8-4x6x6-f3x3x3-s1x2x2-p1_0x1x1`: as config_name's conv names, one more dim (d h w)."""
     def dims(values) -> str:
@@ -1251,15 +1208,17 @@ def _integer(text: str | None) -> int | None:
     return int(text) if text is not None and re.fullmatch(r"[0-9]+", text) else None
 
 
-def _conv_params(v: dict[str, int], source: Source | None, notes: Notes):
+def _conv_params(v: dict[str, int], source: Source | None, notes: Notes, dims: str = "hw"):
+    """conv2d's (dims "hw") or conv3d's (dims "dhw") parameters from rocmlir-gen's flags. rocMLIR's 3-d
+    spatial dims are h w d (digits 0 1 2), e2egen's d h w; an absent depth is 1, as rocmlir-gen makes it."""
     line, what = (source.line, source.what) if source else (None, "config")
     required = ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w")
     missing = [f"-{name}" for name in required if name not in v]
     if missing:
-        notes.add(line, what, f"incomplete conv2d shape: no {', '.join(missing)}; config skipped")
+        notes.add(line, what, f"incomplete conv{len(dims)}d shape: no {', '.join(missing)}; config skipped")
         return None
     pairs = []
-    for dim in ("h", "w"):  # rocmlir-gen's correctConvParameters(): -padding_h sets _l and _r when both are 0
+    for dim in dims:  # rocmlir-gen's correctConvParameters(): -padding_h sets _l and _r when both are 0
         low, high, both = (v.get(f"padding_{dim}{side}", 0) for side in ("_l", "_r", ""))
         if both > 0 and low == high == 0:
             low = high = both
@@ -1268,30 +1227,40 @@ def _conv_params(v: dict[str, int], source: Source | None, notes: Notes):
                                   f"rocmlir-gen complains and uses the _l/_r values", kind=IGNORED)
         pairs.append([low, high])
     pads = [low for low, _ in pairs] if all(low == high for low, high in pairs) else pairs
+
+    def size(prefix: str, dim: str) -> int:
+        return max(v.get(f"{prefix}_d", 1), 1) if dim == "d" else v[f"{prefix}_{dim}"]
+
     params: dict[str, object] = {
         "n": v["batchsize"], "c": v["in_channels"], "k": v["out_channels"],
-        "hw": [v["in_h"], v["in_w"]], "kernel": [v["fil_h"], v["fil_w"]],
+        dims: [size("in", dim) for dim in dims], "kernel": [size("fil", dim) for dim in dims],
     }
+    ones = [1] * len(dims)
     optional = {
-        "stride": ([v.get("conv_stride_h", 1), v.get("conv_stride_w", 1)], [1, 1]),
-        "pad": (pads, [0, 0]),
-        "dilation": ([v.get("dilation_h", 1), v.get("dilation_w", 1)], [1, 1]),
+        "stride": ([v.get(f"conv_stride_{dim}", 1) for dim in dims], ones),
+        "pad": (pads, [0] * len(dims)),
+        "dilation": ([v.get(f"dilation_{dim}", 1) for dim in dims], ones),
         "groups": (v.get("groupsize", 1), 1),
     }
     params.update({key: value for key, (value, default) in optional.items() if value != default})
-    if not _output_size_matches(v, params, line, what, notes):
+    if not _output_size_matches(v, params, dims, line, what, notes):
         return None
     return tuple(params.items())
 
 
-def _output_size_matches(v: dict[str, int], params: dict, line, what, notes: Notes) -> bool:
-    """rocmlir-gen accepts -out_h/-out_w; they must agree with the rest, since e2egen derives them."""
-    stride, pad, dilation = (params.get(k, d) for k, d in (("stride", [1, 1]), ("pad", [0, 0]), ("dilation", [1, 1])))
+def _conv3d_params(v: dict[str, int], source: Source | None, notes: Notes):
+    return _conv_params(v, source, notes, "dhw")
+
+
+def _output_size_matches(v: dict[str, int], params: dict, dims: str, line, what, notes: Notes) -> bool:
+    """rocmlir-gen accepts -out_h/-out_w (and -out_d); they must agree with the rest, since e2egen derives them."""
+    ones = [1] * len(dims)
+    stride, pad, dilation = (params.get(k, d) for k, d in (("stride", ones), ("pad", [0] * len(dims)), ("dilation", ones)))
     pairs = [p if isinstance(p, list) else [p, p] for p in pad]
-    for i, dim in enumerate("hw"):
+    for i, dim in enumerate(dims):
         if f"out_{dim}" not in v:
             continue
-        size = (params["hw"][i] + sum(pairs[i]) - dilation[i] * (params["kernel"][i] - 1) - 1) // stride[i] + 1
+        size = (params[dims][i] + sum(pairs[i]) - dilation[i] * (params["kernel"][i] - 1) - 1) // stride[i] + 1
         if v[f"out_{dim}"] != size:
             notes.add(line, what, f"-out_{dim}={v[f'out_{dim}']} disagrees with the other sizes (they give {size}); config skipped")
             return False

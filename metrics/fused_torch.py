@@ -417,7 +417,7 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
         # our threads (see threads.py); on a device, ops queue asynchronously.
         return threads.run(work, tasks) if on_cpu else [work(t) for t in tasks]
 
-    if not FAST_PATH:
+    if not FAST_PATH or fmt.encoding not in ("ieee", "fn"):  # the fast kernel reads torch's own bit layout
         float_rows, int_rows = zip(*run(general, starts))
         return torch.stack(float_rows).cpu().numpy(), torch.stack(int_rows).cpu().numpy()
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 FLOAT8 = ("f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")
 INTEGER_DTYPES = ("i8",)
-DTYPES = ("f32", "tf32", "f16", "bf16", *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
+FLOAT_DTYPES = ("f32", "tf32", "f16", "bf16")
+DTYPES = (*FLOAT_DTYPES, *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
 LOW_BIT = (*FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)
 
 

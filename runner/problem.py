@@ -66,6 +66,8 @@ class Problem:
         check_direction(op, self.direction)
         if self.dtype not in DTYPES:
             raise ProblemError.unknown("dtype", self.dtype, DTYPES)
+        if self.dtype not in op.dtypes:
+            raise ProblemError.unknown("dtype", self.dtype, op.dtypes, what=f"dtype for {op.name}")
         check_layout(op, self.layout)
         if not isinstance(self.params, op.params_type) or (
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):

@@ -39,6 +39,22 @@ def warm() -> int:
     for dtype in narrowing.NARROW_DTYPES:
         narrowing.widen(narrowing.narrow(ref, dtype))
         calls += 2
+    calls += _warm_bound_kernels(ref)
+    return calls
+
+
+def _warm_bound_kernels(ref: torch.Tensor) -> int:
+    """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py) and the fused ulp term per output format."""
+    from e2egen.metrics import ulp_terms
+
+    from . import magnitude
+
+    magnitude._narrowed(ref)
+    calls = 1
+    for name in ("f32", "f16", "bf16"):
+        ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
+        ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)
+        calls += 2
     return calls
 
 

@@ -14,6 +14,7 @@ import sys
 
 from e2egen.runner import BoundModel, ReferenceOptions, make_problem, run
 from e2egen.runner.memory import peak_bytes
+from e2egen.runner.warmup import warm
 
 
 def max_rss() -> int:
@@ -35,6 +36,7 @@ def main() -> None:
         return make_problem(spec["op"], spec["direction"], spec["dtype"], spec["layout"], params,
                             spec.get("range", (-1.0, 1.0)), 1)
 
+    warm()  # numba's compiler (LLVM) takes hundreds of MiB while it compiles: never inside the measurement
     if tiny is not None:
         run(problem(tiny), device="cpu", reference=reference, bound=bound, measure=False)
     baseline = current_rss()

@@ -12,4 +12,4 @@ from e2egen.runner.warmup import warm
 def test_warm_compiles_every_comparison_and_input_rounding_signature():
     float_formats = [name for name in formats.DTYPE_NAMES
                      if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
-    assert warm() == 2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES)
+    assert warm() == 2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + 1 + 2 * 3  # + the bound's kernels

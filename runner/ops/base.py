@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterator, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ..dtypes import FLOAT_DTYPES
 from ..errors import ProblemError
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class Op(ABC):
     layouts: tuple[str, ...]
     param_names: tuple[str, ...]
     optional_params: Mapping[str, Any]
+    dtypes: tuple[str, ...] = FLOAT_DTYPES  # the case dtypes it runs in (conv and gemm add fp8 and i8)
 
     # -- parameters -------------------------------------------------------
     def parse_params(self, raw: Mapping[str, Any]) -> Any:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
+from ..dtypes import DTYPES
 from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ class ConvParams:
 class ConvOp(ProductSumOp):
     directions = CONV_DIRECTIONS
     layouts = CONV_LAYOUTS
+    dtypes = DTYPES
 
     def __init__(self, spatial_dims: int):
         self.spatial_dims = spatial_dims

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..dtypes import DTYPES
 from .base import ProductSumOp, Shape, frozen_mapping, require_int, stored_transposed
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class GemmParams:
 
 class GemmOp(ProductSumOp):
     name = "gemm"
+    dtypes = DTYPES
     directions = ("fwd",)
     layouts = GEMM_LAYOUTS
     param_names = ("m", "n", "k")

@@ -163,8 +163,10 @@ def one_pass_var(x, *, dim, correction):
     """E[x²] - E[x]² in f32: exact algebra, catastrophic cancellation when |mean| >> spread."""
     values, shape = rows(x, dim)
     n = values.shape[-1]
-    mean = values.sum(dim=-1) / n
-    return _finish((values.square().sum(dim=-1) - n * mean * mean) / (n - correction), shape, x)
+    # sequential f32 sums: torch's own f32 sum may accumulate in double on the CPU, which would hide the
+    # cancellation this kernel stands for
+    mean = sequential(values) / n
+    return _finish((sequential(values.square()) - n * mean * mean) / (n - correction), shape, x)
 
 
 def drop_last_sum(x, *, dim):

@@ -12,7 +12,7 @@ from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.math_functions import FUNCTIONS
 from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import make_problem
-from e2egen.runner.run import run
+from e2egen.runner import run  # the package's function: importing the submodule first would bind the name `run` to it
 
 
 def problem(dtype, between, scale=1.0, layout="ntn", seed=5):

@@ -13,7 +13,7 @@ from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs
 from e2egen.runner.options import BoundModel, Requirements
 from e2egen.runner.problem import make_problem
-from e2egen.runner.run import run
+from e2egen.runner import run  # the package's function: importing the submodule first would bind the name `run` to it
 
 CONV = {"n": 2, "c": 16, "k": 8, "hw": [9, 9], "kernel": 3, "pad": 1}
 CASES = [("gemm", "fwd", "nt", {"m": 32, "n": 48, "k": 256}), ("conv2d", "fwd", "nhwc", CONV),

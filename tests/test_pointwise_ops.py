@@ -9,7 +9,7 @@ from e2egen.runner.arithmetic.requirements import violations
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.options import BoundModel, Requirements
 from e2egen.runner.problem import make_problem
-from e2egen.runner.run import run
+from e2egen.runner import run  # the package's function: importing the submodule first would bind the name `run` to it
 
 RANGES = {"log": (0.01, 100.0), "rsqrt": (0.01, 100.0), "sqrt": (0.01, 100.0), "pow": (0.5, 4.0), "exp": (-10.0, 10.0)}
 OPS = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "div", "pow")

@@ -77,26 +77,25 @@ def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> S
     if not params.has_step:
         return rounded_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], "A·B product sum",
                                    "second product sum")
-    return stepped_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], params.scale, params.between)
+    return stepped_chain_bound(problem, exact, magnitude, params.k, inputs64["c"])
 
 
 def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
-                        c: torch.Tensor, scale: float, between: str) -> SumOfBounds:
-    """The bound of R_T(f(scale·exact))·c: f computed in f32 as the kernel contract says."""
+                        c: torch.Tensor) -> SumOfBounds:
+    """The bound of R_T(f(scale·exact))·c (the problem's `between` and `scale`): f computed in f32 as the
+    kernel contract says."""
     from . import intervals as iv
     from .ops.math_functions import FUNCTIONS
 
     dtype, fmt = problem.dtype, problem.out_dtype
+    scale, between = problem.params.scale, problem.params.between
     context = iv.IntervalContext(compute="f32")
 
     def step(argument: iv.Interval) -> iv.Interval:
         scaled = iv.mul(argument, iv.constant(scale, argument.lo, context), context) if scale != 1.0 else argument
         return FUNCTIONS[between].interval(scaled, context) if between in FUNCTIONS else scaled
 
-    stepped = exact * scale
-    if between in FUNCTIONS:
-        stepped = FUNCTIONS[between].exact(stepped)
-    reference = metrics.round_to(stepped, fmt)
+    reference = metrics.round_to(problem.params.exact_step(exact), fmt)
     c_abs = c.abs()
     return SumOfBounds((
         SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_abs,

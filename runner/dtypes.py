@@ -60,7 +60,7 @@ def is_low_bit(dtype: str) -> bool:
 
 def output_dtype_name(dtype: str) -> str:
     """The format of the kernel's output: f32 for tf32 and fp8, i32 for i8, else the dtype itself."""
-    if dtype == "tf32" or dtype in FLOAT8 or dtype in FLOAT8_PAIRS:
+    if dtype == "tf32" or (is_low_bit(dtype) and dtype not in INTEGER_DTYPES):
         return "f32"
     if dtype in INTEGER_DTYPES:
         return "i32"

@@ -17,10 +17,8 @@ from typing import Mapping
 import torch
 
 from .intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
-from .options import BoundModel
+from .options import TABLE, BoundModel
 from .ops.math_functions import MathFunction
-
-TABLE = "table"  # bound.ulps / bound.abs_error: the allowance table's figures
 
 
 def interval_context(model: BoundModel, input_format: str) -> IntervalContext:
@@ -71,4 +69,4 @@ def bound_for_output(part, model: BoundModel, ref: torch.Tensor, out: torch.Tens
     return sided(model, ref, out) if sided is not None else part.evaluate(model, ref)
 
 
-__all__ = ["AcceptanceInterval", "TABLE", "bound_for_output", "interval_context"]
+__all__ = ["AcceptanceInterval", "bound_for_output", "interval_context"]

@@ -14,14 +14,14 @@ from typing import Any, Callable
 
 import torch
 
-from .dtypes import FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
+from .dtypes import INTEGER_DTYPES, is_low_bit
 
 
 def widened_kernel(kernel: Callable[..., Any], dtype: str) -> Callable[..., Any]:
     """The kernel run on widened inputs, its output in the dtype's output format (f32, or i32 wrapped)."""
-    integer = dtype in INTEGER_DTYPES
-    if not integer and dtype not in FLOAT8 and dtype not in FLOAT8_PAIRS:
+    if not is_low_bit(dtype):
         return kernel
+    integer = dtype in INTEGER_DTYPES
     wide = torch.float64 if integer else torch.float32
 
     @functools.wraps(kernel)

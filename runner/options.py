@@ -20,6 +20,7 @@ from .errors import ProblemError
 from .ops.base import is_int
 
 ACCUMULATORS = ("f32", "f16", "bf16")
+TABLE = "table"  # bound.ulps / bound.abs_error: the op's own allowance table (runner/intervals.py)
 MEASURED = "measured"  # bound.acc: follow the kernel's measured arithmetic (runner/arithmetic)
 REFERENCE_DEVICES = ("cpu", "device")
 
@@ -52,7 +53,7 @@ def check_option(table: str, key: OptionKey, value: Any) -> Any:
     elif key.kind == "count":
         if not is_int(value) or value < 0:
             raise ProblemError(path, value, f"expected 0 (off) or a positive integer, got {value!r}")
-    elif key.kind == "table_or_nonnegative" and value == "table":
+    elif key.kind == "table_or_nonnegative" and value == TABLE:
         pass
     else:
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -141,8 +142,8 @@ class BoundModel(CatalogueOptions):
     acc: str = MEASURED
     strict: bool = False
     c_out: float = 1.0
-    ulps: float | str = "table"
-    abs_error: float | str = "table"
+    ulps: float | str = TABLE
+    abs_error: float | str = TABLE
     arithmetic: Arithmetic | None = None
 
     TABLE: ClassVar[str] = "bound"
@@ -159,8 +160,8 @@ class BoundModel(CatalogueOptions):
         acc = f"acc {self.acc}" if self.acc != MEASURED or self.arithmetic is None else self.arithmetic.describe_accumulation()
         return f"{acc}, lambda {self.lam:g}" + (", strict" if self.strict else "") + (
             f", c_out {self.c_out:g}" if self.c_out != 1.0 else "") + (
-            f", ulps {self.ulps:g}" if self.ulps != "table" else "") + (
-            f", abs_error {self.abs_error:g}" if self.abs_error != "table" else "")
+            f", ulps {self.ulps:g}" if self.ulps != TABLE else "") + (
+            f", abs_error {self.abs_error:g}" if self.abs_error != TABLE else "")
 
     def with_arithmetic(self, arithmetic: Arithmetic | None) -> "BoundModel":
         from dataclasses import replace

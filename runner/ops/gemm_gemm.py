@@ -63,6 +63,15 @@ class GemmGemmParams:
         """An element-wise step between the products (a function or a scale)."""
         return self.between != IDENTITY or self.scale != 1.0
 
+    def exact_step(self, product: torch.Tensor) -> torch.Tensor:
+        """f(scale·product) in float64, as the reference takes it (the product itself without a step)."""
+        if not self.has_step:
+            return product
+        from .math_functions import FUNCTIONS
+
+        stepped = product * self.scale
+        return stepped if self.between == IDENTITY else FUNCTIONS[self.between].exact(stepped)
+
     @property
     def batch_dims(self) -> Shape:
         return (self.batch,) if self.batch else ()
@@ -141,13 +150,7 @@ class GemmGemmOp(Op):
 
         from e2egen import metrics
 
-        product = torch.matmul(inputs64["a"], inputs64["b"])
-        if problem.params.has_step:
-            from .math_functions import FUNCTIONS
-
-            product = product * problem.params.scale
-            if problem.params.between != IDENTITY:
-                product = FUNCTIONS[problem.params.between].exact(product)
+        product = problem.params.exact_step(torch.matmul(inputs64["a"], inputs64["b"]))
         intermediate = metrics.round_to(product, problem.out_dtype)
         return {"out": torch.matmul(intermediate, inputs64["c"])}
 

@@ -27,6 +27,7 @@ import torch
 from e2egen import metrics
 
 from .bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIntermediate, ScaledMagnitude, SumOfBounds
+from .intervals import Interval
 from .options import BoundModel
 from .problem import Problem
 
@@ -52,15 +53,13 @@ class SteppedIntermediate:
     exact: torch.Tensor  # E, float64
     magnitude: torch.Tensor  # Σ|a·b| of the first product
     coefficient: Coefficient
-    step: Callable[["Interval"], "Interval"]  # argument interval -> f(s·argument)'s interval in f32
+    step: Callable[[Interval], Interval]  # argument interval -> f(s·argument)'s interval in f32
     reference: torch.Tensor  # R_T(f(s·E)), the reference's intermediate
     fmt: str
     following: torch.Tensor  # |C|
     source: str = "element-wise step"
 
     def deviation(self, model: BoundModel) -> torch.Tensor:
-        from .intervals import Interval
-
         spread = self.magnitude * self.coefficient(model)
         spread = spread + metrics.ulp(self.exact.abs() + spread, self.fmt) / 2
         values = self.step(Interval(self.exact - spread, self.exact + spread))

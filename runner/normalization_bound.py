@@ -17,7 +17,7 @@ import torch
 
 from .bound import (ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
-from .ops.normalization_math import (NormRows, from_softmax_rows, norm_backward_float64, norm_float64, norm_rows,
+from .ops.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
 from .problem import Problem
 from .softmax_bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS
@@ -40,8 +40,7 @@ class _SoftmaxTerms:
     tiny: torch.Tensor  # 1 / l: where an exp underflows to a subnormal, its absolute error in y is at most tiny·this
 
 
-def _softmax_terms(x_rows: torch.Tensor) -> _SoftmaxTerms:
-    rows = softmax_float64(x_rows)
+def _softmax_terms(x_rows: torch.Tensor, rows: SoftmaxRows) -> _SoftmaxTerms:
     n = x_rows.shape[-1]
     row_max_abs = x_rows.abs().amax(dim=-1, keepdim=True)
     # the argument x_j - m' (m' any running max, or m + log l) rounded, or an fma with log2 e: |x_j| + max|x| + log n
@@ -59,7 +58,8 @@ def softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
                                           attention's P rounding, independent roundings in the sum)."""
     params, dtype = problem.params, problem.dtype
     n = params.row_length
-    t = _softmax_terms(softmax_rows(x, params))
+    x_rows = softmax_rows(x, params)
+    t = _softmax_terms(x_rows, softmax_float64(x_rows))
     back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731 - rows to the logical layout
     return SumOfBounds((
         ScaledMagnitude(ComputeRoundings(1, dtype), back(t.y * (t.per_weight + t.weighted)), "exp and its argument"),
@@ -78,8 +78,8 @@ def log_softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
                + u·(LOG_ULPS·|log l| + ARG·(|x_j| + max|x|) + |m + log l| + |z_j|)  (log, x - m - log l)."""
     params, dtype = problem.params, problem.dtype
     x_rows = softmax_rows(x, params)
-    t = _softmax_terms(x_rows)
     rows = softmax_float64(x_rows)
+    t = _softmax_terms(x_rows, rows)
     z = rows.z
     final = (t.log_sum.abs().mul(LOG_ULPS) + (rows.row_max + t.log_sum).abs()
              + (x_rows.abs() + t.row_max_abs).mul_(ARGUMENT_ROUNDINGS) + z.abs())

@@ -39,6 +39,8 @@ def reduction_bound(reduction: str, problem: Problem, x: torch.Tensor):
     if reduction == "max":
         exact = torch.ones(params.out_shape, dtype=torch.bool, device=x.device)
         return ExactWhere(exact, SumOfBounds((output,)))
+    if reduction == "var":
+        return var_bound(x, axes, count, params.divisor, dtype, output)
     absolute_sum = x.abs().sum(dim=axes)
     if reduction == "sum":
         return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"), output))
@@ -50,9 +52,7 @@ def reduction_bound(reduction: str, problem: Problem, x: torch.Tensor):
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean.abs(), "division by N"),
             output,
         ))
-    if reduction != "var":
-        raise ValueError(f"unknown reduction {reduction!r}")
-    return var_bound(x, axes, count, params.divisor, dtype, output)
+    raise ValueError(f"unknown reduction {reduction!r}")
 
 
 def var_bound(x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,

@@ -6,6 +6,7 @@ Rows: softmax's axis moved last; a norm's normalised dims flattened into the las
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from .normalization_params import OFFSET_SPREAD, NormParams, SoftmaxParams
@@ -84,11 +85,11 @@ class NormRows:
     rstd: torch.Tensor  # r, keepdim
     centered: bool
 
-    @property
+    @cached_property  # a bound reads these several times: computed once per case
     def deviations(self) -> torch.Tensor:
         return self.x - self.mean if self.centered else self.x
 
-    @property
+    @cached_property
     def x_hat(self) -> torch.Tensor:
         return self.deviations * self.rstd
 

@@ -49,6 +49,16 @@ def parse_seed(value: str | int) -> int:
     return number
 
 
+def seed_argument(text: str) -> int:
+    """parse_seed as an argparse type (every command line's --seed, pytest's --global-seed)."""
+    import argparse
+
+    try:
+        return parse_seed(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 @dataclass(frozen=True)
 class Case:
     """One test: everything needed to run and judge it; `to_dict` is its JSON form."""

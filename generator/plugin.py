@@ -34,20 +34,11 @@ OUTCOME = pytest.StashKey["e2egen.generator.execute.Outcome"]()
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
     group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
-    group.addoption("--global-seed", type=_seed_option, default=None, help="derive every case's seed from this global seed instead of the generated one")
+    from e2egen.generator.cases import seed_argument
+
+    group.addoption("--global-seed", type=seed_argument, default=None, help="derive every case's seed from this global seed instead of the generated one")
     group.addoption("--run-slow", action="store_true", default=False,
                     help="run the cases marked slow on the CPU too (skipped there by default; they always run on CUDA)")
-
-
-def _seed_option(text: str) -> int:
-    import argparse
-
-    from e2egen.generator.cases import parse_seed
-
-    try:
-        return parse_seed(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def pytest_configure(config):

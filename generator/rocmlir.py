@@ -139,6 +139,7 @@ from e2egen.generator.errors import CatalogueError, Location, Problem
 from e2egen.generator.rocmlir_data import DATA_FLAGS, DataRange, resolve_data
 from e2egen.generator.toml_lines import key_lines, line_of
 from e2egen.generator.toml_reader import parse_toml
+from e2egen.runner.dtypes import FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).
@@ -147,9 +148,7 @@ DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float | bool]] = {
     "f16": {"rms": 1e-3, "bound_ratio": 1.0},
     "bf16": {"rms": 1e-2, "bound_ratio": 1.0},
     # fp8 inputs, f32 outputs (products exact in f32): f32's thresholds, the bound with exact inputs
-    **{d: {"rms": 1e-5, "bound_ratio": 1.0} for d in (
-        "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
-        "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")},
+    **{d: {"rms": 1e-5, "bound_ratio": 1.0} for d in (*FLOAT8, *FLOAT8_PAIRS)},
 }
 # i8: exact, as rocMLIR's verifier (mcpuVerifyInt: any element that differs fails; its thresholds are not read)
 I8_EXACT: Mapping[str, float | bool] = {"bound_ratio": False, "bound_rms": False, "bias_z": False, "max_abs_diff": 0}
@@ -167,8 +166,7 @@ OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
 }
 DEFAULT_OPERATION = "conv2d"
 WIDE_DTYPES = ("f32", "f16", "bf16")  # -t values that are e2egen dtypes as they are
-FLOAT8_PAIRS = ("f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz")
-DTYPES = (*WIDE_DTYPES, "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", *FLOAT8_PAIRS, "i8")  # e2egen's, in order
+DTYPES = (*WIDE_DTYPES, *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)  # e2egen's (runner.dtypes'), in order
 DEFAULT_DTYPE = "f32"
 # rocmlir-gen's typeFromString names of the fp8 formats -> e2egen's
 EXPLICIT_F8 = {"f8E4M3FN": "f8e4m3fn", "f8E5M2": "f8e5m2", "f8E4M3FNUZ": "f8e4m3fnuz", "f8E5M2FNUZ": "f8e5m2fnuz"}

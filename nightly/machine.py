@@ -8,13 +8,14 @@ GPU (CUDA_VISIBLE_DEVICES only takes effect before CUDA is initialised).
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import platform
 import socket
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+
+from e2egen.generator.sources import file_digest
 
 
 def utc_now() -> str:
@@ -96,11 +97,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def file_sha256(path: str | Path) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def git_revision(path: str | Path) -> tuple[str | None, bool | None]:
@@ -130,4 +126,4 @@ def catalogue_metadata(catalogue: str | Path | None) -> dict:
     if not catalogue:
         return {"catalogue": None, "catalogue_sha256": None, "git_revision": None, "git_dirty": None}
     revision, dirty = git_revision(catalogue)
-    return {"catalogue": str(catalogue), "catalogue_sha256": file_sha256(catalogue), "git_revision": revision, "git_dirty": dirty}
+    return {"catalogue": str(catalogue), "catalogue_sha256": file_digest(catalogue), "git_revision": revision, "git_dirty": dirty}

@@ -58,12 +58,9 @@ def number_above(minimum: float, inclusive: bool = False, finite: bool = False):
 
 def seed(text: str) -> int:
     """An argparse type: a seed, an integer in [0, 2**64) (the rule of e2egen.generator.cases.parse_seed)."""
-    from e2egen.generator.cases import parse_seed
+    from e2egen.generator.cases import seed_argument
 
-    try:
-        return parse_seed(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+    return seed_argument(text)
 
 
 def output_path(kind: str):

@@ -17,7 +17,7 @@ import torch
 
 from .bound import (ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
-from .ops.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, norm_backward_float64, norm_float64, norm_rows,
+from .ops.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
 from .problem import Problem
 from .softmax_bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS
@@ -97,7 +97,7 @@ def softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, y: torch.Tens
     params, dtype = problem.params, problem.dtype
     g, p = softmax_rows(grad_y, params), softmax_rows(y, params)
     dot = (g * p).sum(dim=-1, keepdim=True)
-    grad_x = (g - dot) * p
+    grad_x = softmax_backward_float64(g, p)  # the reference's formula
     back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731
     return SumOfBounds((
         ScaledMagnitude(ProductSumCoefficient(params.row_length, dtype), back(p * (g * p).abs().sum(-1, keepdim=True)),
@@ -114,7 +114,7 @@ def log_softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, z: torch.
     g, z_rows = softmax_rows(grad_y, params), softmax_rows(z, params)
     p = z_rows.exp()
     total = g.sum(dim=-1, keepdim=True)
-    grad_x = g - p * total
+    grad_x = log_softmax_backward_float64(g, z_rows)
     exp_part = p * total.abs() * z_rows.abs().mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
     back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731
     return SumOfBounds((

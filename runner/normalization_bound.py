@@ -20,7 +20,7 @@ from .bound import (ComputeRoundings, IndependentRoundings, IntermediateRounding
 from .ops.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
 from .problem import Problem
-from .softmax_bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS
+from .softmax_bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
 
 RSQRT_ROUNDINGS = 3  # r = 1/sqrt(σ² + eps): the add (½ u in r), sqrt (1) and the division (1); an rsqrt instruction's 2 ulps and the add
 X_HAT_ROUNDINGS = 2  # x̂ = (x - μ)·r: the subtraction and the multiply
@@ -47,7 +47,7 @@ def _softmax_terms(x_rows: torch.Tensor, rows: SoftmaxRows) -> _SoftmaxTerms:
     per_weight = (x_rows.abs() + row_max_abs + math.log(n)).mul_(ARGUMENT_ROUNDINGS).add_(EXP_ULPS)
     weighted = (rows.y * per_weight).sum(dim=-1, keepdim=True)
     spread = x_rows.amax(dim=-1, keepdim=True) - x_rows.amin(dim=-1, keepdim=True)
-    rescale = spread.mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
+    rescale = rescale_roundings(spread)
     return _SoftmaxTerms(rows.y, per_weight, weighted, rescale, rows.log_sum, row_max_abs, rows.row_sum.reciprocal())
 
 

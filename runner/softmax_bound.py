@@ -43,6 +43,12 @@ ARGUMENT_ROUNDINGS = 2  # the exponent's argument: s - m, then a multiply by log
 LOG_ULPS = 4  # log (or log2 then · ln 2) in the compute format
 
 
+def rescale_roundings(spread: torch.Tensor) -> torch.Tensor:
+    """Per online rescale by exp(m_old - m_new), in u: its argument's roundings (|m_old - m_new| <= spread),
+    exp's own error and the multiply; shared by attention's and the stand-alone softmax's bounds."""
+    return spread.mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
+
+
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
     from .ops.attention_math import attention_float64, expand_kv
 
@@ -78,7 +84,7 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
               - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
     spread = torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0)
-    rescale_per_weight = spread.mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
+    rescale_per_weight = rescale_roundings(spread)
     tiny_terms = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
 
     qk, seq_k = params.head_dim_qk, params.seq_k

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from . import narrowing
-from .dtypes import FLOAT8, input_format_name, operand_formats, storage_dtype
+from .dtypes import FLOAT8, input_format_name, storage_dtype
 from .problem import Problem
 
 
@@ -30,15 +30,13 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
             continue
         drawn[name] = torch.rand(shape, generator=generator, dtype=torch.float64).mul_(hi - lo).add_(lo)
     problem.spec.adjust_inputs(problem.params, drawn)
-    formats = input_formats(problem)
-    return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
+    return problem.spec.quantize_inputs(problem.params, drawn, input_formats(problem))
 
 
 def input_formats(problem: Problem) -> dict[str, str]:
-    """Each input's format: the dtype's, except for a pair "A_B" (fp8 with bf8), where the first input of the
-    op takes A's format and every other input B's."""
-    first, second = operand_formats(problem.dtype)
-    return {name: first if index == 0 else second for index, name in enumerate(problem.input_shapes)}
+    """Each input's format (Op.input_formats): the dtype's, except for a pair "A_B" (fp8 with bf8), where the
+    first input of the op takes A's format and every other input B's, and for ops whose inputs differ in kind."""
+    return problem.spec.input_formats(problem.params, problem.direction, problem.dtype)
 
 
 def draw_integers(shape, lo: float, hi: float, generator: torch.Generator) -> torch.Tensor:
@@ -52,15 +50,24 @@ def round_to_input_format(values: torch.Tensor, problem: Problem) -> torch.Tenso
     return round_to_format(values, input_format_name(problem.dtype))
 
 
-def round_to_format(values: torch.Tensor, fmt: str) -> torch.Tensor:
+def round_to_format(values: torch.Tensor, fmt: str, *, saturate: bool = False) -> torch.Tensor:
     """float64 -> a tensor of the format's storage dtype, rounded once to nearest even. fp8 rounds from
-    float64 in metrics (exact for every format; an overflow there is NaN, but Problem keeps the range
-    inside the format); i8 takes the nearest integer (ties to even): integer data is exact."""
+    float64 in metrics (exact for every format; an overflow there is NaN unless `saturate`, but Problem
+    keeps the range inside the format); fp4 gives its codes, one a byte (it saturates: it has no inf or
+    NaN); e8m0 takes powers of two; i8 takes the nearest integer (ties to even): integer data is exact."""
     dtype = storage_dtype(fmt)
+    if fmt == "f4e2m1":
+        from e2egen.metrics.encoding import encode
+
+        return encode(values, fmt, saturate=True)
+    if fmt == "e8m0":
+        from e2egen import metrics
+
+        return metrics.round_to(values, fmt).to(torch.float32).to(dtype)  # exact: a power of two
     if fmt in FLOAT8:
         from e2egen import metrics
 
-        return metrics.round_to(values, fmt).to(dtype)  # the rounded values are exact in the dtype
+        return metrics.round_to(values, fmt, saturate=saturate).to(dtype)  # exact in the dtype
     if fmt == "i8":
         return torch.round(values).to(dtype)
     return round_to_storage(values, dtype)
@@ -110,7 +117,11 @@ def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device) -> d
 
 def widen_to_float64(tensor: torch.Tensor) -> torch.Tensor:
     """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba a table
-    look-up on every core (narrowing.widen)."""
+    look-up on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py)."""
+    if tensor.dtype == torch.uint8:
+        from e2egen.metrics.encoding import decode
+
+        return decode(tensor, "f4e2m1")
     if (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
             and tensor.is_contiguous()):
         return narrowing.widen(tensor)

@@ -5,7 +5,9 @@ torch._scaled_mm, needs a recent GPU and scales). The default kernel of an fp8 o
 computes on widened inputs with torch's own op: fp8 inputs widened to f32 (exact), products and sums in
 f32, an f32 output — what an fp8 tensor core with an f32 accumulator computes; i8 inputs widened to
 float64 (every sum of i8 products below 2^53 is exact), the result wrapped to i32 as an i32 accumulator
-wraps. So the CPU CI runs every low-bit path through torch; a team's own kernel replaces it.
+wraps. So the CPU CI runs every low-bit path through torch; a team's own kernel replaces it. An op whose
+default kernel takes the low-bit tensors itself (scaled_gemm: torch._scaled_mm where torch has it) sets
+`Op.torch_kernel_widens = False`.
 """
 from __future__ import annotations
 
@@ -17,22 +19,26 @@ import torch
 from .dtypes import INTEGER_DTYPES, is_low_bit
 
 
-def widened_kernel(kernel: Callable[..., Any], dtype: str) -> Callable[..., Any]:
+def widened_kernel(kernel: Callable[..., Any], dtype: str, op: Any = None) -> Callable[..., Any]:
     """The kernel run on widened inputs, its output in the dtype's output format (f32, or i32 wrapped)."""
-    if not is_low_bit(dtype):
+    if not is_low_bit(dtype) or not getattr(op, "torch_kernel_widens", True):
         return kernel
     integer = dtype in INTEGER_DTYPES
     wide = torch.float64 if integer else torch.float32
 
     @functools.wraps(kernel)
     def run(*tensors: Any, **keywords: Any) -> Any:
-        widened = [t.to(wide) if isinstance(t, torch.Tensor) and t.element_size() == 1 else t for t in tensors]
+        widened = [t.to(wide) if isinstance(t, torch.Tensor) and t.dtype in _WIDENED else t for t in tensors]
         result = kernel(*widened, **keywords)
         if integer:
             return _wrap_to_int32(result)
         return result
 
     return run
+
+
+_WIDENED = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.int8)
+# fp4 (packed along K) and e8m0 scales are left to the op's own default kernel, which knows their dims.
 
 
 def _wrap_to_int32(values: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from e2egen.metrics.formats import get_format
 
-from .dtypes import DTYPES, element_size, input_format_name, largest_finite, operand_formats
+from .dtypes import DTYPES, element_size, input_format_name, operand_formats
 from .errors import ProblemError
 from .ops import OPS, Op
 from .ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
@@ -72,10 +72,13 @@ class Problem:
         if not isinstance(self.params, op.params_type) or (
                 hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
+        dtype_problem = op.dtype_params_problem(self.params, self.dtype)
+        if dtype_problem:
+            raise ProblemError("dtype", self.dtype, dtype_problem)
         layout_params_problem = op.layout_params_problem(self.params, self.layout)
         if layout_params_problem:
             raise ProblemError("layout", self.layout, layout_params_problem)
-        _check_range(self.input_range, self.dtype)
+        _check_range(self.input_range, self.dtype, op.largest_input(self.params, self.dtype))
         check_input_data(self.input_data, self.input_range, self.dtype)
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
             raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
@@ -170,13 +173,12 @@ def _range_tuple(value: Any) -> tuple[float, float]:
     return (float(value[0]), float(value[1]))
 
 
-def _check_range(value: Any, dtype: str) -> None:
+def _check_range(value: Any, dtype: str, largest: float) -> None:
     if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, float) for v in value)):
         raise ProblemError("input_range", value, f"expected a (low, high) tuple of floats, got {value!r}")
     lo, hi = value
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ProblemError("input_range", list(value), f"expected finite low < high, got [{lo:g}, {hi:g}]")
-    largest = largest_finite(dtype)
     if max(abs(lo), abs(hi)) > largest:
         raise ProblemError("input_range", list(value),
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")

@@ -84,7 +84,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     dev = select_device(device)
     kernel = resolve_impl(problem.op, problem.direction, impl)
     if impl is None or impl == TORCH_IMPL:
-        kernel = widened_kernel(kernel, problem.dtype)  # torch has no fp8/i8 conv or CPU gemm: runner/lowbit.py
+        kernel = widened_kernel(kernel, problem.dtype, problem.spec)  # torch has no fp8/i8 conv or CPU gemm: runner/lowbit.py
     label = impl or TORCH_IMPL
     ref_device = dev if reference.device == "device" else _CPU
     _require_capabilities(problem, dev, ref_device, reference, bound)

@@ -27,7 +27,7 @@ def test_public_names():
                  "RunResult", "ProblemError", "Skip", "KernelFailure", "ImplError", "resolve_impl", "select_device"):
         assert hasattr(runner, name), name
     assert runner.DTYPES == ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
-                             "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz", "i8")
+                             "f8e4m3fn_f8e5m2", "f8e5m2_f8e4m3fn", "f8e4m3fnuz_f8e5m2fnuz", "f8e5m2fnuz_f8e4m3fnuz", "f4e2m1", "i8")
     assert issubclass(ProblemError, ValueError) and issubclass(runner.ImplError, ValueError)
 
 
@@ -44,7 +44,7 @@ def test_ops_describe_their_axes_and_parameters():
         assert dict(op.optional_params) == {"stride": 1, "pad": 0, "dilation": 1, "groups": 1}
     gemm = OPS["gemm"]
     assert gemm.directions == ("fwd",) and gemm.layouts == ("nn", "nt", "tn", "tt")
-    assert gemm.param_names == ("m", "n", "k") and dict(gemm.optional_params) == {"batch": 0}
+    assert gemm.param_names == ("m", "n", "k") and dict(gemm.optional_params) == {"batch": 0, "out_dtype": ""}
     attention = OPS["attention"]
     assert attention.directions == ("fwd",) and {"bhsd", "bshd", "bhsd-kt", "bshd-qt-kt-vt"} <= set(attention.layouts)
     assert len(attention.layouts) == 16 and attention.param_names == ("seq_q", "seq_k", "head_dim_qk")

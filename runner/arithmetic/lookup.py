@@ -13,7 +13,7 @@ from ..errors import KernelFailure, Skip
 from ..kernels import TORCH_IMPL
 from ..problem import Problem
 from .model import Arithmetic, CellKey, assumed_arithmetic
-from ..dtypes import INTEGER_DTYPES
+from ..dtypes import FLOAT4, INTEGER_DTYPES
 from .probes import probe_arithmetic
 from .profile import DeviceKey, find_profiles, record_in_cache
 
@@ -95,6 +95,9 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
             return result
     if problem.dtype in INTEGER_DTYPES:  # nothing to measure: integer sums are exact or wrap, which compare reports
         return Measured(assumed_arithmetic(problem.dtype), cell, key, "not probed (integer arithmetic)")
+    if problem.dtype in FLOAT4 and not hasattr(problem.spec, "probe_arithmetic"):
+        return Measured(assumed_arithmetic(problem.dtype), cell, key,
+                        "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)")
     if not hasattr(problem.spec, "probe_params"):
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed ({problem.op} has no probes)")
     probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic  # an op may bring its own

@@ -117,10 +117,39 @@ class Op(ABC):
         channels_last on a rank-2 shape."""
         return None
 
+    def dtype_params_problem(self, params: Any, dtype: str) -> str | None:
+        """Why this problem cannot run in this (valid) dtype (None when it can): fp4 needs an even K, an
+        output format only fp8 chooses."""
+        return None
+
     def input_ranges(self, params: Any, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         """Inputs drawn from a range of their own (a divisor near zero, pow's exponent) instead of the
         case's; by default every input takes the case's range."""
         return {}
+
+    def input_formats(self, params: Any, direction: str, dtype: str) -> dict[str, str]:
+        """Each input's format. By default the dtype's; for a pair "A_B" (fp8 with bf8) the first input takes
+        A's format and every other input B's. An op whose inputs differ in kind (a scaled gemm's scales,
+        attention's i8 Q and K with an f16 V) says so here."""
+        from ..dtypes import operand_formats
+
+        first, second = operand_formats(dtype)
+        return {name: first if index == 0 else second for index, name in enumerate(self.input_shapes(params, direction))}
+
+    def largest_input(self, params: Any, dtype: str) -> float:
+        """The largest magnitude the case's input range may reach: by default the largest finite value of the
+        input formats (a wider range would draw inf); an op that scales its inputs into the format allows more."""
+        from ..dtypes import largest_finite
+
+        return largest_finite(dtype)
+
+    def quantize_inputs(self, params: Any, drawn: dict[str, torch.Tensor], formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
+        """The drawn float64 values as the kernel's inputs: by default each rounded once (nearest even) to its
+        format. An op that quantizes (a scaled gemm: a shared scale per block, then the elements) overrides
+        this; the reference then consumes exactly what it returns."""
+        from ..inputs import round_to_format
+
+        return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
 
     def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as

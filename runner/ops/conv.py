@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, FLOAT4
 from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class ConvParams:
 class ConvOp(ProductSumOp):
     directions = CONV_DIRECTIONS
     layouts = CONV_LAYOUTS
-    dtypes = DTYPES
+    dtypes = tuple(d for d in DTYPES if d not in FLOAT4)  # fp4 is an MX gemm format: no fp4 convolutions
 
     def __init__(self, spatial_dims: int):
         self.spatial_dims = spatial_dims

@@ -11,6 +11,11 @@ means the operand is stored transposed, i.e. the kernel receives the
 transposed view of a contiguous (…, cols, rows) tensor, as a column-major
 operand would arrive. The logical shapes and values do not change.
 
+fp4 (f4e2m1) operands arrive packed two a byte along K (runner/fp4.py): A (…, m, k/2),
+B (…, k/2, n), row- or column-major by the layout letter. `out_dtype` (f32, bf16, f16; fp8 and fp4
+only, f32 by default) asks for the output in that format: the kernel is then called f(a, b, out_dtype=…)
+with the torch dtype.
+
 torch is imported when a case runs, so generating a suite stays fast.
 """
 from __future__ import annotations
@@ -18,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..dtypes import DTYPES
-from .base import ProductSumOp, Shape, frozen_mapping, require_int, stored_transposed
+from ..dtypes import DTYPES, FLOAT4, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
+from ..errors import ProblemError
+from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int, stored_transposed
 
 if TYPE_CHECKING:
     import torch
@@ -33,11 +39,13 @@ class GemmParams:
     n: int
     k: int
     batch: int = 0  # 0: plain 2-d matmul; >= 1: 3-d batched tensors
+    out_dtype: str = ""  # "": the dtype's own output format
 
     def __post_init__(self) -> None:
         for key in ("m", "n", "k"):
             require_int(key, getattr(self, key), 1)
         require_int("batch", self.batch, 0)
+        check_out_dtype(self.out_dtype)
 
     @property
     def batch_dims(self) -> Shape:
@@ -56,10 +64,25 @@ class GemmParams:
         return (*self.batch_dims, self.m, self.n)
 
     def to_catalogue(self) -> dict[str, Any]:
-        return {"m": self.m, "n": self.n, "k": self.k, **({"batch": self.batch} if self.batch else {})}
+        return {"m": self.m, "n": self.n, "k": self.k, **({"batch": self.batch} if self.batch else {}),
+                **({"out_dtype": self.out_dtype} if self.out_dtype else {})}
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k}" + (f" batch={self.batch}" if self.batch else "")
+        return (f"m={self.m} n={self.n} k={self.k}" + (f" batch={self.batch}" if self.batch else "")
+                + (f" out={self.out_dtype}" if self.out_dtype else ""))
+
+
+def check_out_dtype(value: Any) -> str:
+    if value != "" and value not in OUT_DTYPES:
+        raise ProblemError.unknown("out_dtype", value, OUT_DTYPES)
+    return value
+
+
+def out_dtype_problem(out_dtype: str, dtype: str) -> str | None:
+    """Why `out_dtype` cannot go with the case dtype (None when it can): only low-bit float gemms choose."""
+    if out_dtype and (not is_low_bit(dtype) or dtype in INTEGER_DTYPES):
+        return f"out_dtype applies to fp8 and fp4 dtypes (their tensor cores write f32, bf16 or f16); {dtype} writes its own format"
+    return None
 
 
 class GemmOp(ProductSumOp):
@@ -68,7 +91,7 @@ class GemmOp(ProductSumOp):
     directions = ("fwd",)
     layouts = GEMM_LAYOUTS
     param_names = ("m", "n", "k")
-    optional_params = frozen_mapping({"batch": 0})
+    optional_params = frozen_mapping({"batch": 0, "out_dtype": ""})
     # batch 0 is the runner's "no batch"; a catalogue leaves batch out for that, and a batch it writes counts
     # matrices (the generator's loader checks these minimums: key -> (minimum, hint)).
     catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm")})
@@ -82,7 +105,19 @@ class GemmOp(ProductSumOp):
 
     def _build_params(self, raw: Mapping[str, Any]) -> GemmParams:
         return GemmParams(m=require_int("m", raw["m"], 1), n=require_int("n", raw["n"], 1),
-                          k=require_int("k", raw["k"], 1), batch=require_int("batch", raw["batch"], 0))
+                          k=require_int("k", raw["k"], 1), batch=require_int("batch", raw["batch"], 0),
+                          out_dtype=check_out_dtype(raw["out_dtype"]))
+
+    def dtype_params_problem(self, params: GemmParams, dtype: str) -> str | None:
+        if dtype in FLOAT4 and params.k % 2:
+            return f"fp4 operands are packed two a byte along k, which must be even; got k={params.k}"
+        return out_dtype_problem(params.out_dtype, dtype)
+
+    def outputs(self, params: GemmParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
+        specs = super().outputs(params, direction, dtype)
+        if not params.out_dtype:
+            return specs
+        return {name: TensorSpec(spec.shape, params.out_dtype) for name, spec in specs.items()}
 
     def input_shapes(self, params: GemmParams, direction: str) -> dict[str, Shape]:
         return {"a": params.a_shape, "b": params.b_shape}
@@ -97,13 +132,19 @@ class GemmOp(ProductSumOp):
         return params.k
 
     def shape_class(self, params: GemmParams, direction: str) -> str:
-        return "batched" if params.batch else ""
+        parts = ("batched" if params.batch else "", f"out-{params.out_dtype}" if params.out_dtype else "")
+        return "/".join(part for part in parts if part)
 
     def probe_params(self, params: GemmParams, direction: str) -> GemmParams:
-        return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0)
+        return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0, out_dtype=params.out_dtype)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        from .. import fp4
+
         transposed = layout[0 if name == "a" else 1] == "t"
+        if fp4.is_codes(tensor):  # packed along K, then stored like any operand
+            packed = fp4.pack_along(tensor, -1 if name == "a" else -2)
+            return fp4.as_packed(stored_transposed(packed) if transposed else packed)
         if not transposed:
             return tensor.contiguous()
         return stored_transposed(tensor)
@@ -111,12 +152,28 @@ class GemmOp(ProductSumOp):
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         return torch_gemm
 
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A·B in float64 (whatever out_dtype the kernel writes)."""
+        return {"c": torch_gemm(inputs64["a"], inputs64["b"])}
+
     def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: GemmParams,
              tensors: Mapping[str, torch.Tensor]) -> Any:
+        if params.out_dtype:
+            from ..dtypes import storage_dtype
+
+            return kernel(tensors["a"], tensors["b"], out_dtype=storage_dtype(params.out_dtype))
         return kernel(tensors["a"], tensors["b"])
 
 
-def torch_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def torch_gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """torch.matmul; fp4 operands unpacked to f32 first (exact), and the result converted to out_dtype."""
     import torch  # here, not at the top: describing a gemm problem needs no torch
 
-    return torch.matmul(a, b)
+    from .. import fp4
+
+    if a.dtype == fp4.PACKED:
+        a = fp4.unpack_along(a, -1)
+    if b.dtype == fp4.PACKED:
+        b = fp4.unpack_along(b, -2)
+    result = torch.matmul(a, b) if a.dtype == b.dtype else torch.matmul(a.float(), b.float())
+    return result if out_dtype is None else result.to(out_dtype)

@@ -19,6 +19,7 @@ import torch
 from e2egen.errors import UserError
 
 from .errors import Skip
+from .dtypes import FLOAT4, INTEGER_DTYPES, LOW_BIT
 
 DEVICE_ENV = "E2E_DEVICE"
 ALLOW_MISSING_ENV = "E2E_ALLOW_MISSING_DEVICE"  # "1": a device asked for and missing skips the cases instead
@@ -126,6 +127,12 @@ def require_dtype(device: torch.device, dtype: str) -> None:
         major, minor = _compute_capability(device)
         if major < 8 and not torch.version.hip:
             raise Skip(f"tf32 needs compute capability >= 8.0; {device_name(device)} has {major}.{minor}")
+    if device.type == "cuda" and not torch.version.hip and dtype in LOW_BIT and dtype not in INTEGER_DTYPES:
+        major, minor = _compute_capability(device)
+        needed = (10, 0) if dtype in FLOAT4 else (8, 9)  # fp4 tensor cores: Blackwell; fp8: Ada and Hopper
+        if (major, minor) < needed:
+            raise Skip(f"{dtype} needs tensor cores of compute capability >= {needed[0]}.{needed[1]}; "
+                       f"{device_name(device)} has {major}.{minor}")
     if dtype == "bf16" and device.type == "cuda" and not torch.version.hip:
         major, minor = _compute_capability(device)
         if major < 8:

@@ -95,7 +95,7 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
             return result
     if problem.dtype in INTEGER_DTYPES:  # nothing to measure: integer sums are exact or wrap, which compare reports
         return Measured(assumed_arithmetic(problem.dtype), cell, key, "not probed (integer arithmetic)")
-    if problem.dtype in FLOAT4 and not hasattr(problem.spec, "probe_arithmetic"):
+    if problem.dtype in FLOAT4:
         return Measured(assumed_arithmetic(problem.dtype), cell, key,
                         "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)")
     if not hasattr(problem.spec, "probe_params"):

@@ -18,8 +18,9 @@ from .gemm_gemm import GemmGemmOp, GemmGemmParams
 from .normalization import NORMALIZATION_OPS
 from .pointwise import POINTWISE_OPS, PointwiseOp, PointwiseParams
 from .reductions import REDUCTION_OPS, ReductionOp, ReductionParams
+from .scaled_gemm import ScaledGemmOp, ScaledGemmParams
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *POINTWISE_OPS, *REDUCTION_OPS, *NORMALIZATION_OPS)
+_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), ScaledGemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *POINTWISE_OPS, *REDUCTION_OPS, *NORMALIZATION_OPS)
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 OPS: Mapping[str, Op] = MappingProxyType(_REGISTRY)
 
@@ -41,4 +42,5 @@ def unregister_op(name: str) -> None:
 
 
 __all__ = ["OPS", "Op", "ProductSumOp", "TensorSpec", "AttentionOp", "AttentionParams", "ConvOp", "ConvParams", "ConvGemmOp", "ConvGemmParams", "GemmOp", "GemmParams", "GemmGemmOp", "GemmGemmParams", "PointwiseOp", "PointwiseParams", "ReductionOp", "ReductionParams",
+           "ScaledGemmOp", "ScaledGemmParams",
            "register_op", "unregister_op"]

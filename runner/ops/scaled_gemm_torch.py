@@ -1,0 +1,57 @@
+"""torch's own scaled gemm, the default kernel of scaled_gemm.
+
+torch._scaled_mm where torch has the recipe (tensor-wise and row-wise f32 scales on 2-d OCP or FNUZ fp8:
+on the CPU, and on CUDA GPUs with fp8 tensor cores); elsewhere (block scales, MX, fp4, batches) an f32
+emulation: each operand dequantized in f32 (element · scale: exact for e8m0 scales, one rounding for
+f32 ones), one f32 matmul, the result converted to out_dtype. The emulation is what a kernel that
+dequantizes in its prologue computes; the bound covers both (runner/scaled_bound.py).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import fp4
+
+_SCALED_MM_ELEMENTS = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+
+def torch_scaled_gemm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+                      out_dtype: torch.dtype, scaling: str, block: int) -> torch.Tensor:
+    if _scaled_mm_applies(a, b, scale_a, scale_b, scaling):
+        b_column_major = b.mT.contiguous().mT  # cuBLAS's fp8 gemm wants B column-major
+        return torch._scaled_mm(a, b_column_major, scale_a.contiguous(), scale_b.contiguous(), out_dtype=out_dtype)
+    a32 = _dequantized(a, scale_a, -1, scaling, block, operand="a")
+    b32 = _dequantized(b, scale_b, -2, scaling, block, operand="b")
+    return torch.matmul(a32, b32).to(out_dtype)
+
+
+def _scaled_mm_applies(a, b, scale_a, scale_b, scaling: str) -> bool:
+    if scaling not in ("tensor", "rowwise") or a.dim() != 2:
+        return False
+    if a.dtype not in _SCALED_MM_ELEMENTS or b.dtype not in _SCALED_MM_ELEMENTS:
+        return False
+    if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
+        return False
+    if a.device.type == "cuda":
+        return torch.cuda.get_device_capability(a.device) >= (8, 9) and not torch.version.hip
+    return a.device.type == "cpu"
+
+
+def _dequantized(elements: torch.Tensor, scales: torch.Tensor, k_dim: int, scaling: str, block: int,
+                 operand: str) -> torch.Tensor:
+    values = fp4.unpack_along(elements, k_dim) if elements.dtype == fp4.PACKED else elements.to(torch.float32)
+    rows, cols = values.shape[-2:]
+    block_rows, block_cols = _block(scaling, block, operand, rows, cols)
+    full = scales.to(torch.float32).repeat_interleave(block_rows, dim=-2).repeat_interleave(block_cols, dim=-1)
+    return values * full[..., :rows, :cols]
+
+
+def _block(scaling: str, block: int, operand: str, rows: int, cols: int) -> tuple[int, int]:
+    """The elements one scale covers (rows, cols) of an operand: see runner/ops/scaled_gemm.py's table."""
+    if scaling == "tensor":
+        return rows, cols
+    if scaling == "rowwise":
+        return (1, cols) if operand == "a" else (rows, 1)
+    if scaling == "blockwise":
+        return (1, block) if operand == "a" else (block, block)
+    return (1, block) if operand == "a" else (block, 1)

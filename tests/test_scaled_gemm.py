@@ -1,0 +1,193 @@
+"""scaled_gemm: quantization as the MX spec says, the kernel's view of its tensors, exact structured cases,
+the composed bound for torch's kernels, and wrong kernels caught."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from e2egen import metrics
+from e2egen.runner import run
+from e2egen.runner.bound import BoundModel
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.inputs import generate_inputs, reference_inputs
+from e2egen.runner.problem import make_problem
+from e2egen.runner.scaling import Blocks, PATTERNS, quantize
+
+SHAPE = {"m": 24, "n": 40, "k": 70}
+
+
+def problem(dtype="f8e4m3fn", layout="nt", seed=3, value_range=(-50.0, 50.0), **params):
+    return make_problem("scaled_gemm", "fwd", dtype, layout, {**SHAPE, **params}, list(value_range), seed)
+
+
+def verdict(result):
+    return metrics.compare(result.ref, result.out, result.out_dtype, bound=result.bound)
+
+
+# -- quantization -------------------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 70), st.sampled_from([1, 2, 8, 32]), st.sampled_from(["f8e4m3fn", "f8e5m2", "f4e2m1", "f8e4m3fnuz"]),
+       st.floats(1e-3, 1e4), st.integers(0, 2 ** 31))
+def test_mx_quantization_follows_the_spec_block_by_block(rows, cols, block, element, spread, seed):
+    generator = torch.Generator().manual_seed(seed)
+    values = (torch.rand((rows, cols), generator=generator, dtype=torch.float64) * 2 - 1) * spread
+    blocks = Blocks(rows, cols, 1, block)
+    elements, scales = quantize(values, blocks, element, "e8m0")
+    fmt = metrics.get_format(element)
+    for r in range(rows):
+        for j in range(math.ceil(cols / block)):
+            chunk = values[r, j * block:(j + 1) * block]
+            amax = float(chunk.abs().max())
+            expected_exponent = (math.floor(math.log2(amax)) - fmt.emax) if amax > 0 else -127
+            assert scales[r, j] == 2.0 ** max(-127, min(127, expected_exponent))
+            for c, x in enumerate(chunk.tolist()):
+                q = float(elements[r, j * block + c])
+                scaled = x / float(scales[r, j])
+                nearest = float(metrics.round_to(torch.tensor(scaled, dtype=torch.float64), element, saturate=True))
+                assert q == nearest and abs(q) <= fmt.max
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 5), st.integers(1, 5))
+def test_blocks_expand_gives_each_element_its_blocks_scale(rows, cols, block_rows, block_cols):
+    blocks = Blocks(rows, cols, block_rows, block_cols)
+    scales = torch.arange(math.prod(blocks.scale_shape), dtype=torch.float64).reshape(blocks.scale_shape)
+    full = blocks.expand(scales)
+    assert full.shape == (rows, cols)
+    for r in range(rows):
+        for c in range(cols):
+            assert full[r, c] == scales[r // block_rows, c // block_cols]
+
+
+def test_f32_scales_map_each_blocks_amax_onto_the_formats_largest_value():
+    values = torch.tensor([[3.0, -700.0, 1.0, 0.25]], dtype=torch.float64)
+    elements, scales = quantize(values, Blocks(1, 4, 1, 2), "f8e4m3fn", "f32")
+    assert scales.tolist() == [[float(torch.tensor(700 / 448, dtype=torch.float32)), float(torch.tensor(1 / 448, dtype=torch.float32))]]
+    assert elements[0, 1] == -448.0 and elements[0, 2] == 448.0  # each block's amax lands on ±max
+
+
+# -- what the kernel receives -------------------------------------------------------------------------------
+def test_the_kernel_receives_elements_and_scales_in_their_storage():
+    seen = {}
+
+    def spy(a, b, scale_a, scale_b, *, out_dtype, scaling, block):
+        seen.update(a=a, b=b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype, scaling=scaling, block=block)
+        from e2egen.runner.ops.scaled_gemm_torch import torch_scaled_gemm
+
+        return torch_scaled_gemm(a, b, scale_a, scale_b, out_dtype=out_dtype, scaling=scaling, block=block)
+
+    import sys
+    module = sys.modules[__name__]
+    module.spy = spy
+    run(problem("f4e2m1", "tn", k=64, out_dtype="bf16"), impl=f"{__name__}:spy")
+    assert seen["a"].dtype == torch.float4_e2m1fn_x2 and tuple(seen["a"].shape) == (24, 32)
+    assert not seen["a"].is_contiguous() and seen["a"].mT.is_contiguous()  # "t": column-major packed bytes
+    assert tuple(seen["b"].shape) == (32, 40) and seen["b"].is_contiguous()
+    assert seen["scale_a"].dtype == torch.float8_e8m0fnu and tuple(seen["scale_a"].shape) == (24, 2)
+    assert tuple(seen["scale_b"].shape) == (2, 40) and seen["scale_b"].mT.is_contiguous()  # K contiguous
+    assert seen["out_dtype"] == torch.bfloat16 and seen["scaling"] == "mx" and seen["block"] == 32
+    run(problem("f8e5m2", "nnnn", scaling="blockwise", block=16, scale_b_dtype="e8m0"), impl=f"{__name__}:spy")
+    assert seen["a"].dtype == torch.float8_e5m2 and seen["scale_a"].dtype == torch.float32
+    assert tuple(seen["scale_b"].shape) == (5, 3) and seen["scale_b"].is_contiguous() and seen["scale_b"].dtype == torch.float8_e8m0fnu
+
+
+def test_same_seed_same_inputs_and_a_new_seed_new_ones():
+    first, again, other = (generate_inputs(problem(seed=s)) for s in (5, 5, 6))
+    assert all(torch.equal(first[name].view(torch.uint8), again[name].view(torch.uint8)) for name in first)
+    assert not torch.equal(first["a"].view(torch.uint8), other["a"].view(torch.uint8))
+
+
+# -- verdicts -------------------------------------------------------------------------------------------------
+SCALINGS = [("mx", {}), ("mx", {"block": 16, "scale_a_dtype": "f32", "scale_b_dtype": "f32"}), ("blockwise", {"block": 16}),
+            ("blockwise", {}), ("rowwise", {}), ("tensor", {})]
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz_f8e5m2fnuz", "f4e2m1"])
+@pytest.mark.parametrize("scaling,extra", SCALINGS, ids=[f"{s}-{'-'.join(map(str, e.values())) or 'default'}" for s, e in SCALINGS])
+def test_torchs_kernel_is_within_the_bound(dtype, scaling, extra):
+    for layout, out in (("nt", ""), ("tn", "bf16"), ("ntnn", "f16")):
+        result = run(problem(dtype, layout, scaling=scaling, out_dtype=out, **extra), bound=BoundModel())
+        assert verdict(result).bound_ratio <= 1.0, (layout, out)
+
+
+@pytest.mark.parametrize("pattern", [p for p in PATTERNS if p != "random"])
+@pytest.mark.parametrize("dtype,scaling,extra", [("f8e4m3fn", "mx", {}), ("f4e2m1", "mx", {"block": 16}),
+                                                 ("f8e5m2", "blockwise", {"block": 8, "scale_b_dtype": "e8m0"}),
+                                                 ("f8e4m3fn", "rowwise", {}), ("f8e4m3fnuz", "tensor", {})])
+def test_structured_cases_are_exact_for_every_correct_kernel(pattern, dtype, scaling, extra):
+    for impl in (None, "scaled_gemm_kernels:blocked_in_reverse"):
+        for layout in ("nt", "tntn"):
+            result = run(problem(dtype, layout, pattern=pattern, scaling=scaling, **extra), impl=impl, bound=BoundModel())
+            comparison = verdict(result)
+            assert comparison.max_abs_diff == 0 and comparison.bound_ratio == 0, (impl, layout)
+
+
+def test_a_structured_case_rounds_once_to_a_narrow_output():
+    result = run(problem("f8e4m3fn", "nt", pattern="ones", k=1000, out_dtype="bf16"), bound=BoundModel())
+    comparison = verdict(result)
+    assert comparison.bound_ratio <= 1.0
+    assert torch.equal(result.out.double(), metrics.round_to(result.ref, "bf16"))
+
+
+def test_structured_patterns_compute_what_they_promise():
+    identity = problem(pattern="identity_a", k=70, m=24)
+    inputs64 = reference_inputs(generate_inputs(identity), torch.device("cpu"))
+    b_values = inputs64["b"] * identity.params.blocks["b"].expand(inputs64["scale_b"])
+    assert torch.equal(run(identity).ref, b_values[:24])
+    doubled = problem(pattern="double_a_scale")
+    inputs64 = reference_inputs(generate_inputs(doubled), torch.device("cpu"))
+    assert (inputs64["scale_a"] == 2).sum() == 1 and ((inputs64["scale_a"] == 1) | (inputs64["scale_a"] == 2)).all()
+
+
+@pytest.mark.parametrize("kernel,case", [
+    ("wrong_block_scale", dict(pattern="double_a_scale")),
+    ("wrong_block_scale", dict(pattern="ones")),
+    ("wrong_block_scale", dict()),
+    ("scale_b_untransposed", dict(layout="ntnn", pattern="ones")),
+    ("scale_b_untransposed", dict(layout="ntnn")),
+    ("e8m0_bias_off_by_one", dict(pattern="identity_b")),
+    ("e8m0_bias_off_by_one", dict()),
+    ("accumulates_in_f16", dict(k=2048, value_range=(0.0, 50.0))),  # overflows f16: inf
+])
+def test_wrong_kernels_fail(kernel, case):
+    case = dict(case)
+    layout = case.pop("layout", "nt")
+    result = run(problem("f8e4m3fn", layout, **case), impl=f"scaled_gemm_kernels:{kernel}", bound=BoundModel())
+    assert not verdict(result).check({"bound_ratio": 1.0}).passed
+
+
+def test_an_f16_accumulator_is_measured_and_broken_by_require_acc():
+    """Within f16's range the bound follows the accumulator the probes measured (11 bits): the kernel is as
+    accurate as that arithmetic allows, and the catalogue's require.acc = "f32" is what fails it."""
+    from e2egen.runner.arithmetic.requirements import violations
+    from e2egen.runner.options import Requirements
+
+    result = run(problem("f8e4m3fn", "nt", value_range=(0.0, 1.0), k=512), impl="scaled_gemm_kernels:accumulates_in_f16",
+                 bound=BoundModel())
+    assert result.arithmetic.arithmetic.acc_bits == 11
+    assert [v.key for v in violations(Requirements(acc="f32"), result.arithmetic.arithmetic, "f8e4m3fn")] == ["acc"]
+    torch_result = run(problem("f8e4m3fn", "nt", value_range=(0.0, 1.0), k=512), bound=BoundModel())
+    assert violations(Requirements(acc="f32"), torch_result.arithmetic.arithmetic, "f8e4m3fn") == []
+    assert verdict(result).max_abs_diff > 1000 * verdict(torch_result).max_abs_diff  # what require.acc is there for
+
+
+# -- catalogue errors ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("params,message", [
+    ({"scaling": "tensor", "block": 32}, "tensor scaling has no block size"),
+    ({"scaling": "mxx"}, "did you mean"),
+    ({"scale_a_dtype": "e5m2"}, "e8m0, f32"),
+    ({"pattern": "eye"}, "identity_a"),
+    ({"out_dtype": "f64"}, "f32, bf16, f16"),
+])
+def test_bad_parameters_name_the_key_and_the_choices(params, message):
+    with pytest.raises(ProblemError, match=message):
+        problem(**params)
+
+
+def test_fp4_needs_an_even_k_and_scales_let_the_range_exceed_the_element_format():
+    with pytest.raises(ProblemError, match="even"):
+        problem("f4e2m1", k=71)
+    assert problem("f4e2m1", value_range=(-1e6, 1e6)).input_range == (-1e6, 1e6)

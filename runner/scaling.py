@@ -89,9 +89,11 @@ def scales_for(amax: torch.Tensor, element_fmt: str, scale_fmt: str, *, power_of
 def quantize(values: torch.Tensor, blocks: Blocks, element_fmt: str, scale_fmt: str, *,
              power_of_two: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(elements, scales) as float64 values of their formats: the elements rounded with saturation."""
+    from .inputs import round_to_format, widen_to_float64
+
     scales = scales_for(blocks.block_amax(values), element_fmt, scale_fmt, power_of_two=power_of_two)
-    elements = metrics.round_to(values / blocks.expand(scales), element_fmt, saturate=True)
-    return elements, scales
+    elements = round_to_format(values / blocks.expand(scales), element_fmt, saturate=True)
+    return widen_to_float64(elements), scales
 
 
 def dequantized(elements: torch.Tensor, scales: torch.Tensor, blocks: Blocks) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 
 from e2egen import metrics
 from e2egen.runner import OPS, make_problem, run
-from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, round_to_storage
+from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, round_to_format, round_to_storage
 
 
 def _sibling(name):
@@ -100,3 +100,27 @@ def test_rounding_is_correct_where_a_plain_cast_rounds_twice():
             assert torch.equal(got, metrics.round_to(values, name))
     wide = torch.randn(100000, generator=generator, dtype=torch.float64) * 1e3
     assert torch.equal(round_to_storage(wide, torch.float32).double(), metrics.round_to(wide, "f32"))
+
+
+@pytest.mark.parametrize("fmt", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f4e2m1"])
+def test_saturating_low_bit_rounding_equals_metrics_bit_for_bit(fmt):
+    """The fast paths (round to odd in f32, then torch's cast; fp4 by midpoint search) against metrics'
+    reference rounding: every value of the format, every midpoint and its neighbours, values beyond the
+    largest, and random values across the range and the subnormals."""
+    from e2egen import metrics
+    from e2egen.metrics.encoding import decode, encode
+
+    spec = metrics.get_format(fmt)
+    values = decode(torch.arange(1 << spec.bits), fmt)
+    values = torch.unique(values[torch.isfinite(values)])
+    mids = (values[1:] + values[:-1]) / 2
+    generator = torch.Generator().manual_seed(7)
+    wide = (torch.rand(100_000, generator=generator, dtype=torch.float64) * 2 - 1) * spec.max * 1.5
+    tiny = (torch.rand(100_000, generator=generator, dtype=torch.float64) * 2 - 1) * spec.min_normal * 2
+    probe = torch.cat([values, mids, torch.nextafter(mids, mids + 1), torch.nextafter(mids, mids - 1), wide, tiny,
+                       torch.tensor([spec.max * 4, -spec.max * 4, -0.0])])
+    fast = round_to_format(probe, fmt, saturate=True)
+    if fmt == "f4e2m1":
+        assert torch.equal(fast, encode(probe, fmt, saturate=True))
+    else:
+        assert torch.equal(fast.view(torch.uint8), encode(probe, fmt, saturate=True))

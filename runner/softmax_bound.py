@@ -26,6 +26,21 @@ exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's u
 
 The log-sum-exp lse = m + log l gets Σ_j p_j E_j + step 2 without the |v| factor + G(seq_k)·u +
 u·(LOG_ULPS·|log l| + |lse|) + c_out·ulp_f32(lse). A fully masked row is exact (o = 0, lse = -inf).
+
+Quantized (i8) attention (docs/lowbit-attention.md): Q·Kᵀ is exact (i32), so step 1 has no product-sum
+term and its score roundings are f16's, in a piece of their own. The reference's scores are rocMLIR's f16
+chain R16(...R16(R16(Q·Kᵀ - zp)·qs)...); a kernel may skip any rounding but the last one (an fma, a wider
+intermediate), so its value before the last rounding lies within the band B_j of the chain's V_j
+(attention_math.QuantizedScores). Where V_j is farther than B_j from every f16 rounding boundary, kernel and
+reference round to the same score (D_j = 0); elsewhere they may differ by D_j = B_j + ulp16(|V_j| + B_j).
+Such differences can exceed 1 (f16's ulp at 1024 is 1), so they go through softmax exactly, not to first
+order: weight j changes by a factor within e^±D_j and the row sum by one within [Σ p e^-D, Σ p e^D], so
+    |p'_j - p_j| <= p_j · m_j,   m_j = max(e^D_j / Σ_k p_k e^-D_k - 1,  1 - e^-D_j / Σ_k p_k e^D_k)
+    |δo| <= Σ_j p_j m_j (|v_j| + |o|),   |δlse| <= max(log Σ_k p_k e^D_k, -log Σ_k p_k e^-D_k)
+The softmax steps then run in f32 (exp's argument, exp, the rescales, the row sum, the division), P is
+rounded to f16 (or the probes' format) before P·V, whose sums are f32, and o and lse are rounded to f16.
+Rows whose intermediates overflow (i32, or an f16 score) have no exact result: their reference is set beyond
+the output's range (attention_math.OVERFLOWED), the comparison counts them as `overflow`, their bound is 0.
 """
 from __future__ import annotations
 
@@ -34,8 +49,11 @@ from typing import Mapping
 
 import torch
 
-from .bound import (ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
+from dataclasses import dataclass
+
+from .bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
                     PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
+from .ops.attention_math import AttentionRows, QuantizedScores
 from .problem import Problem
 
 EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
@@ -49,11 +67,43 @@ def rescale_roundings(spread: torch.Tensor) -> torch.Tensor:
     return spread.mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
 
 
+@dataclass(frozen=True)
+class Unscaled:
+    """A coefficient of 1: the magnitude is already the bound (quantized attention's f16 score differences)."""
+
+    def __call__(self, model: BoundModel) -> float:
+        return 1.0
+
+
+def score_differences(scores: QuantizedScores) -> torch.Tensor:
+    """D_j: how far a kernel's f16 score may lie from the reference's: 0 where the chain's value before its last
+    rounding lies farther than the band from every f16 rounding boundary (both round alike), else the band
+    plus the wider f16 step there (the two roundings to either side)."""
+    from e2egen import metrics
+
+    to_boundary = metrics.ulp(scores.chain, "f16").div_(2).sub_((scores.pre_last - scores.chain).abs())
+    step = metrics.ulp(scores.pre_last.abs() + scores.band, "f16")
+    return torch.where(scores.band >= to_boundary, step.add_(scores.band), 0.0)
+
+
+def score_change_factors(p: torch.Tensor, differences: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m_j, the lse's bound per row): the relative change of each p_j, and of the row's log-sum-exp, when
+    each score moves by at most D_j (the exact form in the module's docstring)."""
+    up, down = differences.exp(), differences.neg().exp()
+    grows = (p * up).sum(dim=-1, keepdim=True)  # >= 1
+    shrinks = (p * down).sum(dim=-1, keepdim=True)  # <= 1, > 0 for an allowed row
+    shrinks = torch.where(shrinks > 0, shrinks, 1.0)  # a fully masked row: p = 0, nothing moves
+    change = torch.maximum(up / shrinks - 1, 1 - down / grows)
+    return change, torch.maximum(grows.log(), shrinks.log().neg()).squeeze(-1)
+
+
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
     from .ops.attention_math import attention_float64, expand_kv
 
     params, dtype = problem.params, problem.dtype
     rows = attention_float64(params, inputs64)
+    if params.quantized:
+        return _quantized_bound(problem, rows)
     allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
     finite_scores = torch.where(allowed, rows.scores, 0.0)
 
@@ -112,6 +162,60 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
             ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (rescale_per_weight + 1).squeeze(-1),
                             "online rescaling, row sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
+            OutputRounding(problem.outputs["lse"].dtype),
+        )))
+    return bounds
+
+
+def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWhere]:
+    """The module docstring's quantized form: exact Q·Kᵀ, the f16 score differences through softmax exactly,
+    then the softmax in f32 and P·V as f16 attention's."""
+    params = problem.params
+    pv = "f16"  # P·V's operands: f16 V and P rounded to f16 (rocMLIR's), f32 sums; the compute format f32
+    allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
+    finite_scores = torch.where(allowed, rows.scores, 0.0)
+    differences = torch.where(allowed & ~rows.overflow, score_differences(rows.quantized), 0.0)
+    change, lse_change = score_change_factors(rows.p, differences)
+
+    roundings = finite_scores.abs().add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k))
+    roundings.mul_(ARGUMENT_ROUNDINGS).add_(2 * EXP_ULPS)  # exp's argument and exp, in f32
+
+    v_abs, o_abs = rows.v.abs(), torch.where(rows.overflow, 0.0, rows.o).abs()
+    weighted_v = torch.matmul(rows.p, v_abs)
+    p_squared = rows.p.square()
+    p_rounding_rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
+
+    def through_softmax(per_score: torch.Tensor) -> torch.Tensor:
+        weighted = rows.p * per_score
+        return torch.matmul(weighted, v_abs).add_(o_abs * weighted.sum(dim=-1, keepdim=True))
+
+    spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
+              - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
+    rescale_per_weight = rescale_roundings(torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0))
+    tiny_terms = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
+
+    seq_k = params.seq_k
+    exact = (rows.row_sum == 0) | rows.overflow  # fully masked (o = 0, lse = -inf) or no exact result
+    bounds = {"o": ExactWhere(exact.expand_as(rows.o), SumOfBounds((
+        ScaledMagnitude(Unscaled(), through_softmax(change), "f16 scores (quantized chain)"),
+        ScaledMagnitude(ComputeRoundings(1, pv), through_softmax(roundings), "exp and its argument"),
+        ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), rescale_per_weight * (weighted_v + o_abs), "online rescaling"),
+        IndependentRoundings(IntermediateRounding(pv), weighted_v + o_abs, p_rounding_rms, "P rounded before P·V"),
+        ScaledMagnitude(IntermediateRounding(pv, tiny=True), tiny_terms, "subnormal P"),
+        ScaledMagnitude(ProductSumCoefficient(seq_k, pv), weighted_v, "P·V product sum"),
+        ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), o_abs, "row sum"),
+        ScaledMagnitude(ComputeRoundings(1, pv), o_abs, "division by the row sum"),
+        OutputRounding(problem.outputs["o"].dtype),
+    )))}
+    if params.return_lse:
+        log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
+        lse_abs = torch.where(torch.isfinite(rows.lse) & ~exact.squeeze(-1), rows.lse, 0.0).abs()
+        bounds["lse"] = ExactWhere(exact.squeeze(-1), SumOfBounds((
+            ScaledMagnitude(Unscaled(), lse_change, "f16 scores (quantized chain)"),
+            ScaledMagnitude(ComputeRoundings(1, pv), (rows.p * roundings).sum(dim=-1), "exp and its argument"),
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), (rescale_per_weight + 1).squeeze(-1),
+                            "online rescaling, row sum"),
+            ScaledMagnitude(ComputeRoundings(1, pv), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds

@@ -14,6 +14,14 @@ with -1 for an unbounded side; kv_lengths, prefix_offset None or an int64 tensor
 the device; score_scale, score_bias None or a tensor in the case's dtype. A fully masked row must give
 o = 0 and lse = -inf.
 
+Low-bit dtypes (docs/lowbit-attention.md):
+- i8 is rocMLIR's quantized attention (params.quantized): q, k i8; v f16; the keywords quant_bias (i8)
+  and quant_scale (f16), tensors of shape (1, 1, 1, 1), are passed too; score_scale and score_bias are
+  f16; o and lse are f16. S = R16(R16(R16(R16(Q·Kᵀ - quant_bias) · quant_scale) · score_scale) +
+  score_bias) with Q·Kᵀ exact in i32, softmax in f32, P in f16, P·V accumulated in f32.
+- fp8 (f8e4m3fn, f8e5m2 and the FNUZ pair): q, k, v in the format; score_scale and score_bias f32; o
+  and lse f32: products exact, sums in f32.
+
 Layouts: "bhsd" stores q, k, v as their logical shapes; "bshd" stores each (batch, seq, heads, dim)
 (the kernel receives the permuted view, logical shape unchanged). A suffix "-qt", "-kt", "-vt" (in
 that order, any subset) stores that tensor with seq and dim exchanged in that order (bhsd-kt: batch,
@@ -27,6 +35,7 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES
 from .attention_params import OPTIONAL_PARAMS, AttentionParams, build_params
 from .base import Op, Shape, TensorSpec, frozen_mapping, stored_in_order
 
@@ -59,6 +68,8 @@ class AttentionOp(Op):
     layouts = ATTENTION_LAYOUTS
     param_names = ("seq_q", "seq_k", "head_dim_qk")
     optional_params = frozen_mapping(OPTIONAL_PARAMS)
+    dtypes = (*FLOAT_DTYPES, *FLOAT8, *INTEGER_DTYPES)
+    torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (attention_torch.py)
 
     def __repr__(self) -> str:
         return "AttentionOp(attention)"
@@ -83,10 +94,34 @@ class AttentionOp(Op):
     def outputs(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
         from ..dtypes import output_dtype_name
 
-        specs = {"o": TensorSpec(params.out_shape, output_dtype_name(dtype))}
+        quantized = dtype in INTEGER_DTYPES  # rocMLIR writes o and lse of its quantized attention in f16
+        specs = {"o": TensorSpec(params.out_shape, "f16" if quantized else output_dtype_name(dtype))}
         if params.return_lse:
-            specs["lse"] = TensorSpec(params.lse_shape, "f32")
+            specs["lse"] = TensorSpec(params.lse_shape, "f16" if quantized else "f32")
         return specs
+
+    def dtype_params_problem(self, params: AttentionParams, dtype: str) -> str | None:
+        if dtype in INTEGER_DTYPES and not params.quantized:
+            return ("i8 attention is rocMLIR's quantized attention (i8 Q and K, an i8 quant_bias and an f16 "
+                    "quant_scale, f16 V and output): set quantized = true")
+        if params.quantized and dtype not in INTEGER_DTYPES:
+            return f"quantized attention runs in i8, not {dtype}"
+        return None
+
+    def input_formats(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, str]:
+        """i8 (quantized): Q, K and the quant bias i8, everything else f16 (rocMLIR's types); fp8: Q, K, V in
+        the format, the score tensors f32; else every input in the dtype's format."""
+        names = self.input_shapes(params, direction)
+        if dtype in INTEGER_DTYPES:
+            return {name: "i8" if name in ("q", "k", "quant_bias") else "f16" for name in names}
+        if dtype in FLOAT8:
+            return {name: dtype if name in _TRANSPOSABLE else "f32" for name in names}
+        return super().input_formats(params, direction, dtype)
+
+    def largest_input(self, params: AttentionParams, dtype: str) -> float:
+        from ..dtypes import largest_finite
+
+        return largest_finite(dtype)  # i8: 127 (V and the f16 tensors hold more); fp8: the format's
 
     def adjust_inputs(self, params: AttentionParams, drawn: dict[str, torch.Tensor]) -> None:
         """Shape the drawn float64 values (before rounding) into the input kinds the params ask for:
@@ -94,6 +129,10 @@ class AttentionOp(Op):
         gains the same c_i, within 5 % of score_offset (a kernel without the max subtraction overflows
         in exp). c_i varies between rows (with q's drawn feature 0) so that the rounding of the large
         common term is not one and the same error in every row, which would bias a correct kernel."""
+        if params.quant_bias is not None:
+            drawn["quant_bias"].fill_(params.quant_bias)
+        if params.quant_scale is not None:
+            drawn["quant_scale"].fill_(params.quant_scale)
         if params.q_gain != 1.0:
             drawn["q"].mul_(params.q_gain)
         if params.score_offset:
@@ -151,10 +190,11 @@ class AttentionOp(Op):
         def per_batch(values: tuple[int, ...] | None) -> torch.Tensor | None:
             return None if values is None else torch.tensor(values, dtype=torch.int64, device=device)
 
+        quantized = {"quant_bias": tensors["quant_bias"], "quant_scale": tensors["quant_scale"]} if params.quantized else {}
         return kernel(tensors["q"], tensors["k"], tensors["v"], scale=params.softmax_scale, causal=params.causal,
                       align=params.align, window=params.window, kv_lengths=per_batch(params.kv_lengths),
                       prefix_offset=per_batch(params.prefix_offset), score_scale=tensors.get("score_scale"),
-                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse)
+                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse, **quantized)
 
     # -- reference and bound ----------------------------------------------------------------
     def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -53,10 +53,75 @@ class AttentionRows:
     v: torch.Tensor  # v expanded to heads_q (b, hq, sk, dv)
     o: torch.Tensor  # (b, hq, sq, dv)
     lse: torch.Tensor  # (b, hq, sq)
+    overflow: torch.Tensor | None = None  # quantized: (b, hq, sq, 1) rows whose intermediates overflow (o, lse: OVERFLOWED)
+    quantized: QuantizedScores | None = None
+
+
+I32_MAX = 2 ** 31 - 1
+# The reference of an output row whose contract intermediates overflow (quantized attention's i32 Q·Kᵀ, or a
+# score beyond f16): no exact result exists, so the row is set beyond every output format's overflow limit and
+# the comparison counts it under `overflow` (a failure unless allowed), never as a number.
+OVERFLOWED = 2.0 ** 200
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedScores:
+    """rocMLIR's quantized scores (docs/lowbit-attention.md), (b, hq, sq, sk) float64, unmasked.
+
+    chain     R16(R16(R16(R16(Q·Kᵀ - zp) · qs) · score_scale) + score_bias): the reference's scores, each
+              step an f16 operation (rounded once), Q·Kᵀ - zp exact (i32)
+    pre_last  the chain's value before its last rounding (exact in float64: the last operation on f16 values)
+    band      how far a kernel under the contract may hold that value from pre_last: it may skip any rounding
+              but the last (an fma, a wider intermediate), so up to each skipped rounding's own error
+              |R16(x) - x|, carried through the later multipliers, plus 2·u32 of each step (an f32 intermediate)
+    overflow  Q·Kᵀ - zp beyond i32, or a step of the chain beyond f16"""
+
+    chain: torch.Tensor
+    pre_last: torch.Tensor
+    band: torch.Tensor
+    overflow: torch.Tensor
+
+
+def quantized_scores(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> QuantizedScores:
+    from e2egen import metrics
+
+    k = expand_kv(inputs64["k"], params.group)
+    integer = torch.matmul(inputs64["q"], k.mT)  # exact: |sums| < 2^53
+    integer.sub_(inputs64["quant_bias"])
+    overflow = integer.abs() > I32_MAX
+    steps = [("mul", inputs64["quant_scale"])]
+    if params.score_scale:
+        steps.append(("mul", inputs64["score_scale"]))
+    if params.score_bias:
+        steps.append(("add", inputs64["score_bias"]))
+    wide = 2.0 * 2.0 ** -24  # an f32 intermediate's rounding, relative, with room
+
+    value = integer  # the pre-rounding value of the current step
+    band = torch.zeros_like(integer)
+    for op, operand in steps:  # round the previous step (it is not the last), then apply this one
+        rounded = metrics.round_to(value, "f16")
+        band.add_((rounded - value).abs().add_(value.abs().mul_(wide)))
+        if op == "mul":
+            band.mul_(operand.abs())
+            value = rounded * operand
+        else:
+            value = rounded + operand
+    band.add_(value.abs().mul_(wide))
+    chain = metrics.round_to(value, "f16")
+    overflow |= ~torch.isfinite(chain)
+    return QuantizedScores(chain, value, band, overflow)
+
+
+def overflowed_rows(params: AttentionParams, scores: QuantizedScores, allowed: torch.Tensor | None) -> torch.Tensor:
+    """(b, hq, sq, 1) bool: rows with an allowed score whose contract intermediate overflows."""
+    overflow = scores.overflow if allowed is None else scores.overflow & allowed
+    return overflow.any(dim=-1, keepdim=True)
 
 
 def scores_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """scale · Q·Kᵀ (· score_scale) (+ score_bias), unmasked."""
+    """scale · Q·Kᵀ (· score_scale) (+ score_bias), unmasked; quantized: rocMLIR's f16 chain (QuantizedScores)."""
+    if params.quantized:
+        return quantized_scores(params, inputs64).chain
     k = expand_kv(inputs64["k"], params.group)
     scores = torch.matmul(inputs64["q"], k.mT).mul_(params.softmax_scale)
     if params.score_scale:
@@ -67,8 +132,16 @@ def scores_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]
 
 
 def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
-    scores = scores_float64(params, inputs64)
-    allowed = allowed_keys(params, scores.device)
+    quantized = overflow = None
+    if params.quantized:
+        quantized = quantized_scores(params, inputs64)
+        scores = quantized.chain.clone()
+        allowed = allowed_keys(params, scores.device)
+        overflow = overflowed_rows(params, quantized, allowed)
+        scores.masked_fill_(overflow, 0.0)  # rows without an exact result: finite stand-ins, marked below
+    else:
+        scores = scores_float64(params, inputs64)
+        allowed = allowed_keys(params, scores.device)
     if allowed is not None:
         scores.masked_fill_(~allowed, float("-inf"))
     row_max = scores.amax(dim=-1, keepdim=True)
@@ -80,4 +153,7 @@ def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tens
     v = expand_kv(inputs64["v"], params.group)
     o = torch.matmul(p, v)
     lse = (row_max + torch.log(row_sum)).squeeze(-1)  # log 0 = -inf for a fully masked row
-    return AttentionRows(scores, allowed, row_max, weights, row_sum, p, v, o, lse)
+    if overflow is not None and bool(overflow.any()):
+        o = o.masked_fill(overflow, OVERFLOWED)
+        lse = lse.masked_fill(overflow.squeeze(-1), OVERFLOWED)
+    return AttentionRows(scores, allowed, row_max, weights, row_sum, p, v, o, lse, overflow, quantized)

@@ -12,6 +12,11 @@ torch's is_causal: query i sees keys 0..i) and seq_k - seq_q for
 prefix_offset[b] says how many positions of batch b's key sequence precede
 query 0 (rocMLIR's -prefix_offset). A row with no allowed key is "fully
 masked": its output is 0 and its log-sum-exp -inf.
+
+quantized (dtype i8 only): rocMLIR's quantized attention (docs/lowbit-attention.md). Q and K are i8,
+V f16; two more inputs of shape (1, 1, 1, 1), quant_bias (i8) and quant_scale (f16), are drawn from
+the case's range like every input unless the parameter of that name fixes their value. Its scale is
+1 (quant_scale plays that part).
 """
 from __future__ import annotations
 
@@ -84,6 +89,9 @@ class AttentionParams:
     return_lse: bool = False
     q_gain: float = 1.0  # inputs: q's drawn values times this (peaky softmax)
     score_offset: float = 0.0  # inputs: every score shifted by about this much (tests the max subtraction)
+    quantized: bool = False  # rocMLIR's i8 attention: i8 Q, K; quant_bias (i8) and quant_scale (f16) inputs
+    quant_bias: int | None = None  # its value (an i8); None: drawn from the case's range
+    quant_scale: float | None = None  # its value (exact in f16); None: drawn from the case's range
 
     def __post_init__(self) -> None:
         for key in ("seq_q", "seq_k", "head_dim_qk", "head_dim_v", "batch", "heads_q", "heads_kv"):
@@ -99,6 +107,30 @@ class AttentionParams:
             raise ProblemError("scale", self.scale, "must be nonzero (every score would be 0); omit it for 1/sqrt(head_dim_qk)")
         if self.score_offset and self.score_offset < 0:
             raise ProblemError("score_offset", self.score_offset, "must be >= 0 (it is built as q0·k0 > 0)")
+        self._check_quantized()
+
+    def _check_quantized(self) -> None:
+        if not self.quantized:
+            for key in ("quant_bias", "quant_scale"):
+                if getattr(self, key) is not None:
+                    raise ProblemError(key, getattr(self, key), "belongs to quantized attention: set quantized = true (dtype i8)")
+            return
+        if self.scale not in (None, 1.0):
+            raise ProblemError("scale", self.scale, "quantized attention has no scale of its own (quant_scale multiplies "
+                                                    "the scores): omit it")
+        for key in ("q_gain", "score_offset"):
+            if getattr(self, key) != OPTIONAL_PARAMS[key]:
+                raise ProblemError(key, getattr(self, key), "shapes real-valued q and k; quantized attention's are i8")
+        if self.quant_bias is not None and not -128 <= self.quant_bias <= 127:
+            raise ProblemError("quant_bias", self.quant_bias, "must be an i8 value, -128 to 127")
+        if self.quant_scale is not None:
+            from e2egen import metrics  # no torch: the f16 grid from the format's bits
+
+            fmt = metrics.get_format("f16")
+            exponent = max(math.frexp(abs(self.quant_scale))[1] - 1, fmt.emin) if self.quant_scale else 0
+            step = math.ldexp(1.0, exponent - fmt.mantissa_bits)
+            if abs(self.quant_scale) > fmt.max or self.quant_scale != round(self.quant_scale / step) * step:
+                raise ProblemError("quant_scale", self.quant_scale, "must be a value of f16 (e.g. 0.015625 = 2^-6)")
 
     @property
     def group(self) -> int:
@@ -107,7 +139,9 @@ class AttentionParams:
 
     @property
     def softmax_scale(self) -> float:
-        return self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim_qk)
+        if self.scale is None:
+            return 1.0 if self.quantized else 1.0 / math.sqrt(self.head_dim_qk)
+        return self.scale
 
     @property
     def masked(self) -> bool:
@@ -122,6 +156,8 @@ class AttentionParams:
         b, hq, hkv = self.batch, self.heads_q, self.heads_kv
         shapes = {"q": (b, hq, self.seq_q, self.head_dim_qk), "k": (b, hkv, self.seq_k, self.head_dim_qk),
                   "v": (b, hkv, self.seq_k, self.head_dim_v)}
+        if self.quantized:  # rocMLIR's order: q, k, v, quant bias, quant scale, then the score tensors
+            shapes["quant_bias"] = shapes["quant_scale"] = (1, 1, 1, 1)
         if self.score_scale:
             shapes["score_scale"] = (b, hq, self.seq_q, self.seq_k)
         if self.score_bias:
@@ -159,7 +195,8 @@ class AttentionParams:
         for key, values in (("kv", self.kv_lengths), ("pre", self.prefix_offset)):
             if values is not None:
                 parts.append(key + "x".join(map(str, values)))
-        parts += [name for name, on in (("lse", self.return_lse), ("ss", self.score_scale), ("sb", self.score_bias)) if on]
+        parts += [name for name, on in (("lse", self.return_lse), ("ss", self.score_scale), ("sb", self.score_bias),
+                                        ("quant", self.quantized)) if on]
         return "-".join(parts)
 
     def describe(self) -> str:
@@ -186,9 +223,13 @@ def build_params(raw: dict[str, Any]) -> AttentionParams:
         kv_lengths=per_batch("kv_lengths", raw["kv_lengths"], batch, 0),
         prefix_offset=per_batch("prefix_offset", raw["prefix_offset"], batch, 0),
         return_lse=_bool("return_lse", raw["return_lse"]),
-        q_gain=_number("q_gain", raw["q_gain"], positive=True), score_offset=_number("score_offset", raw["score_offset"]))
+        q_gain=_number("q_gain", raw["q_gain"], positive=True), score_offset=_number("score_offset", raw["score_offset"]),
+        quantized=_bool("quantized", raw["quantized"]),
+        quant_bias=None if raw["quant_bias"] is None else require_int("quant_bias", raw["quant_bias"], -128),
+        quant_scale=None if raw["quant_scale"] is None else _number("quant_scale", raw["quant_scale"]))
 
 
 OPTIONAL_PARAMS = {"batch": 1, "heads_q": 1, "heads_kv": None, "head_dim_v": None, "scale": None,
                    "score_scale": False, "score_bias": False, "causal": False, "align": "top-left", "window": None,
-                   "kv_lengths": None, "prefix_offset": None, "return_lse": False, "q_gain": 1.0, "score_offset": 0.0}
+                   "kv_lengths": None, "prefix_offset": None, "return_lse": False, "q_gain": 1.0, "score_offset": 0.0,
+                   "quantized": False, "quant_bias": None, "quant_scale": None}

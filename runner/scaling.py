@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from e2egen import metrics
-from e2egen.metrics.encoding import mx_scale_exponent
+
+if TYPE_CHECKING:
+    import torch
 
 PATTERNS = ("random", "identity_a", "identity_b", "ones", "double_a_scale", "double_b_scale")
 _ONES_EXPONENTS = 5  # "ones": scale exponents -2..2
@@ -73,6 +74,10 @@ class Blocks:
 def scales_for(amax: torch.Tensor, element_fmt: str, scale_fmt: str, *, power_of_two: bool = False) -> torch.Tensor:
     """Each block's scale (float64) from its amax, as the module docstring says; `power_of_two` rounds an f32
     scale up to a power of two (structured inputs: every product then exact)."""
+    import torch
+
+    from e2egen.metrics.encoding import mx_scale_exponent
+
     if scale_fmt == "e8m0":
         return torch.ldexp(torch.ones_like(amax), mx_scale_exponent(amax, element_fmt))
     largest = metrics.get_format(element_fmt).max
@@ -103,6 +108,8 @@ def dequantized(elements: torch.Tensor, scales: torch.Tensor, blocks: Blocks) ->
 
 def identity(shape: tuple[int, ...]) -> torch.Tensor:
     """(…, rows, cols) with ones on the main diagonal, float64."""
+    import torch
+
     rows, cols = shape[-2:]
     eye = torch.eye(rows, cols, dtype=torch.float64)
     return eye.expand(*shape).clone()
@@ -110,12 +117,16 @@ def identity(shape: tuple[int, ...]) -> torch.Tensor:
 
 def exponent_scales(uniform: torch.Tensor) -> torch.Tensor:
     """Powers of two 2^e, e in -2..2, one per uniform draw in [0, 1) (the "ones" pattern's scales)."""
+    import torch
+
     exponents = (uniform * _ONES_EXPONENTS).floor().clamp(0, _ONES_EXPONENTS - 1) - _ONES_EXPONENTS // 2
     return torch.ldexp(torch.ones_like(uniform), exponents.to(torch.int64))
 
 
 def one_doubled(uniform: torch.Tensor) -> torch.Tensor:
     """Scales of 1 except a 2 at the block of the largest draw (one per batch, the same everywhere)."""
+    import torch
+
     scales = torch.ones_like(uniform)
     flat = uniform.reshape(-1, uniform.shape[-2] * uniform.shape[-1])
     scales.view(flat.shape)[torch.arange(flat.shape[0]), flat.argmax(dim=1)] = 2.0
@@ -126,6 +137,8 @@ def quantized_operands(pattern: str, blocks: dict[str, Blocks], drawn: dict[str,
                        formats: dict[str, str]) -> dict[str, torch.Tensor]:
     """A scaled gemm's inputs (a, b, scale_a, scale_b) as float64 values of their formats, from the draws:
     real data quantized (`random`), or a structured pattern (module docstring)."""
+    import torch
+
     structured = pattern != "random"
 
     def real(name: str) -> tuple[torch.Tensor, torch.Tensor]:

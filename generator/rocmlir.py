@@ -139,7 +139,7 @@ from e2egen.generator.errors import CatalogueError, Location, Problem
 from e2egen.generator.rocmlir_data import DATA_FLAGS, DataRange, resolve_data
 from e2egen.generator.toml_lines import key_lines, line_of
 from e2egen.generator.toml_reader import parse_toml
-from e2egen.runner.dtypes import FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
+from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).
@@ -147,8 +147,8 @@ DEFAULT_TOLERANCES: Mapping[str, Mapping[str, float | bool]] = {
     "f32": {"rms": 1e-5, "bound_ratio": 1.0},
     "f16": {"rms": 1e-3, "bound_ratio": 1.0},
     "bf16": {"rms": 1e-2, "bound_ratio": 1.0},
-    # fp8 inputs, f32 outputs (products exact in f32): f32's thresholds, the bound with exact inputs
-    **{d: {"rms": 1e-5, "bound_ratio": 1.0} for d in (*FLOAT8, *FLOAT8_PAIRS)},
+    # fp8 and fp4 inputs, f32 outputs (products exact in f32): f32's thresholds, the bound with exact inputs
+    **{d: {"rms": 1e-5, "bound_ratio": 1.0} for d in (*FLOAT8, *FLOAT8_PAIRS, *FLOAT4)},
 }
 # i8: exact, as rocMLIR's verifier (mcpuVerifyInt: any element that differs fails; its thresholds are not read)
 I8_EXACT: Mapping[str, float | bool] = {"bound_ratio": False, "bound_rms": False, "bias_z": False, "max_abs_diff": 0}
@@ -166,19 +166,20 @@ OPERATIONS = {  # rocmlir-gen --operation -> (op, direction)
 }
 DEFAULT_OPERATION = "conv2d"
 WIDE_DTYPES = ("f32", "f16", "bf16")  # -t values that are e2egen dtypes as they are
-DTYPES = (*WIDE_DTYPES, *FLOAT8, *FLOAT8_PAIRS, *INTEGER_DTYPES)  # e2egen's (runner.dtypes'), in order
+DTYPES = (*WIDE_DTYPES, *FLOAT8, *FLOAT8_PAIRS, *FLOAT4, *INTEGER_DTYPES)  # e2egen's (runner.dtypes'), in order
 DEFAULT_DTYPE = "f32"
 # rocmlir-gen's typeFromString names of the fp8 formats -> e2egen's
 EXPLICIT_F8 = {"f8E4M3FN": "f8e4m3fn", "f8E5M2": "f8e5m2", "f8E4M3FNUZ": "f8e4m3fnuz", "f8E5M2FNUZ": "f8e5m2fnuz"}
+EXPLICIT_F4 = {"f4E2M1FN": "f4e2m1"}  # rocmlir-gen's -t callback: f4E2M1FN writes f32, as the fp8 names do
 # rocmlir-gen's fp8 / bf8: the chip's formats (main(): amdgpu::hasOcpFp8 -> OCP, else FNUZ; older rocmlir-gen:
 # FNUZ always; --force-f8-types=ocp|fnuz|nanoo overrides where it exists). The catalogues' chip is %arch.
 ARCH_F8 = {"fp8": {"ocp": "f8e4m3fn", "fnuz": "f8e4m3fnuz"}, "bf8": {"ocp": "f8e5m2", "fnuz": "f8e5m2fnuz"}}
 F8_FAMILIES = {"ocp": ("ocp",), "fnuz": ("fnuz",), "both": ("ocp", "fnuz")}  # import-rocmlir --fp8 choices
 DEFAULT_F8 = "ocp"
 FORCE_F8 = {"ocp": "ocp", "fnuz": "fnuz", "nanoo": "fnuz"}  # --force-f8-types values (arch: the chip decides)
-LOW_BIT_OPS = ("conv2d", "gemm")  # the ops whose i8 / fp8 cases e2egen runs
+LOW_BIT_OPS = ("conv2d", "gemm", "scaled_gemm")  # the ops whose i8 / fp8 / fp4 cases e2egen runs
+FP4_OPS = ("gemm", "scaled_gemm")  # the ops with e2egen's fp4 dtype
 UNSUPPORTED_DTYPES = {  # typeFromString names e2egen has no dtype for
-    "f4E2M1FN": "fp4 (f4E2M1FN) is not supported yet",
     "f8E8M0FNU": "E8M0 (f8E8M0FNU, a block-scale format) is not supported yet",
     "i32": "i32 inputs are not supported",
 }
@@ -198,12 +199,22 @@ OUT_DTYPE_FLAGS = ("out_dtype", "out_datatype", "c_dtype", "to", "tc")
 TRANSPOSE_FLAGS = ("transA", "transB")
 GEMM_GEMM_TRANSPOSE_FLAGS = ("transA", "transB", "transC")
 ATTENTION_TRANSPOSE_FLAGS = {"transQ": "q", "transK": "k", "transV": "v"}  # flag -> the tensor it stores transposed
+# rocmlir-gen's scaled gemm, C = (A ⊙ scaleA)·(B ⊙ scaleB) with one scale per -quantBlockSize elements along K: its
+# flags are read only with --scaledGemm (getGemmTypes, createGpuGemmKernel, createCpuGemmKernelWithMlir)
+SCALE_TRANSPOSE_FLAGS = ("transScaleA", "transScaleB")
+SCALED_GEMM_FLAGS = ("scaledGemm", "scale_a_dtype", "scale_b_dtype", "quantBlockSize", *SCALE_TRANSPOSE_FLAGS)
+QUANT_BLOCK_SIZE = 32  # rocmlir-gen's -quantBlockSize default (OCP MX's block, scaled_gemm's mx default too)
+SCALE_TYPES = {"f8E8M0FNU": "e8m0", "f32": "f32", "fp32": "f32"}  # -scale_a/b_dtype (typeFromString) -> e2egen's
+DEFAULT_SCALE_TYPE = "f8E8M0FNU"  # rocmlir-gen's -scale_a_dtype / -scale_b_dtype default
+# -out_dtype of an fp8 / fp4 gemm (typeFromString names) -> gemm's and scaled_gemm's out_dtype ("": f32, the default)
+LOW_BIT_OUT_TYPES = {"f32": "", "fp32": "", "f16": "f16", "fp16": "f16", "bf16": "bf16"}
 # Flags that pick the case's op, direction, dtype or layout (an axis of ours).
 CASE_FLAGS = ("operation", "t", "force-f8-types", *OUT_DTYPE_FLAGS, *LAYOUT_FLAGS, *GEMM_GEMM_TRANSPOSE_FLAGS,
-              *ATTENTION_TRANSPOSE_FLAGS)
+              *ATTENTION_TRANSPOSE_FLAGS, *SCALED_GEMM_FLAGS)
 LAYOUT_FLAGS_OF = {  # op -> the case flags that make its layout (the others mean nothing to it, or are merged)
     "conv2d": LAYOUT_FLAGS, "conv3d": LAYOUT_FLAGS, "gemm": TRANSPOSE_FLAGS, "attention": tuple(ATTENTION_TRANSPOSE_FLAGS),
     "gemm_gemm": GEMM_GEMM_TRANSPOSE_FLAGS, "conv_gemm": ("fil_layout", "in_layout", "transC"),
+    "scaled_gemm": (*TRANSPOSE_FLAGS, *SCALE_TRANSPOSE_FLAGS),
 }
 
 TOLERANCE_FLAGS = {"RMS_threshold": "rms", "relDiff_threshold": "max_rel_diff", "absDiff_threshold": "max_abs_diff"}
@@ -233,6 +244,7 @@ DEFAULT_PROBLEMS = {  # op -> rocmlir-gen flag -> the value -p gives it
     "conv2d": CONV_DEFAULT_PROBLEM,
     "conv_gemm": {**CONV_DEFAULT_PROBLEM, "gemmO": 769},
     "gemm": {"groupsize": 1, "m": 1024, "k": 769, "n": 512},
+    "scaled_gemm": {"groupsize": 1, "m": 1024, "k": 769, "n": 512},  # a gemm to populateDefaults()
     "gemm_gemm": {"groupsize": 1, "m": 1024, "k": 769, "n": 512, "gemmO": 769},
     "attention": {"groupsize": 1, "seq_len_q": 1024, "seq_len_k": 1024, "num_heads_q": 1, "num_heads_kv": 1,
                   "head_dim_qk": 32, "head_dim_v": 32},
@@ -253,6 +265,7 @@ SHAPE_FLAGS = {  # op -> the flags its shape reads (-p included: it sets them)
     "conv2d": (*CONV_SHAPE_FLAGS, POPULATE_FLAG), "gemm": (*GEMM_SHAPE_FLAGS, POPULATE_FLAG),
     "attention": (*ATTENTION_FLAGS, POPULATE_FLAG), "gemm_gemm": (*GEMM_GEMM_SHAPE_FLAGS, POPULATE_FLAG),
     "conv_gemm": (*CONV_GEMM_SHAPE_FLAGS, POPULATE_FLAG), "conv3d": (*CONV_SHAPE_FLAGS, *DEPTH_FLAGS, POPULATE_FLAG),
+    "scaled_gemm": (*GEMM_SHAPE_FLAGS, POPULATE_FLAG),
 }
 
 # Flags that do not change what is computed: reported as ignored, with why.
@@ -270,10 +283,7 @@ IGNORED_FLAGS = {
 # rocmlir-gen's cl::opt<bool> options: a following word is never their value (`-pv %random_data`)
 BOOLEAN_FLAGS = ("pv", "pv_with_gpu", "pv_with_cpp", "pv_with_mlir", "pv-strict", "pv-f64", "p", "transA", "transB",
                  "transC", "transO", "transQ", "transK", "transV", "causal", "return_lse", "with-attn-scale",
-                 "with-attn-bias", "reverse_grid", "host-harness", "ph", "scaledGemm")
-# Scaled gemm (MX block scales), not supported yet: its cases are not expressed.
-SCALED_GEMM_FLAGS = ("scaledGemm", "scale_a_dtype", "scale_b_dtype")
-SCALED_GEMM_REASON = "scaled gemm (--scaledGemm, -scale_a_dtype, -scale_b_dtype) is not supported yet"
+                 "with-attn-bias", "reverse_grid", "host-harness", "ph", "scaledGemm", *SCALE_TRANSPOSE_FLAGS)
 LOW_BIT_FLAGS = (*SCALED_GEMM_FLAGS, *OUT_DTYPE_FLAGS)
 LIT_SUBSTITUTION_NOTES = {
     "%random_data": "rocMLIR's seeded random inputs (-rand 1); imported as the range its -rand_type gives",
@@ -741,68 +751,186 @@ def _axis_value_tolerances(axis: RocAxis, flags: tuple[Flag, ...], dtype_toleran
 
 def _import_test(rocmlir, test: RocTest, prefix_flags, suffix_flags, axis_case_flags, notes: Notes,
                  cases: list[RocCase], fp8: str = DEFAULT_F8) -> list[ImportedConfig]:
-    """One config per op this test's combinations produce (normally one); every case rocMLIR runs goes to
-    `cases`, expressed or not and why."""
+    """One config per op (and per set of case parameters, see `case_params`) this test's combinations produce
+    (normally one); every case rocMLIR runs goes to `cases`, expressed or not and why."""
     where = Source(test.line, f"test {test.number} config")
     config_flags, words = parse_flags(test.config, where)
     _note_words(words, test.line, where.what, notes)
     fixed = (*prefix_flags, *config_flags)
     _check_excludes(rocmlir, test, notes)
-    kept: dict[str, set[CaseKey]] = {}
-    order: dict[str, dict[CaseKey, None]] = {}
-    excluded_keys: dict[str, set[CaseKey]] = {}
-    pending: dict[str, int] = {}  # op -> rocMLIR cases waiting for the op's shape
+    Variant = tuple  # (op, case parameters): one config each
+    kept: dict[Variant, set[CaseKey]] = {}
+    order: dict[Variant, dict[CaseKey, None]] = {}
+    excluded_keys: dict[Variant, set[CaseKey]] = {}
+    pending: dict[Variant, list[tuple[CaseKey, ...]]] = {}  # each rocMLIR case's keys, waiting for the shape
     matched_exclude = False
     for combination in _combinations(rocmlir):
         if _never_generated(combination):
             continue
         excluded = _is_excluded(test, combination)
         matched_exclude |= excluded
-        all_flags = (*fixed, *suffix_flags, *(f for axis, value in combination for f in axis.flags(value)))
-        scaled = _scaled_gemm_flag(all_flags)
-        if scaled is not None:
-            notes.add(scaled.source.line, scaled.source.what, f"{scaled.text}: {SCALED_GEMM_REASON}; left out")
-            if not excluded:
-                cases.append(RocCase(test.number, False, SCALED_GEMM_REASON))
-            continue
         flags = _merge(fixed, [f for axis, value in combination for f in axis_case_flags[axis.name][value]], suffix_flags, notes)
         notes.last = None
         resolved = resolve_case(flags, notes, fp8)
-        if resolved is None:
+        extra = None if resolved is None else case_params(*resolved, flags, notes)
+        if extra is None:
             if not excluded:
                 cases.append(RocCase(test.number, False, reason_of(notes.last)))
             continue
         op, keys = resolved
+        variant = (op, extra)
         for key in keys:  # one, or one per fp8 family (--fp8 both)
-            order.setdefault(op, {})[key] = None
-            (excluded_keys if excluded else kept).setdefault(op, set()).add(key)
+            order.setdefault(variant, {})[key] = None
+            (excluded_keys if excluded else kept).setdefault(variant, set()).add(key)
         if not excluded:
-            pending[op] = pending.get(op, 0) + 1
+            pending.setdefault(variant, []).append(keys)
     _note_exclude_effect(test, matched_exclude, excluded_keys, kept, notes)
     configs = []
-    for op in order:
-        all_fixed = (*fixed, *suffix_flags)
+    all_fixed = (*fixed, *suffix_flags)
+    for variant in order:
+        op, extra = variant
+        waiting = pending.get(variant, [])
         notes.last = None
-        params = resolve_shape(op, all_fixed, notes)
-        count = pending.get(op, 0)
-        cases.extend([RocCase(test.number, params is not None, None if params else reason_of(notes.last))] * count)
-        if params is None:
+        shape = resolve_shape(op, all_fixed, notes)
+        if shape is None:
+            cases.extend(RocCase(test.number, False, reason_of(notes.last)) for _ in waiting)
             continue
-        if not kept.get(op):
+        if not kept.get(variant):
             notes.add(test.line, where.what, f"every {op} combination of this test is excluded or unsupported; nothing imported")
             continue
+        data, data_params = _case_data(rocmlir, op, extra, all_fixed, words, notes, where)
+        data = _exact_integers(data, sorted({key.dtype for key in kept[variant]}), notes, where, quiet=bool(data_params))
+        params = shape + extra + data_params
+        rejected = _runner_rejects(op, params, kept[variant], data, notes, where)
+        for keys in waiting:
+            refused = [rejected[key] for key in keys if key in rejected]
+            cases.append(RocCase(test.number, len(refused) < len(keys), refused[0] if len(refused) == len(keys) else None))
+        runs = frozenset(key for key in kept[variant] if key not in rejected)
+        if not runs:
+            continue
         dropped = _note_other_flags(op, config_flags, notes)
-        tolerances = _tolerances(config_flags, notes)
-        data = _config_data(rocmlir, all_fixed, words, notes)
-        configs.append(ImportedConfig(test, op, params, frozenset(kept[op]), tuple(order[op]), tolerances, dropped, data))
+        tolerances = _output_tolerances(dict(params), _tolerances(config_flags, notes))
+        configs.append(ImportedConfig(test, op, params, runs, tuple(order[variant]), tolerances, dropped, data))
     return configs
 
 
-def _scaled_gemm_flag(flags: Iterable[Flag]) -> Flag | None:
-    return next((f for f in flags if f.name in SCALED_GEMM_FLAGS and (f.name != "scaledGemm" or _boolean(f))), None)
+def case_params(op: str, keys: tuple[CaseKey, ...], flags: Mapping[str, Flag],
+                notes: Notes) -> tuple[tuple[str, object], ...] | None:
+    """The parameters a case's flags set besides its shape (they may differ between axis values, so a test can
+    need a config per set): gemm's and scaled_gemm's out_dtype (-out_dtype bf16/f16 of an fp8/fp4 gemm; f32 is
+    the default) and scaled_gemm's block (-quantBlockSize, 32 by default as in rocmlir-gen), scale_a_dtype and
+    scale_b_dtype (-scale_a_dtype / -scale_b_dtype: f8E8M0FNU, rocmlir-gen's default, is e8m0, scaled_gemm's MX
+    default; f32 is f32). None (reported) when one has no equivalent. Without --scaledGemm rocmlir-gen reads
+    none of the scale flags: they are reported as ignored."""
+    params: list[tuple[str, object]] = []
+    if op != "scaled_gemm":
+        for name in SCALED_GEMM_FLAGS[1:]:
+            flag = flags.get(name)
+            if flag is not None:
+                notes.add(flag.source.line, flag.source.what, f"{flag.text}: rocmlir-gen reads it for a scaled gemm "
+                                                              "(--scaledGemm) only", kind=IGNORED)
+    else:
+        block = flags.get("quantBlockSize")
+        size = QUANT_BLOCK_SIZE if block is None else _integer(block.value)
+        if not size:
+            notes.add(block.source.line, block.source.what, f"{block.text}: expected a positive integer; left out")
+            return None
+        if size != QUANT_BLOCK_SIZE:
+            params.append(("block", size))
+        for name in ("scale_a_dtype", "scale_b_dtype"):
+            flag = flags.get(name)
+            value = (flag.value or "") if flag else DEFAULT_SCALE_TYPE
+            if value not in SCALE_TYPES:
+                notes.add(flag.source.line, flag.source.what, f"scale type {value!r} ({flag.text}) left out: "
+                                                              "e2egen's scales are e8m0 (f8E8M0FNU) or f32")
+                return None
+            if SCALE_TYPES[value] != "e8m0":
+                params.append((name, SCALE_TYPES[value]))
+    out = next((flags[name] for name in OUT_DTYPE_FLAGS if name in flags), None)
+    low_bit_float = keys[0].dtype not in (*WIDE_DTYPES, *INTEGER_DTYPES)
+    if out is not None and op in ("gemm", "scaled_gemm") and low_bit_float and LOW_BIT_OUT_TYPES[out.value or ""]:
+        params.append(("out_dtype", LOW_BIT_OUT_TYPES[out.value or ""]))  # resolve_dtypes checked the value
+    return tuple(params)
 
 
-def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[str, ...], notes: Notes) -> DataRange:
+SCALED_GEMM_ONES = ('imported as scaled_gemm\'s pattern "ones": A = B = 1 and every block\'s scale a power of two in '
+                    "2^-2..2^2, whose result must come back exact, as rocMLIR's all-ones case (scales 1) must")
+
+
+def _case_data(rocmlir: RocCatalogue, op: str, extra: tuple, flags: tuple[Flag, ...], words: tuple[str, ...],
+               notes: Notes, where: Source) -> tuple[DataRange, tuple[tuple[str, object], ...]]:
+    """The config's data range and the parameters its data set: a scaled gemm's `-rand none` becomes scaled_gemm's
+    structured pattern "ones" (runner/scaling.py). rocmlir-gen fills a scaled gemm's scaleA and scaleB like any
+    input; scaled_gemm computes its scales from the data (real MX quantization): reported."""
+    if op != "scaled_gemm":
+        return _config_data(rocmlir, flags, words, notes), ()
+    data = _config_data(rocmlir, flags, words, notes, ones_as=SCALED_GEMM_ONES)
+    rand = {f.name: f for f in flags}.get("rand")
+    if rand is not None and rand.value == "none":
+        return data, (("pattern", "ones"),)
+    notes.add(where.line, where.what, "rocmlir-gen fills scaleA and scaleB like A and B, each value on its own, stored "
+                                      "with arith.truncf to the scale type; e2egen's scaled_gemm quantizes real data "
+                                      "instead: each block's scale from its largest magnitude, the elements rounded "
+                                      "to their format with saturation")
+    if "f32" in dict(extra).values():
+        notes.add(where.line, where.what, "f32 scales: rocMLIR's GPU kernel converts them to E8M0 (arith.truncf in "
+                                          "createGpuGemmKernel) while its CPU reference multiplies by the f32 values, "
+                                          "so its f32-scale catalogues use -rand none; e2egen's f32 scales are amax / "
+                                          "the element format's largest value (no power of two) and are read exactly")
+    return data, ()
+
+
+def _exact_integers(data: DataRange, dtypes: Iterable[str], notes: Notes, where: Source, quiet: bool = False) -> DataRange:
+    """Integer data narrowed to the integers every dtype's input formats hold exactly. rocmlir-gen stores its
+    integers with arith.truncf, which rounds the others (-5 becomes -4 in f4E2M1FN, whose integers are exact up
+    to 4); e2egen's integer data must be exact. Reported unless `quiet` (a structured pattern draws no data)."""
+    if data.data != "integers":
+        return data
+    from e2egen.metrics.formats import get_format
+    from e2egen.runner.dtypes import operand_formats
+
+    formats = {fmt for dtype in dtypes for fmt in operand_formats(dtype) if not get_format(fmt).is_integer}
+    bound = min((2 ** (get_format(fmt).mantissa_bits + 1) for fmt in formats), default=None)
+    if bound is None or max(abs(data.lo), abs(data.hi)) <= bound or max(data.lo, -bound) >= min(data.hi, bound):
+        return data
+    narrowed = DataRange.of(max(data.lo, -bound), min(data.hi, bound), "integers")
+    if not quiet:
+        notes.add(where.line, where.what, f"{data.describe()} in {', '.join(sorted(formats))}: integers beyond ±{bound} are "
+                                          "not exact there (rocmlir-gen's arith.truncf rounds them when it stores the "
+                                          f"inputs); imported as {narrowed.describe()}", kind=IGNORED)
+    return narrowed
+
+
+def _runner_rejects(op: str, params: tuple[tuple[str, object], ...], keys: Iterable[CaseKey], data: DataRange,
+                    notes: Notes, where: Source) -> dict[CaseKey, str]:
+    """The case keys whose problem e2egen's runner refuses (an fp4 gemm with odd k: fp4 is packed two a byte along
+    K), each with its summary reason; reported."""
+    from e2egen import runner
+
+    rejected = {}
+    for key in sorted(keys):
+        try:
+            runner.make_problem(op, key.direction, key.dtype, key.layout, dict(params), (data.lo, data.hi), 0, data.data)
+        except runner.ProblemError as err:
+            notes.add(where.line, where.what, f"data type {key.dtype!r} left out of {op} {key.layout}: {err.message}")
+            rejected[key] = f"data type {key.dtype}: {err.message.split(';')[0]}"
+    return rejected
+
+
+def _output_tolerances(params: Mapping[str, object], tolerances: tuple[tuple[str, float], ...]) -> tuple:
+    """A low-bit gemm writing f16 or bf16 (out_dtype): that format's rms (unless the config sets one) and no
+    relDiff, as rocMLIR's verifier judges f16/bf16 outputs (createVerifierFunc: RMS 0.001, relDiff off)."""
+    out = params.get("out_dtype")
+    if out not in ("f16", "bf16"):
+        return tolerances
+    given = dict(tolerances)
+    given.setdefault("rms", DEFAULT_TOLERANCES[out]["rms"])
+    given["max_rel_diff"] = False
+    return tuple(given.items())
+
+
+def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[str, ...], notes: Notes,
+                 ones_as: str | None = None) -> DataRange:
     """The distribution of the config's command line (prefix, config, suffix: -rand flags and %random_data)."""
     by_name = {f.name: f for f in flags}
 
@@ -810,7 +938,7 @@ def _config_data(rocmlir: RocCatalogue, flags: tuple[Flag, ...], words: tuple[st
         source = flag.source if flag is not None else Source(rocmlir.line("suffix"), "suffix")
         notes.add(source.line, source.what, message, kind=NOT_IMPORTED if not_expressed else IGNORED)
 
-    return resolve_data(by_name, (*words, *_wrapper_words(rocmlir)), note)
+    return resolve_data(by_name, (*words, *_wrapper_words(rocmlir)), note, ones_as)
 
 
 # Why a rocMLIR case is not expressed, from the report item that left it out: a category per kind of item.
@@ -910,6 +1038,9 @@ def resolve_case(flags: Mapping[str, Flag], notes: Notes, fp8: str = DEFAULT_F8)
         notes.add(operation.source.line, operation.source.what, f"operation {name!r} has no equivalent in e2egen (supported: {', '.join(OPERATIONS)}); left out")
         return None
     op, direction = OPERATIONS[name]
+    op = _scaled_gemm_op(op, flags, notes)
+    if op is None:
+        return None
     dtypes = resolve_dtypes(flags, op, direction, notes, fp8)
     layout = _LAYOUT_RESOLVERS[op](flags, notes) if dtypes is not None else None
     if dtypes is None or layout is None:
@@ -917,6 +1048,20 @@ def resolve_case(flags: Mapping[str, Flag], notes: Notes, fp8: str = DEFAULT_F8)
     op = "conv3d" if op == "conv2d" and is_conv3d_layout(layout) else op
     _note_layout_flags_of_other_ops(op, flags, notes)
     return op, tuple(CaseKey(direction, dtype, layout) for dtype in dtypes)
+
+
+def _scaled_gemm_op(op: str, flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    """"scaled_gemm" for a gemm with --scaledGemm (rocmlir-gen's cl::opt<bool>, default false), else `op`; None
+    (reported) when the switch is malformed. Other operations do not read it."""
+    flag = flags.get("scaledGemm")
+    scaled = _boolean(flag)
+    if scaled is None:
+        notes.add(flag.source.line, flag.source.what, f"{flag.text}: expected true or false; left out")
+        return None
+    if scaled and op != "gemm":
+        notes.add(flag.source.line, flag.source.what, f"{flag.text}: rocmlir-gen reads it for --operation gemm only",
+                  kind=IGNORED)
+    return "scaled_gemm" if scaled and op == "gemm" else op
 
 
 def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: Notes,
@@ -934,6 +1079,9 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
     def leave_out(why: str, subject: str = "") -> None:
         notes.add(source.line, source.what, f"data type {value!r} left out{subject}: {why}")
 
+    if op == "scaled_gemm" and (value in WIDE_DTYPES or value == "i8"):
+        leave_out("e2egen's scaled_gemm takes fp8 and fp4 elements", " for scaled gemm")
+        return None
     if value in WIDE_DTYPES:
         dtypes, output = (value,), value
     else:
@@ -942,6 +1090,8 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
             return None
         if value == "i8":
             dtypes, output = ("i8",), "i32"
+        elif value in EXPLICIT_F4:
+            dtypes, output = (EXPLICIT_F4[value],), "f32"
         else:
             dtypes = _float8_dtypes(value, op, flags, leave_out, fp8)
             if dtypes is None:
@@ -950,6 +1100,9 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
         if op not in LOW_BIT_OPS:
             leave_out("e2egen's i8 and fp8 dtypes are for conv and gemm", f" for {op}")
             return None
+        if dtypes[0] in FLOAT4 and op not in FP4_OPS:
+            leave_out(f"e2egen's fp4 dtype is for {' and '.join(FP4_OPS)}", f" for {op}")
+            return None
         if op == "conv2d" and direction != "fwd":
             leave_out("rocmlir-gen types a conv's tensors by role (filter, input, output), the output i32 or f32, "
                       f"so a backward conv reads an {output} dy and writes an 8-bit result (and its CPU reference "
@@ -957,7 +1110,12 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
                       f" for conv {direction}")
             return None
     out = next((flags[name] for name in OUT_DTYPE_FLAGS if name in flags), None)
-    if out is not None and (out.value or "") not in (output, "fp32" if output == "f32" else output):
+    chooses = op in ("gemm", "scaled_gemm") and output == "f32" and value not in WIDE_DTYPES  # fp8/fp4: out_dtype
+    if out is not None and chooses and (out.value or "") not in LOW_BIT_OUT_TYPES:
+        notes.add(out.source.line, out.source.what, f"output type {out.value!r} ({out.text}) left out: e2egen's "
+                                                    f"{value} {op} writes f32, bf16 or f16 (its out_dtype)")
+        return None
+    if out is not None and not chooses and (out.value or "") not in (output, "fp32" if output == "f32" else output):
         notes.add(out.source.line, out.source.what, f"output type {out.value!r} ({out.text}) left out: e2egen's "
                                                     f"{value} cases write {output}; no other output type yet")
         return None
@@ -969,7 +1127,7 @@ def _float8_dtypes(value: str, op: str, flags: Mapping[str, Flag], leave_out, fp
     parts = value.split("_", 1) if "_" in value else [value, value]
     for part in parts:
         if part not in ARCH_F8 and part not in EXPLICIT_F8:
-            known = part in UNSUPPORTED_DTYPES or part in WIDE_DTYPES or part == "i8"
+            known = part in UNSUPPORTED_DTYPES or part in WIDE_DTYPES or part == "i8" or part in EXPLICIT_F4
             leave_out(UNSUPPORTED_DTYPES.get(part) or (f"mixed types ({part} with another) are not supported"
                       if known else f"unknown data type (supported: {', '.join((*WIDE_DTYPES, 'i8', *ARCH_F8, *EXPLICIT_F8))})"))
             return None
@@ -1001,7 +1159,7 @@ def _note_layout_flags_of_other_ops(op: str, flags: Mapping[str, Flag], notes: N
         flag = flags.get(name)
         if flag is None or name in LAYOUT_FLAGS_OF[op] or (name not in LAYOUT_FLAGS and not _boolean(flag)):
             continue
-        if name == "transC" and op == "gemm":
+        if name == "transC" and op in ("gemm", "scaled_gemm"):
             notes.add(flag.source.line, flag.source.what, f"{flag.text} dropped: {NO_EQUIVALENT['transC']}; "
                                                           "merged with --transC=false")
         elif name == "out_layout" and op == "conv_gemm":
@@ -1100,6 +1258,20 @@ def _resolve_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
     return _transpose_letters(flags, TRANSPOSE_FLAGS, notes)
 
 
+def _resolve_scaled_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
+    """A's and B's letters as gemm's, then, unless they lie as by default, the scales' (scaled_gemm's four-letter
+    layouts). rocmlir-gen's getGemmTypes stores scaleA (m, ⌈k/blk⌉), or (⌈k/blk⌉, m) with --transScaleA, and scaleB
+    (n, ⌈k/blk⌉), or (⌈k/blk⌉, n) with --transScaleB; scaled_gemm's logical scales are scale_a (m, ⌈k/blk⌉) and
+    scale_b (⌈k/blk⌉, n), so --transScaleA stores scale_a transposed ("t") and --transScaleB scale_b as it is
+    ("n"): the default is "nt", K contiguous in both, which the two-letter layouts mean."""
+    operands = _transpose_letters(flags, TRANSPOSE_FLAGS, notes)
+    scales = _transpose_letters(flags, SCALE_TRANSPOSE_FLAGS, notes)
+    if operands is None or scales is None:
+        return None
+    scales = scales[0] + {"n": "t", "t": "n"}[scales[1]]
+    return operands if scales == "nt" else operands + scales
+
+
 def _resolve_gemm_gemm_layout(flags: Mapping[str, Flag], notes: Notes) -> str | None:
     """A's, B's and C's letters (rocmlir-gen's getGemmElementwiseGemmTypes: A (m, k), B (k, n), C (n, gemmO),
     each stored transposed with its --trans flag); --transO, the output's storage order, is merged."""
@@ -1137,6 +1309,7 @@ def _resolve_attention_layout(flags: Mapping[str, Flag], notes: Notes) -> str | 
 _LAYOUT_RESOLVERS = {
     "conv2d": _resolve_conv_layout, "gemm": _resolve_gemm_layout, "attention": _resolve_attention_layout,
     "gemm_gemm": _resolve_gemm_gemm_layout, "conv_gemm": _resolve_conv_gemm_layout,
+    "scaled_gemm": _resolve_scaled_gemm_layout,
 }
 
 
@@ -1148,7 +1321,7 @@ def _boolean(flag: Flag | None) -> bool | None:
 
 SHAPE_TABLES = {"conv2d": CONV_SHAPE_FLAGS, "conv3d": {**CONV_SHAPE_FLAGS, **{f: f for f in DEPTH_FLAGS}},
                 "conv_gemm": CONV_GEMM_SHAPE_FLAGS, "gemm": GEMM_SHAPE_FLAGS,
-                "gemm_gemm": GEMM_GEMM_SHAPE_FLAGS}
+                "gemm_gemm": GEMM_GEMM_SHAPE_FLAGS, "scaled_gemm": GEMM_SHAPE_FLAGS}
 
 
 def resolve_shape(op: str, flags: Iterable[Flag], notes: Notes) -> tuple[tuple[str, object], ...] | None:
@@ -1297,7 +1470,7 @@ def _gemm_gemm_params(v: dict[str, int], source: Source | None, notes: Notes):
 
 
 _PARAMS_OF = {"conv2d": _conv_params, "conv3d": _conv3d_params, "conv_gemm": _conv_gemm_params, "gemm": _gemm_params,
-              "gemm_gemm": _gemm_gemm_params}
+              "gemm_gemm": _gemm_gemm_params, "scaled_gemm": _gemm_params}
 
 
 def _attention_params(flags: Iterable[Flag], notes: Notes):
@@ -1519,15 +1692,20 @@ def _safe_name(text: str) -> str:
     return name or "rocmlir"
 
 
+# Parameters a case's flags set besides its shape, in config names: `m1-n1000-k2048-saf32-sbf32-ones`
+CASE_PARAM_NAMES = {"block": "blk", "scale_a_dtype": "sa", "scale_b_dtype": "sb", "out_dtype": "out", "pattern": ""}
+
+
 def config_name(op: str, params: Mapping[str, object]) -> str:
     """`n64-c128-k128-28x28-f3x3-p1`, `n2-c8-k8-6x6-f3x3-p1_0x0_2-o16`, `b3-m1024-n1024-k769`, `m64-n64-k64-o64`."""
     if op == "attention":
         return _attention_name(params)
     if op == "conv3d":
         return _conv3d_name(params)
-    if op in ("gemm", "gemm_gemm"):
+    if op in ("gemm", "gemm_gemm", "scaled_gemm"):
         keys = ("batch", "m", "n", "k", "o")
-        return "-".join(f"{'b' if key == 'batch' else key}{params[key]}" for key in keys if key in params)
+        parts = [f"{'b' if key == 'batch' else key}{params[key]}" for key in keys if key in params]
+        return "-".join(parts + [f"{short}{params[key]}" for key, short in CASE_PARAM_NAMES.items() if key in params])
     parts = [f"n{params['n']}", f"c{params['c']}", f"k{params['k']}", _pair(params["hw"]), "f" + _pair(params["kernel"])]
     for key, letter in (("stride", "s"), ("pad", "p"), ("dilation", "d")):
         if key in params:
@@ -1624,7 +1802,7 @@ def _per_dtype(tolerances: dict, dtype_tolerances: Mapping[str, Mapping[str, flo
     rel = tolerances.pop("max_rel_diff", None)
     per_dtype = {dtype: dict(values) for dtype, values in dtype_tolerances.items()}
     if rel is not None:
-        for dtype in ("f32", *(d for d in dtypes if d.startswith("f8"))):
+        for dtype in ("f32", *(d for d in dtypes if d.startswith(("f8", "f4")))):  # their outputs are f32
             per_dtype.setdefault(dtype, {}).setdefault("max_rel_diff", rel)
     if "i8" in dtypes and (tolerances or rel is not None):
         per_dtype["i8"] = {**{key: False for key in tolerances}, "max_abs_diff": 0}

@@ -10,6 +10,10 @@ rocmlir-gen fills every input with:
 - `-rand fixed` (the default without -rand): the repeating pattern 0.5, -1,
   0.75; `-rand none`: all ones (0.1 with -rand_type float).
 - `-rand_side T`: only tensor T random, the others constant (1, or 0.1).
+- Every input tensor is filled alike, a scaled gemm's scaleA and scaleB too
+  (populateRandomTensorFillLogic draws f32 values and stores them with
+  arith.truncf to the tensor's type; the fixed pattern is 1, -4, 0.5, 1.5 for
+  f4E2M1FN and 1, 2, 4, 8, 0.5, 0.25, 0.125 for f8E8M0FNU, getTensorInitPattern).
 
 Integer data makes many f32 conv/gemm results exact (products <= 25, sums far
 below 2^24), which is what rocMLIR's f32 thresholds (relDiff 1e-6) assume.
@@ -56,10 +60,11 @@ class DataRange:
 Note = Callable[[object, str, bool], None]  # (flag or None, message, not_expressed)
 
 
-def resolve_data(flags: Mapping[str, object], words: Iterable[str], note: Note) -> DataRange:
+def resolve_data(flags: Mapping[str, object], words: Iterable[str], note: Note, ones_as: str | None = None) -> DataRange:
     """The distribution rocmlir-gen draws from with these options (flags: name -> Flag with .value/.text).
 
-    `note(flag, message, not_expressed)` reports what e2egen cannot draw the same way.
+    `note(flag, message, not_expressed)` reports what e2egen cannot draw the same way. `ones_as`: what the
+    caller makes of `-rand none` (all ones) instead, said in the report (a scaled gemm's structured pattern).
     """
     rand = flags.get("rand")
     seeded = any(w in SEEDED_SUBSTITUTIONS for w in words)
@@ -80,7 +85,9 @@ def resolve_data(flags: Mapping[str, object], words: Iterable[str], note: Note) 
                                                          f"e2egen does not draw; imported with {fallback.describe()}", True)
         lo, hi = default
     data = DataRange.of(lo, hi + last, data_kind)
-    if not seeded:
+    if not seeded and ones_as is not None and rand is not None and rand.value == "none":
+        note(rand, f"inputs are all ones (rocmlir-gen's -rand none): {ones_as}", True)
+    elif not seeded:
         pattern = ("all ones" if rand is not None and rand.value == "none"
                    else "the fixed pattern 0.5, -1, 0.75 (1, -1, 2 for integers)")
         note(rand, f"inputs are {pattern} (rocmlir-gen's -rand {rand.value if rand else 'fixed'}), which e2egen does not "

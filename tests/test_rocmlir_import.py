@@ -938,7 +938,7 @@ def test_flags_with_and_without_meaning_here_are_reported_by_reason():
     assert len(cases) == 2  # v4r1 merged: fwd and bwd_data of test 1
 
 
-def test_scaled_gemm_axis_is_left_out_by_reason():
+def test_scaled_gemm_axis_of_f32_gemm_is_left_out_by_reason():
     conversion, cases = convert_text(seeded("", f'''
         [[axis]]
         name = "scaledGemm"
@@ -950,10 +950,10 @@ def test_scaled_gemm_axis_is_left_out_by_reason():
         config = "--operation gemm {GEMM_CFG}"
     '''))
     assert not conversion.suites and cases == []
-    assert [c.reason for c in conversion.cases] == ["scaled gemm (--scaledGemm, -scale_a_dtype, -scale_b_dtype) is not supported yet"]
+    assert [c.reason for c in conversion.cases] == ["data type f32 (scaled gemm)"]  # scaled_gemm: fp8 and fp4 only
 
 
-NOTHING = SEEDED.format(extra="-t f4E2M1FN") + f'''
+NOTHING = SEEDED.format(extra="-t f8E8M0FNU") + f'''
 [[suite]]
 name = "s"
 [[suite.test]]
@@ -971,7 +971,7 @@ def test_nothing_imported_has_its_own_exit_status_and_writes_no_catalogue(capsys
     import json
 
     [entry] = json.loads(summary.read_text())["files"]
-    assert entry == {"file": "F4.toml", "rocmlir_cases": 1, "expressed": 0, "not_expressed": {"data type f4E2M1FN": 1},
+    assert entry == {"file": "F4.toml", "rocmlir_cases": 1, "expressed": 0, "not_expressed": {"data type f8E8M0FNU": 1},
                      "suites": 0, "configs": 0, "e2egen_cases": 0, "items_not_imported": 2}
 
 
@@ -996,13 +996,13 @@ def test_several_files_write_what_imports_and_summarize_every_file(capsys, tmp_p
     files = {f["file"]: f for f in data["files"]}
     assert files["PrResnet50.toml"]["expressed"] == files["PrResnet50.toml"]["rocmlir_cases"] == 46
     assert files["PrResnet50.toml"]["e2egen_cases"] == 46
-    assert "error" in files["Bad.toml"] and files["F4.toml"]["not_expressed"] == {"data type f4E2M1FN": 1}
+    assert "error" in files["Bad.toml"] and files["F4.toml"]["not_expressed"] == {"data type f8E8M0FNU": 1}
     totals = data["totals"]
     assert (totals["files"], totals["files_imported"], totals["files_nothing_imported"], totals["files_unreadable"]) == (4, 2, 1, 1)
     assert totals["rocmlir_cases"] == sum(f["rocmlir_cases"] for f in data["files"])
     assert totals["expressed"] + sum(totals["not_expressed"].values()) == totals["rocmlir_cases"]
     text = page.read_text()
-    assert "| PrResnet50.toml | 46 | 46 | 46 |" in text and "data type f4E2M1FN" in text
+    assert "| PrResnet50.toml | 46 | 46 | 46 |" in text and "data type f8E8M0FNU" in text
     assert "4 files: 2 imported, 1 with nothing to import, 1 unreadable" in err
 
 

@@ -947,6 +947,7 @@ REASON_PATTERNS = (
      lambda m: f"data type {_dtype_family(m.group(1))} ({m.group(2)})"),
     (re.compile(r"data type '(\w+)' left out"), lambda m: f"data type {_dtype_family(m.group(1))}"),
     (re.compile(r"output type '(\w+)'"), lambda m: f"output type {m.group(1)} (-out_dtype)"),
+    (re.compile(r"scale type '(\w+)' \(-(scale_[ab]_dtype)"), lambda m: f"scale type {m.group(1)} (-{m.group(2)})"),
     (re.compile(r"conv layout .*(group dim|no equivalent|3-d)"), lambda m: "conv layout not expressible"),
     (re.compile(r"conv layout"), lambda m: "conv layout not expressible"),
     (re.compile(r"sliding window"), lambda m: "attention sliding window"),

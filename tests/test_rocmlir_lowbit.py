@@ -160,3 +160,188 @@ def test_fp8_option_of_the_command(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["import-rocmlir", str(source), "--fp8", "e4m3"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+# -- fp4 (f4E2M1FN) and scaled gemms (--scaledGemm): rocmlir-gen.cpp's getGemmTypes, createGpuGemmKernel,
+# createCpuGemmKernelWithMlir, the -t callback and the -quantBlockSize / -scale_a_dtype / -transScaleA options
+
+def scaled(extra: str = "", t: str = "f4E2M1FN", suffix_extra: str = "", config: str = "-m 8 -n 8 -k 64"):
+    """A rocMLIR scaled gemm catalogue: `-scaledGemm` and `extra` on one gemm config."""
+    text = catalogue(t, extra=f"-scaledGemm {extra}", suffix_extra=suffix_extra).replace(GEMM, config)
+    return import_text(text)
+
+
+def test_fp4_gemm_is_f4e2m1_writing_f32_on_the_integers_fp4_holds():
+    """rocmlir-gen's -t callback gives f4E2M1FN an f32 output; its integers -5..4 stored with arith.truncf round -5
+    to -4 (fp4 holds the integers up to 4), and e2egen's integer data must be exact: -4..4."""
+    conversion, cases = import_text(catalogue("f4E2M1FN"))
+    [case] = cases
+    assert (case.op, case.dtype, case.layout, case.params) == ("gemm", "f4e2m1", "nn", {"m": 8, "n": 8, "k": 16})
+    assert case.data == "integers" and (case.lo, case.hi) == (-4.0, 4.0)
+    assert case.tolerances["rms"] == 1e-5 and case.tolerances["bound_ratio"] == 1.0
+    assert any("imported as the integers -4..4" in line for line in conversion.report())
+
+
+@pytest.mark.parametrize("k", [1, 769])
+def test_fp4_gemm_with_odd_k_is_left_out_by_the_runners_reason(k):
+    """e2egen packs fp4 two a byte along K; rocMLIR's GemmVariantsF4 runs k = 769 and k = 1."""
+    conversion, cases = import_text(catalogue("f4E2M1FN").replace("-k 16", f"-k {k}"))
+    assert cases == [] and [c.reason for c in conversion.cases] == [
+        "data type f4e2m1: fp4 operands are packed two a byte along k, which must be even"]
+
+
+def test_odd_k_leaves_out_only_the_fp4_cases_of_a_config():
+    text = catalogue("f4E2M1FN").replace('values = ["f4E2M1FN"]', 'values = ["f4E2M1FN", "f16"]').replace("-k 16", "-k 9")
+    conversion, cases = import_text(text)
+    assert [c.dtype for c in cases] == ["f16"] and [c.expressed for c in conversion.cases] == [False, True]
+
+
+def test_fp4_is_for_gemms_only():
+    conversion, cases = import_text(catalogue("f4E2M1FN", "conv2d"))
+    assert cases == [] and [c.reason for c in conversion.cases] == ["data type f4E2M1FN (conv2d)"]
+
+
+# rocMLIR flags -> scaled_gemm layout and parameters (besides m, n, k)
+SCALED_FLAGS = [
+    ("", "nn", {}),  # scaleA (m, k/32), scaleB (n, k/32): K contiguous, scaled_gemm's two-letter default
+    ("--transA=true --transB=true", "tt", {}),
+    ("-transScaleA=true", "nntt", {}),  # scaleA stored (k/32, m)
+    ("-transScaleB=true", "nnnn", {}),  # scaleB stored (k/32, n): scale_b (k/32, n) as it is
+    ("-transScaleA -transScaleB", "nntn", {}),
+    ("--transB=true -transScaleA=false -transScaleB=true", "ntnn", {}),  # GemmScaledF4Regression's test 3
+    ("-quantBlockSize 32", "nn", {}),  # rocmlir-gen's default block, scaled_gemm's mx default
+    ("-quantBlockSize 16", "nn", {"block": 16}),
+    ("-scale_a_dtype f8E8M0FNU -scale_b_dtype f8E8M0FNU", "nn", {}),  # rocmlir-gen's default, scaled_gemm's mx default
+    ("-scale_a_dtype f32", "nn", {"scale_a_dtype": "f32"}),
+    ("-scale_a_dtype f32 -scale_b_dtype f32", "nn", {"scale_a_dtype": "f32", "scale_b_dtype": "f32"}),
+]
+
+
+@pytest.mark.parametrize(("flags", "layout", "params"), SCALED_FLAGS)
+def test_scaled_gemm_flags_map_to_scaled_gemm_layouts_and_params(flags, layout, params):
+    conversion, cases = scaled(flags)
+    [case] = cases
+    assert (case.op, case.dtype, case.layout) == ("scaled_gemm", "f4e2m1", layout)
+    assert case.params == {"m": 8, "n": 8, "k": 64, **params}  # scaling mx: scaled_gemm's default
+    assert all(c.expressed for c in conversion.cases)
+
+
+def test_scale_storage_follows_rocmlir_gens_scale_tensors():
+    """getGemmTypes: scaleA (g, m, ⌈k/blk⌉), (g, ⌈k/blk⌉, m) with --transScaleA; scaleB (g, n, ⌈k/blk⌉), (g, ⌈k/blk⌉, n)
+    with --transScaleB. The arranged tensors must have those shapes in memory (strides)."""
+    import torch
+
+    from e2egen.runner.ops import OPS
+
+    op = OPS["scaled_gemm"]
+    scale_a, scale_b = torch.zeros(8, 2), torch.zeros(2, 16)  # logical: (m, k/32), (k/32, n)
+    for flags, stored_a, stored_b in (("", (8, 2), (16, 2)), ("-transScaleA -transScaleB", (2, 8), (2, 16))):
+        _, [case] = scaled(flags, config="-m 8 -n 16 -k 64")
+        for tensor, name, stored in ((scale_a, "scale_a", stored_a), (scale_b, "scale_b", stored_b)):
+            arranged = op.arrange(name, tensor, case.layout)
+            in_memory = arranged if arranged.is_contiguous() else arranged.mT
+            assert in_memory.is_contiguous() and tuple(in_memory.shape) == stored, (flags, name)
+
+
+def test_scaled_gemm_on_a_batch_with_fp8_elements():
+    _, [case] = scaled(t="f8E4M3FN", config="-g 3 -m 8 -n 8 -k 64")
+    assert (case.op, case.dtype, case.params) == ("scaled_gemm", "f8e4m3fn", {"batch": 3, "m": 8, "n": 8, "k": 64})
+
+
+@pytest.mark.parametrize(("flags", "reason"), [
+    ("-scale_a_dtype f16", "scale type f16 (-scale_a_dtype)"),
+    ("-scale_b_dtype f8E4M3FN", "scale type f8E4M3FN (-scale_b_dtype)"),
+    ("-quantBlockSize 0", "-quantBlockSize 0: expected a positive integer"),
+])
+def test_scale_flags_without_an_equivalent_are_left_out_by_reason(flags, reason):
+    conversion, cases = scaled(flags)
+    assert cases == [] and [c.reason for c in conversion.cases] == [reason]
+
+
+@pytest.mark.parametrize(("t", "reason"), [("f16", "data type f16 (scaled gemm)"), ("i8", "data type i8 (scaled gemm)")])
+def test_scaled_gemm_of_wide_or_integer_elements_is_left_out(t, reason):
+    conversion, cases = scaled(t=t)
+    assert cases == [] and [c.reason for c in conversion.cases] == [reason]
+
+
+def test_without_scaled_gemm_the_scale_flags_are_ignored():
+    """rocmlir-gen reads -scale_a_dtype, -quantBlockSize, --transScaleA.. only for a scaled gemm (PrGemmScaledSplitK
+    crosses --scaledGemm=true/false with the scale dtypes)."""
+    text = catalogue("f4E2M1FN", extra="--scaledGemm=false -scale_a_dtype f32 -quantBlockSize 16 -transScaleB=true")
+    conversion, [case] = import_text(text)
+    assert (case.op, case.layout, case.params) == ("gemm", "nn", {"m": 8, "n": 8, "k": 16})
+    ignored = [line for line in conversion.report() if line.startswith("ignored")]
+    for flag in ("-scale_a_dtype f32", "-quantBlockSize 16", "-transScaleB=true"):
+        assert any(f"{flag}: rocmlir-gen reads it for a scaled gemm (--scaledGemm) only" in line for line in ignored)
+
+
+def test_a_scaled_gemm_axis_of_true_and_false_gives_two_suites():
+    text = catalogue("f4E2M1FN").replace('[[suite]]', '[[axis]]\nname = "scaledGemm"\nvalues = ["true", "false"]\n'
+                                                      'prefix = "--scaledGemm="\n[[suite]]').replace("-k 16", "-k 64")
+    conversion, cases = import_text(text)
+    assert sorted(c.op for c in cases) == ["gemm", "scaled_gemm"] and len(conversion.suites) == 2
+
+
+def test_a_scaled_parameter_varying_along_an_axis_gives_a_config_each():
+    text = catalogue("f4E2M1FN", extra="-scaledGemm").replace(
+        '[[suite]]', '[[axis]]\nname = "scaleA dtype"\nvalues = ["f8E8M0FNU", "f32"]\nprefix = "-scale_a_dtype "\n[[suite]]')
+    conversion, cases = import_text(text.replace("-k 16", "-k 64"))
+    assert {c.config: c.params.get("scale_a_dtype") for c in cases} == {"m8-n8-k64": None, "m8-n8-k64-saf32": "f32"}
+    assert not any(line.startswith("renamed") for line in conversion.report())
+
+
+def test_rand_none_becomes_the_structured_pattern_ones():
+    """GemmScaledF32 runs -rand none (all ones, scales 1): the f32 scales the GPU kernel converts to E8M0 then agree
+    with the CPU reference. scaled_gemm's "ones" pattern: A = B = 1, power-of-two scales, an exact result."""
+    conversion, [case] = scaled("-scale_a_dtype f32 -scale_b_dtype f32 -rand none")
+    assert case.params == {"m": 8, "n": 8, "k": 64, "scale_a_dtype": "f32", "scale_b_dtype": "f32", "pattern": "ones"}
+    assert case.config == "m8-n8-k64-saf32-sbf32-ones"
+    report = "\n".join(conversion.report())
+    assert 'imported as scaled_gemm\'s pattern "ones"' in report and "which e2egen does not draw" not in report
+
+
+def test_random_scales_are_reported_as_data_e2egen_quantizes_instead():
+    conversion, [case] = scaled("-scale_a_dtype f32")
+    assert "pattern" not in case.params
+    report = "\n".join(conversion.report())
+    assert "rocmlir-gen fills scaleA and scaleB like A and B" in report
+    assert "f32 scales: rocMLIR's GPU kernel converts them to E8M0" in report
+
+
+@pytest.mark.parametrize(("t", "op_flags", "op"), [("fp8", "", "gemm"), ("f4E2M1FN", "", "gemm"),
+                                                   ("f4E2M1FN", "-scaledGemm", "scaled_gemm")])
+@pytest.mark.parametrize(("out", "out_dtype", "rms"), [("f32", None, 1e-5), ("fp32", None, 1e-5), ("bf16", "bf16", 1e-2),
+                                                       ("f16", "f16", 1e-3), ("fp16", "f16", 1e-3)])
+def test_out_dtype_of_an_fp8_or_fp4_gemm_is_its_out_dtype(t, op_flags, op, out, out_dtype, rms):
+    """-out_dtype f32 is the default; bf16/f16 outputs get that format's rms and no relDiff, as rocMLIR's verifier
+    judges f16/bf16 outputs (createVerifierFunc)."""
+    text = catalogue(t, extra=op_flags, suffix_extra=f"-out_dtype {out} -relDiff_threshold 1e-6").replace("-k 16", "-k 64")
+    _, [case] = import_text(text)
+    assert case.op == op and case.params.get("out_dtype") == out_dtype
+    assert case.tolerances["rms"] == rms and ("max_rel_diff" in case.tolerances) == (out_dtype is None)
+
+
+@pytest.mark.parametrize(("t", "op_flags"), [("fp8", ""), ("f4E2M1FN", "-scaledGemm")])
+def test_other_out_dtypes_of_low_bit_gemms_are_left_out(t, op_flags):
+    conversion, cases = import_text(catalogue(t, extra=op_flags, suffix_extra="-out_dtype f8E4M3FN").replace("-k 16", "-k 64"))
+    assert cases == [] and [c.reason for c in conversion.cases] == ["output type f8E4M3FN (-out_dtype)"]
+
+
+def test_imported_scaled_and_fp4_catalogue_loads_and_a_small_case_of_each_runs_green_on_cpu(tmp_path):
+    """The command writes a catalogue that loads; one case of each kind runs green with torch's kernels on CPU."""
+    from e2egen.generator.execute import execute
+    from e2egen.generator.loader import load_catalogue
+
+    source, out = tmp_path / "S.toml", tmp_path / "s.e2e.toml"
+    text = catalogue("f4E2M1FN").replace('[[suite]]', '[[axis]]\nname = "scaledGemm"\nvalues = ["true", "false"]\n'
+                                                      'prefix = "--scaledGemm="\n[[suite]]')
+    text = text.replace("-m 8 -n 8 -k 16", "-g 2 -m 8 -n 16 -k 64 -transScaleB=true")
+    text += '[[suite.test]]\nconfig = "-m 4 -n 8 -k 64 -scale_a_dtype f32 -scale_b_dtype f32 -rand none"\n'
+    source.write_text(text)
+    assert main(["import-rocmlir", str(source), "-o", str(out)]) == 0
+    cases = expand(load_catalogue(str(out)))
+    kinds = {(c.op, c.layout, c.params.get("pattern", "random")): c for c in cases}
+    assert set(kinds) == {("scaled_gemm", "nnnn", "random"), ("scaled_gemm", "nn", "ones"), ("gemm", "nn", "random")}
+    for case in kinds.values():
+        outcome = execute(case, device="cpu")
+        assert outcome.passed, (case.id, outcome.reason)

@@ -32,13 +32,29 @@ Mapping:
   on gfx950/gfx12, FNUZ on gfx942; the catalogues' chip is %arch): OCP
   unless convert(fp8=...) or --force-f8-types says otherwise. -t A_B types
   gemm's A and B, but a conv's filter and input: e2egen's pair "X_Y" gives
-  the first input (A, x) X, so a conv's pair is swapped. -out_dtype other
-  than the dtype's output, 8-bit backward convs (rocmlir-gen types a conv's
-  tensors by role: its dy would be i32/f32 and its result 8-bit), 8-bit
-  attention (i8: rocMLIR's quantized attention, i8 Q and K with a
-  quantization bias and scale, f16 V), gemm_gemm and conv_gemm, f4E2M1FN,
-  f8E8M0FNU and scaled gemm are reported and left out, of the axes and of
-  the excludes alike.
+  the first input (A, x) X, so a conv's pair is swapped. f4E2M1FN -> f4e2m1
+  (f32 output; gemm and scaled gemm only). -out_dtype of an fp8/fp4 gemm:
+  f32 (the default), bf16, f16 -> out_dtype (bf16/f16 outputs get that
+  format's rms and no relDiff, as rocMLIR's verifier). Other -out_dtypes
+  than these or the dtype's output, 8-bit backward convs (rocmlir-gen types a
+  conv's tensors by role: its dy would be i32/f32 and its result 8-bit),
+  8-bit attention (i8: rocMLIR's quantized attention, i8 Q and K with a
+  quantization bias and scale, f16 V), gemm_gemm and conv_gemm, f8E8M0FNU
+  as an element type are reported and left out, of the axes and of the
+  excludes alike. A case e2egen's runner refuses (an fp4 gemm with odd k:
+  fp4 is packed two a byte along K) is left out with the runner's reason.
+- scaled gemm (--operation gemm with --scaledGemm; rocmlir-gen's
+  getGemmTypes, createGpuGemmKernel, createCpuGemmKernelWithMlir) -> op
+  scaled_gemm, scaling mx: C = Σ_k A[m,k]·scaleA[m,k/blk]·B[k,n]·scaleB[k/blk,n].
+  -quantBlockSize (default 32) -> block; -scale_a_dtype / -scale_b_dtype
+  (default f8E8M0FNU) f8E8M0FNU -> e8m0, f32 -> f32, others left out.
+  Layout: A's and B's letters as gemm's, then, when the scales are not
+  stored as by default, two more: scaleA is stored (m, ⌈k/blk⌉), (⌈k/blk⌉, m)
+  with --transScaleA ("t"); scaleB (n, ⌈k/blk⌉), i.e. scale_b transposed
+  ("t"), or (⌈k/blk⌉, n) with --transScaleB ("n"). -rand none (all ones,
+  scales 1) -> pattern "ones". Without --scaledGemm the scale flags are
+  ignored (reported). rocmlir-gen fills the scales like any input, while
+  scaled_gemm quantizes real data: reported.
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   any other orders -> e2egen's layout string "input-filter-output"

@@ -17,6 +17,40 @@ from e2egen.generator.rocmlir import NOT_IMPORTED, Conversion
 
 UNREADABLE = "file unreadable (invalid TOML or not a rocMLIR catalogue)"
 
+# The page's notes: how rocMLIR's low-bit gemm flags map, read from ROCm/rocMLIR's
+# mlir/tools/rocmlir-gen/rocmlir-gen.cpp (the functions named in the text).
+NOTES = """\
+## Notes: fp4 and scaled gemms
+
+What rocMLIR's flags mean, from `mlir/tools/rocmlir-gen/rocmlir-gen.cpp` (ROCm/rocMLIR; the functions named), and
+what they import as:
+
+| rocmlir-gen | there | e2egen |
+| --- | --- | --- |
+| `-t f4E2M1FN` | A and B f4E2M1FN (`typeFromString`); the `-t` callback makes the output f32, as for the fp8 names | dtype `f4e2m1` (gemm's f32 output); gemm and scaled gemm only |
+| `-out_dtype` (`-out_datatype`, `-c_dtype`, `-to`, `-tc`) | C's type; `-t` sets it only when it is not given | of an fp8/fp4 gemm or scaled gemm: f32 (the default), bf16, f16 → `out_dtype`; bf16/f16 outputs get that format's rms and no relDiff (`createVerifierFunc`: RMS 0.001, relDiff 100 for f16/bf16 outputs). Other types are left out |
+| `--scaledGemm` (bool, default false) | `--operation gemm` with two more inputs, scaleA and scaleB (`getGemmTypes`); no other operation reads it | op `scaled_gemm`, `scaling = "mx"` (its default) |
+| `-quantBlockSize` (default 32) | quantK = ⌈k / quantBlockSize⌉ scales along K; the CPU reference reads scale k floordiv quantBlockSize (`createCpuGemmKernelWithMlir`) | `block`, written when not 32 (mx's default) |
+| `-scale_a_dtype`, `-scale_b_dtype` (default f8E8M0FNU) | the scale tensors' types. The GPU kernel converts f32 scales to E8M0 (`arith.truncf`, `createGpuGemmKernel`); the CPU reference multiplies by the f32 values | f8E8M0FNU → `e8m0` (the default), f32 → `f32`; others left out |
+| `--transA`, `--transB` | A stored (g, k, m), B (g, n, k) | the first two layout letters, as gemm's |
+| `--transScaleA` (default false) | scaleA stored (g, m, quantK), or (g, quantK, m) | third letter: `n`, or `t` |
+| `--transScaleB` (default false) | scaleB stored (g, n, quantK), or (g, quantK, n) | fourth letter: `t`, or `n` (scale_b's logical shape is (⌈k/blk⌉, n)). `nt`, K contiguous in both, is what the two-letter layouts mean, so only other storage gets four letters |
+| `--transC` | C stored (g, n, m) | merged: e2egen compares the logical output |
+| `-g` | the batch; the scales get it too | `batch` (g = 1: none) |
+
+Data. rocmlir-gen fills every input alike, scaleA and scaleB too (`populateRandomTensorFillLogic`: f32 draws stored
+with `arith.truncf` to the tensor's type; `-rand none`: ones; the fixed pattern is 1, -4, 0.5, 1.5 for f4E2M1FN and
+powers of two for f8E8M0FNU, `getTensorInitPattern`). e2egen's scaled_gemm quantizes real data instead (each
+block's scale from its largest magnitude), which each imported config's report says. Its integers -5..4 lose -5 in
+fp4 (stored as -4; fp4 holds the integers up to 4): the integer range imports as -4..4. `-rand none` becomes
+scaled_gemm's pattern `ones` (A = B = 1, power-of-two scales, an exact result; rocMLIR's case is the one with every
+scale 1). rocMLIR's f32-scale catalogues use `-rand none` because its GPU kernel and CPU reference disagree on f32
+scales that are not powers of two (GemmScaledF4Regression.toml says so).
+
+Left out: fp4 gemms with odd k (GemmVariantsF4's `-k 769` and `-k 1`, GemmDirectToLDSF4's `-k 1`). rocmlir-gen
+builds them (`getGemmTypes` has no even-k rule), but e2egen packs fp4 two values a byte along K.
+"""
+
 
 @dataclass(frozen=True)
 class FileSummary:
@@ -107,6 +141,7 @@ def to_markdown(summary: Mapping, command: str) -> str:
         "| --- | ---: |",
         *[f"| {_cell(reason)} | {count:,} |" for reason, count in totals["not_expressed"].items()],
         "",
+        NOTES,
         "## Per file",
         "",
         "| file | rocMLIR cases | expressed | e2egen cases | not expressed (reason: cases) |",

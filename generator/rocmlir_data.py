@@ -89,7 +89,8 @@ def resolve_data(flags: Mapping[str, object], words: Iterable[str], note: Note, 
         note(rand, f"inputs are all ones (rocmlir-gen's -rand none): {ones_as}", True)
     elif not seeded:
         pattern = ("all ones" if rand is not None and rand.value == "none"
-                   else "the fixed pattern 0.5, -1, 0.75 (1, -1, 2 for integers)")
+                   else "the fixed pattern 0.5, -1, 0.75 (1, -1, 2 for integers; 1, -4, 0.5, 1.5 for fp4; powers of "
+                        "two for E8M0 scales)")
         note(rand, f"inputs are {pattern} (rocmlir-gen's -rand {rand.value if rand else 'fixed'}), which e2egen does not "
                    f"draw; imported with {data.describe()}, rocMLIR's seeded data", True)
     side = flags.get("rand_side")

@@ -24,7 +24,12 @@ Mapping:
   bwd_data | bwd_weight; gemm, attention, gemm_gemm, conv_gemm -> the op of
   that name, direction fwd. No --operation: rocmlir-gen's default, conv2d
   fwd. A rocMLIR suite whose tests use two ops becomes two suites.
-- `-t`: f32, f16, bf16 as they are (default f32). 8-bit types, for conv fwd
+- `-t`: f32, f16, bf16 as they are (default f32). i8 attention is rocMLIR's
+  quantized attention (rocmlir-gen's AttentionQuantizedArgIndex types: i8 Q,
+  K and quant bias, f16 V, quant scale, score scale and bias, output): dtype
+  i8 with `quantized = true` (docs/lowbit-attention.md), its f16 output
+  judged as f16's (rms, the bound; the suite's thresholds apply, since
+  rocMLIR verifies it as f16). 8-bit types, for conv fwd
   and gemm (rocmlir-gen's typeFromString, its -t callback and main()): i8 ->
   i8 (i32 output, judged exactly: rocMLIR's mcpuVerifyInt reads no
   threshold); f8E4M3FN f8E5M2 f8E4M3FNUZ f8E5M2FNUZ -> f8e4m3fn f8e5m2
@@ -38,8 +43,8 @@ Mapping:
   format's rms and no relDiff, as rocMLIR's verifier). Other -out_dtypes
   than these or the dtype's output, 8-bit backward convs (rocmlir-gen types a
   conv's tensors by role: its dy would be i32/f32 and its result 8-bit),
-  8-bit attention (i8: rocMLIR's quantized attention, i8 Q and K with a
-  quantization bias and scale, f16 V), gemm_gemm and conv_gemm, f8E8M0FNU
+  fp8 attention (rocmlir-gen would type every tensor fp8, its output too),
+  8-bit gemm_gemm and conv_gemm, f8E8M0FNU
   as an element type are reported and left out, of the axes and of the
   excludes alike. A case e2egen's runner refuses (an fp4 gemm with odd k:
   fp4 is packed two a byte along K) is left out with the runner's reason.
@@ -199,10 +204,10 @@ UNSUPPORTED_DTYPES = {  # typeFromString names e2egen has no dtype for
     "f8E8M0FNU": "E8M0 (f8E8M0FNU, a block-scale format) is not supported yet",
     "i32": "i32 inputs are not supported",
 }
-UNSUPPORTED_ATTENTION_DTYPES = {  # op attention: why, where it differs from UNSUPPORTED_DTYPES
-    "i8": "rocMLIR's i8 attention is a quantized one (i8 Q and K with a quantization bias and scale, f16 V and "
-          "output), which e2egen's attention does not model yet",
-}
+# op attention: rocmlir-gen special-cases i8 only (quantized attention); any other 8-bit -t types every tensor
+# with it, the output, score scale and bias included, which e2egen's fp8 attention (f32 output) does not model
+ATTENTION_LOW_BIT = "rocmlir-gen types every tensor of a non-i8 8-bit attention with it, its output too; e2egen's fp8 attention writes f32"
+QUANTIZED_ATTENTION_TOLERANCES = {"rms": 1e-3, "bound_ratio": 1.0}  # f16 output, as rocMLIR's f16 verifier
 CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> layout
     ("kcyx", "nchw", "nkhw"): "nchw",
     ("kyxc", "nhwc", "nhwk"): "nhwc",
@@ -676,12 +681,21 @@ def convert(rocmlir: RocCatalogue, fp8: str = DEFAULT_F8) -> Conversion:
                    for c in _import_test(rocmlir, test, prefix_flags, suffix_flags, axis_case_flags, notes, cases, fp8)]
         if not configs:
             notes.add(suite.line, f"suite {suite.name!r}", "nothing in it could be imported; no suite written")
-        ops = tuple(dict.fromkeys(c.op for c in configs))
-        for op in ops:
+        # one suite per op, and quantized attention (i8) in a suite of its own: its configs say quantized = true,
+        # which no other dtype takes
+        groups = tuple(dict.fromkeys((c.op, _quantized(c)) for c in configs))
+        ops = tuple(dict.fromkeys(op for op, _ in groups))
+        for op, quantized in groups:
             name = suite_name(rocmlir, suite, op if len(ops) > 1 else None)
-            suites.append(_build_suite(rocmlir, suite, name, op, [c for c in configs if c.op == op], suite_tolerances,
-                                       dtype_tolerances, notes))
+            if quantized and (op, False) in groups:
+                name += "-quantized"
+            suites.append(_build_suite(rocmlir, suite, name, op, [c for c in configs if (c.op, _quantized(c)) == (op, quantized)],
+                                       suite_tolerances, dtype_tolerances, notes))
     return Conversion(Path(rocmlir.path).name, rocmlir, tuple(suites), tuple(notes), tuple(cases))
+
+
+def _quantized(config: ImportedConfig) -> bool:
+    return bool(dict(config.params).get("quantized"))
 
 
 def _wrapper_words(rocmlir: RocCatalogue) -> tuple[str, ...]:
@@ -862,6 +876,8 @@ def case_params(op: str, keys: tuple[CaseKey, ...], flags: Mapping[str, Flag],
                 return None
             if SCALE_TYPES[value] != "e8m0":
                 params.append((name, SCALE_TYPES[value]))
+    if op == "attention" and keys[0].dtype in INTEGER_DTYPES:
+        params.append(("quantized", True))  # rocMLIR's quantized attention: its quant bias and scale drawn as it draws them
     out = next((flags[name] for name in OUT_DTYPE_FLAGS if name in flags), None)
     low_bit_float = keys[0].dtype not in (*WIDE_DTYPES, *INTEGER_DTYPES)
     if out is not None and op in ("gemm", "scaled_gemm") and low_bit_float and LOW_BIT_OUT_TYPES[out.value or ""]:
@@ -1101,10 +1117,12 @@ def resolve_dtypes(flags: Mapping[str, Flag], op: str, direction: str, notes: No
         return None
     if value in WIDE_DTYPES:
         dtypes, output = (value,), value
-    else:
-        if op == "attention":  # checked first: rocMLIR's i8 attention is another computation
-            leave_out(UNSUPPORTED_ATTENTION_DTYPES.get(value, "8-bit attention is not supported yet"), " for attention")
+    elif op == "attention":  # rocMLIR's i8 attention is its quantized attention; f16 output (case_params)
+        if value != "i8":
+            leave_out(ATTENTION_LOW_BIT, " for attention")
             return None
+        dtypes, output = ("i8",), "f16"
+    else:
         if value == "i8":
             dtypes, output = ("i8",), "i32"
         elif value in EXPLICIT_F4:
@@ -1750,6 +1768,8 @@ def _attention_name(params: Mapping[str, object]) -> str:
             parts.append(letters + "x".join(map(str, value if isinstance(value, list) else [value])))
     if params.get("return_lse"):
         parts.append("lse")
+    if params.get("quantized"):
+        parts.append("quant")
     return "-".join(parts)
 
 
@@ -1774,7 +1794,7 @@ def emit(conversion: Conversion) -> str:
     doc.add(tomlkit.nl())
     doc["seed"] = 0
     doc["ranges"] = _ranges_table(conversion)
-    doc["tolerances"] = _tolerances_table(conversion.dtypes)
+    doc["tolerances"] = _tolerances_table(conversion.dtypes, _quantized_only(conversion))
     suites = tomlkit.aot()
     for suite in conversion.suites:
         suites.append(_suite_table(conversion, suite))
@@ -1809,30 +1829,38 @@ def _ranges_table(conversion: Conversion):
 
 
 def _per_dtype(tolerances: dict, dtype_tolerances: Mapping[str, Mapping[str, float]] = {},
-               dtypes: Iterable[str] = ()) -> dict:
+               dtypes: Iterable[str] = (), exact_i8: bool = True) -> dict:
     """rocMLIR's verifier switches its relDiff gate off for f16/bf16 outputs (it is a per-element relative
     difference, which no f16 result meets near zero): max_rel_diff goes to the sub-tables of the dtypes with f32
     outputs (f32, fp8) only. Thresholds an axis value sets with its dtype (`f16 -RMS_threshold=0.0007`) go to
     that dtype's sub-table. i8 (among `dtypes`) reads no threshold in rocMLIR (mcpuVerifyInt is exact): its
-    sub-table turns this level's metrics off again and keeps max_abs_diff = 0."""
+    sub-table turns this level's metrics off again and keeps max_abs_diff = 0, unless not `exact_i8` (quantized
+    attention: an f16 output, which rocMLIR's f16 verifier judges with the thresholds)."""
     tolerances = dict(tolerances)
     rel = tolerances.pop("max_rel_diff", None)
     per_dtype = {dtype: dict(values) for dtype, values in dtype_tolerances.items()}
     if rel is not None:
         for dtype in ("f32", *(d for d in dtypes if d.startswith(("f8", "f4")))):  # their outputs are f32
             per_dtype.setdefault(dtype, {}).setdefault("max_rel_diff", rel)
-    if "i8" in dtypes and (tolerances or rel is not None):
+    if exact_i8 and "i8" in dtypes and (tolerances or rel is not None):
         per_dtype["i8"] = {**{key: False for key in tolerances}, "max_abs_diff": 0}
     return {**tolerances, **{dtype: _inline(values) for dtype, values in per_dtype.items() if values}}
 
 
-def _tolerances_table(dtypes: Iterable[str]):
+def _tolerances_table(dtypes: Iterable[str], quantized_only: bool = False):
+    """Each dtype's defaults; i8's are quantized attention's (an f16 output) when every i8 suite is attention
+    (`quantized_only`); else an attention suite overrides them (_suite_table)."""
     table = tomlkit.table(is_super_table=True)
     for dtype in dtypes:
         sub = tomlkit.table()
-        sub.update(DEFAULT_TOLERANCES[dtype])
+        sub.update(QUANTIZED_ATTENTION_TOLERANCES if dtype == "i8" and quantized_only else DEFAULT_TOLERANCES[dtype])
         table[dtype] = sub
     return table
+
+
+def _quantized_only(conversion: Conversion) -> bool:
+    """Whether every suite with i8 cases is an attention suite (rocMLIR's quantized attention)."""
+    return all(suite.op == "attention" for suite in conversion.suites if "i8" in suite.axes["dtypes"])
 
 
 def _suite_table(conversion: Conversion, suite: ImportedSuite):
@@ -1848,10 +1876,17 @@ def _suite_table(conversion: Conversion, suite: ImportedSuite):
         "rocmlir-gen's seeded inputs: " + "; ".join(d.describe() for d in ranges)))
     if suite.pr:
         table.add("pr", tomlkit.item(True).comment(f"{conversion.rocmlir.directory}: a Pr* directory is one of rocMLIR's PR-CI catalogues"))
-    if suite.tolerances or suite.dtype_tolerances:
+    quantized = suite.op == "attention"  # its i8 is quantized attention, with an f16 output
+    dtype_tolerances = dict(suite.dtype_tolerances)
+    if quantized and "i8" in suite.axes["dtypes"] and not _quantized_only(conversion):  # top level: i8's exact defaults
+        dtype_tolerances["i8"] = {**{key: False for key in I8_EXACT}, **QUANTIZED_ATTENTION_TOLERANCES,
+                                  **dtype_tolerances.get("i8", {})}
+    if suite.tolerances or dtype_tolerances:
         flags = ", ".join(f"-{flag}" for flag, key in TOLERANCE_FLAGS.items() if key in dict(suite.tolerances))
-        sources = [f"the suffix's {flags}" if flags else "", "axis values' per-dtype thresholds" if suite.dtype_tolerances else ""]
-        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances), suite.dtype_tolerances, suite.axes["dtypes"])).comment(
+        sources = [f"the suffix's {flags}" if flags else "", "axis values' per-dtype thresholds" if suite.dtype_tolerances else "",
+                   "quantized attention's f16 output" if dtype_tolerances != dict(suite.dtype_tolerances) else ""]
+        table.add("tolerances", _inline(_per_dtype(dict(suite.tolerances), dtype_tolerances, suite.axes["dtypes"],
+                                                   exact_i8=not quantized)).comment(
             f"from {' and '.join(s for s in sources if s)}; relDiff gates f32 outputs only, as rocMLIR's verifier"))
     configs = tomlkit.aot()
     for named in suite.configs:
@@ -1873,7 +1908,8 @@ def _config_table(conversion: Conversion, named: NamedConfig, suite_ranges: tupl
     for key, value in config.params:
         table[key] = value
     if config.tolerances:
-        table.add("tolerances", _inline(_per_dtype(dict(config.tolerances), dtypes=suite_dtypes)).comment(
+        table.add("tolerances", _inline(_per_dtype(dict(config.tolerances), dtypes=suite_dtypes,
+                                                   exact_i8=config.op != "attention")).comment(
             "from the config's thresholds; relDiff gates f32 outputs only, as rocMLIR's verifier"))
     excludes = list(named.excludes)
     other_ranges = [d.name for d in suite_ranges if d != config.data]

@@ -5,6 +5,7 @@ import itertools
 import re
 import textwrap
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -502,8 +503,12 @@ def test_attention_pr_f16_shapes_scale_and_k_layout():
 
 def test_attention_kv_cache_gqa_prefix_and_lse():
     conversion = convert_only(ATTENTION_SCHEDULE)
-    [suite] = conversion.suites
-    assert suite.axes["dtypes"] == ("f16", "bf16")  # i8 left out
+    suite, quantized = conversion.suites  # i8 is rocMLIR's quantized attention: a suite of its own
+    assert suite.axes["dtypes"] == ("f16", "bf16") and quantized.axes["dtypes"] == ("i8",)
+    assert quantized.name == suite.name + "-quantized" and quantized.axes["layouts"] == suite.axes["layouts"]
+    assert ({named.name: dict(named.config.params) for named in quantized.configs}
+            == {f"{named.name}-quant": {**dict(named.config.params), "quantized": True} for named in suite.configs})
+    conversion = replace(conversion, suites=(suite,))
     # --transQ/--transK/--transV true, false in rocMLIR's order; K is stored transposed unless --transK.
     assert suite.axes["layouts"] == ("bhsd-qt-vt", "bhsd-qt", "bhsd-qt-kt-vt", "bhsd-qt-kt",
                                      "bhsd-vt", "bhsd", "bhsd-kt-vt", "bhsd-kt")
@@ -522,7 +527,7 @@ def test_attention_kv_cache_gqa_prefix_and_lse():
             "kv_lengths": [18, 2, 33], "return_lse": True},
     }
     report = "\n".join(conversion.report())
-    assert "data type 'i8' left out for attention: rocMLIR's i8 attention is a quantized one" in report
+    assert "data type 'i8' left out" not in report
     assert "axis 'transO': --transO true, false has no equivalent" in report and "merged" in report
     assert "-split_kv 4 dropped: flash decoding" in report
     assert "-sliding_window_size=64: rocMLIR's sliding window" in report and "config skipped" in report

@@ -135,8 +135,7 @@ def test_types_without_an_e2egen_dtype_are_reported_by_reason(t, reason):
     ("conv2d_bwd_weight", "i8", "data type i8 (conv bwd_weight)"),
     ("conv2d_bwd_data", "fp8_fp8", "data type fp8/bf8 (conv bwd_data)"),
     ("gemm_gemm", "i8", "data type i8 (gemm_gemm)"),
-    ("attention", "i8", "data type i8 (attention)"),
-    ("attention", "fp8", "data type fp8/bf8 (attention)"),
+    ("attention", "fp8", "data type fp8/bf8 (attention)"),  # rocmlir-gen would type every tensor fp8, its output too
 ])
 def test_8_bit_types_of_other_ops_and_backward_convs_are_reported(operation, t, reason):
     """rocmlir-gen types a backward conv's tensors by role: its dy is the i32/f32 output tensor, its result 8-bit."""
@@ -343,5 +342,55 @@ def test_imported_scaled_and_fp4_catalogue_loads_and_a_small_case_of_each_runs_g
     kinds = {(c.op, c.layout, c.params.get("pattern", "random")): c for c in cases}
     assert set(kinds) == {("scaled_gemm", "nnnn", "random"), ("scaled_gemm", "nn", "ones"), ("gemm", "nn", "random")}
     for case in kinds.values():
+        outcome = execute(case, device="cpu")
+        assert outcome.passed, (case.id, outcome.reason)
+
+
+# -- i8 attention: rocMLIR's quantized attention (docs/lowbit-attention.md) ---------------------------------
+def test_i8_attention_is_quantized_attention_with_f16_tolerances():
+    conversion, cases = import_text(catalogue("i8", "attention", extra="--with-attn-scale -RMS_threshold 0.003",
+                                              suffix_extra="-RMS_threshold 0.01"))
+    assert {c.reason for c in conversion.cases} == {None} and {c.dtype for c in cases} == {"i8"}
+    assert {(c.params["quantized"], c.params["score_scale"], c.data) for c in cases} == {(True, True, "integers")}
+    assert {c.config for c in cases} == {"sq8-sk8-d8-scale-quant"}
+    # the output is f16, verified by rocMLIR's f16 comparator with the thresholds: not exactly, as i8 gemms are
+    assert {tuple(sorted(c.tolerances.items())) for c in cases} == {(("bound_ratio", 1.0), ("rms", 0.003))}
+    assert "data type 'i8' left out" not in "\n".join(conversion.report())
+
+
+def test_i8_attention_beside_other_dtypes_gets_a_suite_of_its_own():
+    text = catalogue("f16", "attention").replace('values = ["f16"]', 'values = ["f16", "i8"]')
+    conversion, cases = import_text(text)
+    assert [(s.name, s.axes["dtypes"]) for s in conversion.suites] == [("Nightly-s", ("f16",)),
+                                                                      ("Nightly-s-quantized", ("i8",))]
+    assert {(c.dtype, c.params.get("quantized", False)) for c in cases} == {("f16", False), ("i8", True)}
+
+
+def test_i8_gemm_and_i8_attention_keep_their_own_verdicts():
+    """An i8 gemm is exact (i32 output); an i8 attention in the same file is judged as f16."""
+    text = catalogue("i8", "gemm").replace("--operation gemm ", "").replace(
+        f'config = "{GEMM} "', f'config = "--operation gemm {GEMM}"')
+    text += ('[[suite]]\nname = "a"\n[[suite.test]]\n'
+             'config = "--operation attention -seq_len_q 8 -seq_len_k 8 -head_dim_qk 8 -head_dim_v 8"\n')
+    conversion, cases = import_text(text)
+    verdicts = {c.op: tuple(sorted(c.tolerances)) for c in cases}
+    assert verdicts == {"gemm": ("max_abs_diff",), "attention": ("bound_ratio", "rms")}
+
+
+def test_imported_i8_attention_runs_green_on_cpu(tmp_path):
+    """rocMLIR's PrAttentionI8 flags (scale, bias, cross attention, GQA, causal, lse) import and run green with
+    torch's kernel on CPU, on rocMLIR's -5..4 data."""
+    from e2egen.generator.execute import execute
+    from e2egen.generator.loader import load_catalogue
+
+    source, out = tmp_path / "A.toml", tmp_path / "a.e2e.toml"
+    text = catalogue("i8", "attention", extra="--with-attn-scale --with-attn-bias")
+    text += ('[[suite.test]]\nconfig = "-num_heads_q 4 -num_heads_kv 2 -seq_len_q 16 -seq_len_k 27 -head_dim_qk 32 '
+             '-head_dim_v 16 -causal -return_lse --transK=true"\n')
+    source.write_text(text)
+    assert main(["import-rocmlir", str(source), "-o", str(out)]) == 0
+    cases = expand(load_catalogue(str(out)))
+    assert len(cases) == 2 and {c.dtype for c in cases} == {"i8"}
+    for case in cases:
         outcome = execute(case, device="cpu")
         assert outcome.passed, (case.id, outcome.reason)

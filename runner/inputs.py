@@ -1,12 +1,18 @@
 """A problem's inputs: drawn, rounded, and stored the way the kernel expects.
 
-Values are drawn uniformly from the case's range in float64 (real numbers,
-or with input_data "integers" the integers lo..hi) by a CPU torch.Generator seeded with the case's seed, one tensor after the other in
-the op's input order and in logical shape order, then rounded (to nearest,
-ties to even) to the input format; an op may shape the drawn values first
-(Op.adjust_inputs: attention's peaky and offset scores). So the values depend on the seed, shapes
-and dtype only: not on the layout, not on the device. The reference gets
+Values are drawn uniformly from the case's range (real numbers, or with input_data "integers" the
+integers lo..hi) by a CPU torch.Generator seeded with the case's seed, one tensor after the other in
+the op's input order and in logical shape order, then rounded once (to nearest, ties to even) to the
+input format; an op may shape the drawn values first (Op.adjust_inputs: attention's peaky and offset
+scores) or quantize them itself (Op.quantize_inputs: a scaled gemm's block scales). So the values
+depend on the seed, shapes and dtype only: not on the layout, not on the device. The reference gets
 exactly these rounded values, upcast to float64.
+
+The draw is float64, except where every input format has at most 11 significand bits (f16, bf16,
+fp8) and the op takes the plain draw: there it is f32 (24 bits, at least 13 more than the format, so
+the values still cover the format's grid), scaled to the range in f32, and rounded to the format by
+torch's f32 cast, which is a single correct rounding. A float64 draw costs 1.7x torch's f32 one;
+this keeps input generation within 2x of a plain torch.rand in the dtype (issue 20).
 """
 from __future__ import annotations
 
@@ -22,15 +28,34 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
     generator = torch.Generator(device="cpu")
     generator.manual_seed(problem.seed)
     ranges = problem.spec.input_ranges(problem.params, problem.input_range)
+    formats = input_formats(problem)
+    draw_dtype = torch.float32 if draws_in_f32(problem, formats) else torch.float64
     drawn = {}
     for name, shape in problem.input_shapes.items():
         lo, hi = ranges.get(name, problem.input_range)
         if problem.input_data == "integers":
             drawn[name] = draw_integers(shape, lo, hi, generator)
             continue
-        drawn[name] = torch.rand(shape, generator=generator, dtype=torch.float64).mul_(hi - lo).add_(lo)
+        drawn[name] = torch.rand(shape, generator=generator, dtype=draw_dtype).mul_(hi - lo).add_(lo)
     problem.spec.adjust_inputs(problem.params, drawn)
-    return problem.spec.quantize_inputs(problem.params, drawn, input_formats(problem))
+    return problem.spec.quantize_inputs(problem.params, drawn, formats)
+
+
+F32_DRAW_MAX_BITS = 11  # significand bits (implicit one included) of the widest format an f32 draw serves
+
+
+def draws_in_f32(problem: Problem, formats: dict[str, str]) -> bool:
+    """Whether this problem's real-valued draw is f32 (module docstring): narrow formats only, and only
+    for an op that neither shapes nor quantizes the draw itself (those work on float64 values)."""
+    from e2egen.metrics import get_format
+
+    from .ops.base import Op
+
+    spec = type(problem.spec)
+    if spec.adjust_inputs is not Op.adjust_inputs or spec.quantize_inputs is not Op.quantize_inputs:
+        return False
+    return all(not get_format(fmt).is_integer and get_format(fmt).mantissa_bits + 1 <= F32_DRAW_MAX_BITS
+               for fmt in formats.values())
 
 
 def input_formats(problem: Problem) -> dict[str, str]:
@@ -71,7 +96,7 @@ def round_to_format(values: torch.Tensor, fmt: str, *, saturate: bool = False) -
         # f32 keeps more than 2 bits beyond fp8's, so rounding to odd first makes torch's f32 -> fp8 cast
         # (nearest even) the correct single rounding, as for f16 (round_to_storage); equal bit for bit to
         # metrics.round_to (tests/test_runner_inputs.py)
-        return _round_to_odd_f32(values).to(dtype)
+        return (values if values.dtype == torch.float32 else _round_to_odd_f32(values)).to(dtype)
     if fmt == "i8":
         return torch.round(values).to(dtype)
     return round_to_storage(values, dtype)
@@ -84,6 +109,7 @@ def fp4_codes(values: torch.Tensor) -> torch.Tensor:
     """float64 -> f4e2m1 codes (uint8, one a byte), nearest with ties to the even code, saturating at ±6
     (fp4 has no inf or NaN). One search among the midpoints of its eight magnitudes: equal to
     metrics.encoding.encode(values, "f4e2m1", saturate=True) for every non-NaN value."""
+    values = values.to(torch.float64)  # exact from f32
     magnitudes = torch.tensor(_FP4_MAGNITUDES, dtype=torch.float64)
     midpoints = (magnitudes[1:] + magnitudes[:-1]) / 2
     absolute = values.abs()
@@ -105,8 +131,8 @@ def round_to_storage(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     the rounding is one pass over the bits instead (runner/narrowing.py: about
     2 ns per element against 15-25 for these torch passes), equal bit for bit too.
     """
-    if dtype in (torch.float32, torch.float64):
-        return values.to(dtype)
+    if dtype in (torch.float32, torch.float64) or values.dtype == torch.float32:
+        return values.to(dtype)  # from f32: torch's cast is the one correct rounding
     if narrowing.AVAILABLE and values.device.type == "cpu" and values.dtype == torch.float64:
         return narrowing.narrow(values.contiguous(), dtype)
     return _round_to_odd_f32(values).to(dtype)

@@ -174,6 +174,33 @@ def test_an_f16_accumulator_is_measured_and_broken_by_require_acc():
     assert verdict(result).max_abs_diff > 1000 * verdict(torch_result).max_abs_diff  # what require.acc is there for
 
 
+@pytest.mark.parametrize("scaling,block", [("mx", 32), ("mx", 8), ("blockwise", 4), ("rowwise", 0), ("tensor", 0)])
+def test_reference_matches_a_naive_per_element_scale_lookup(scaling, block):
+    case = problem("f8e5m2", "nt", scaling=scaling, m=5, n=9, k=19, batch=2, **({"block": block} if block else {}))
+    inputs64 = reference_inputs(generate_inputs(case), torch.device("cpu"))
+    a, b, sa, sb = (inputs64[name] for name in ("a", "b", "scale_a", "scale_b"))
+
+    def scale_of_a(g, i, kk):
+        if scaling == "tensor":
+            return sa[g, 0, 0]
+        return sa[g, i, 0] if scaling == "rowwise" else sa[g, i, kk // block]
+
+    def scale_of_b(g, kk, j):
+        if scaling == "tensor":
+            return sb[g, 0, 0]
+        if scaling == "rowwise":
+            return sb[g, 0, j]
+        return sb[g, kk // block, j // block] if scaling == "blockwise" else sb[g, kk // block, j]
+
+    expected = torch.zeros(2, 5, 9, dtype=torch.float64)
+    for g in range(2):
+        for i in range(5):
+            for j in range(9):
+                expected[g, i, j] = sum(float(a[g, i, kk] * scale_of_a(g, i, kk) * b[g, kk, j] * scale_of_b(g, kk, j))
+                                        for kk in range(19))
+    assert torch.allclose(run(case).ref, expected, rtol=1e-13, atol=0)
+
+
 # -- catalogue errors ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("params,message", [
     ({"scaling": "tensor", "block": 32}, "tensor scaling has no block size"),

@@ -46,8 +46,8 @@ Mapping:
   fp8 attention (rocmlir-gen would type every tensor fp8, its output too),
   8-bit gemm_gemm and conv_gemm, f8E8M0FNU
   as an element type are reported and left out, of the axes and of the
-  excludes alike. A case e2egen's runner refuses (an fp4 gemm with odd k:
-  fp4 is packed two a byte along K) is left out with the runner's reason.
+  excludes alike. A case e2egen's runner refuses is left out with the
+  runner's reason.
 - scaled gemm (--operation gemm with --scaledGemm; rocmlir-gen's
   getGemmTypes, createGpuGemmKernel, createCpuGemmKernelWithMlir) -> op
   scaled_gemm, scaling mx: C = Σ_k A[m,k]·scaleA[m,k/blk]·B[k,n]·scaleB[k/blk,n].
@@ -935,8 +935,7 @@ def _exact_integers(data: DataRange, dtypes: Iterable[str], notes: Notes, where:
 
 def _runner_rejects(op: str, params: tuple[tuple[str, object], ...], keys: Iterable[CaseKey], data: DataRange,
                     notes: Notes, where: Source) -> dict[CaseKey, str]:
-    """The case keys whose problem e2egen's runner refuses (an fp4 gemm with odd k: fp4 is packed two a byte along
-    K), each with its summary reason; reported."""
+    """The case keys whose problem e2egen's runner refuses, each with its summary reason; reported."""
     from e2egen import runner
 
     rejected = {}

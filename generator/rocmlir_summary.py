@@ -47,8 +47,8 @@ scaled_gemm's pattern `ones` (A = B = 1, power-of-two scales, an exact result; r
 scale 1). rocMLIR's f32-scale catalogues use `-rand none` because its GPU kernel and CPU reference disagree on f32
 scales that are not powers of two (GemmScaledF4Regression.toml says so).
 
-Left out: fp4 gemms with odd k (GemmVariantsF4's `-k 769` and `-k 1`, GemmDirectToLDSF4's `-k 1`). rocmlir-gen
-builds them (`getGemmTypes` has no even-k rule), but e2egen packs fp4 two values a byte along K.
+fp4 gemms with odd k (GemmVariantsF4's `-k 769` and `-k 1`, GemmDirectToLDSF4's `-k 1`; `getGemmTypes` has no
+even-k rule) import too: e2egen packs fp4 two values a byte along K and pads an odd K with a zero nibble.
 """
 
 

@@ -182,17 +182,12 @@ def test_fp4_gemm_is_f4e2m1_writing_f32_on_the_integers_fp4_holds():
 
 
 @pytest.mark.parametrize("k", [1, 769])
-def test_fp4_gemm_with_odd_k_is_left_out_by_the_runners_reason(k):
-    """e2egen packs fp4 two a byte along K; rocMLIR's GemmVariantsF4 runs k = 769 and k = 1."""
+def test_fp4_gemm_with_odd_k_imports(k):
+    """rocMLIR's GemmVariantsF4 runs k = 769 and k = 1: e2egen pads an odd K's packed fp4 with a zero nibble."""
     conversion, cases = import_text(catalogue("f4E2M1FN").replace("-k 16", f"-k {k}"))
-    assert cases == [] and [c.reason for c in conversion.cases] == [
-        "data type f4e2m1: fp4 operands are packed two a byte along k, which must be even"]
-
-
-def test_odd_k_leaves_out_only_the_fp4_cases_of_a_config():
-    text = catalogue("f4E2M1FN").replace('values = ["f4E2M1FN"]', 'values = ["f4E2M1FN", "f16"]').replace("-k 16", "-k 9")
-    conversion, cases = import_text(text)
-    assert [c.dtype for c in cases] == ["f16"] and [c.expressed for c in conversion.cases] == [False, True]
+    [case] = cases
+    assert (case.op, case.dtype, case.params["k"]) == ("gemm", "f4e2m1", k)
+    assert [c.expressed for c in conversion.cases] == [True]
 
 
 def test_fp4_is_for_gemms_only():

@@ -214,7 +214,23 @@ def test_bad_parameters_name_the_key_and_the_choices(params, message):
         problem(**params)
 
 
-def test_fp4_needs_an_even_k_and_scales_let_the_range_exceed_the_element_format():
-    with pytest.raises(ProblemError, match="even"):
-        problem("f4e2m1", k=71)
+def test_scales_let_the_range_exceed_the_element_format():
     assert problem("f4e2m1", value_range=(-1e6, 1e6)).input_range == (-1e6, 1e6)
+
+
+@pytest.mark.parametrize("scaling", ["mx", "tensor", "rowwise", "blockwise"])
+def test_an_odd_k_packs_fp4_with_a_zero_nibble(scaling):
+    seen = {}
+
+    def spy(a, b, scale_a, scale_b, **keywords):
+        from e2egen.runner.ops.scaled_gemm_torch import torch_scaled_gemm
+
+        seen.update(a=a, b=b)
+        return torch_scaled_gemm(a, b, scale_a, scale_b, **keywords)
+
+    import sys
+    sys.modules[__name__].spy_odd = spy
+    result = run(problem("f4e2m1", "tn", k=71, scaling=scaling), impl=f"{__name__}:spy_odd", bound=BoundModel())
+    assert tuple(seen["a"].shape) == (24, 36) and tuple(seen["b"].shape) == (36, 40)
+    assert (seen["a"].view(torch.uint8)[:, -1] >> 4 == 0).all() and (seen["b"].view(torch.uint8)[-1, :] >> 4 == 0).all()
+    assert verdict(result).bound_ratio <= 1.0

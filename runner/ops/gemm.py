@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..dtypes import DTYPES, FLOAT4, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
+from ..dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
 from ..errors import ProblemError
 from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int, stored_transposed
 
@@ -109,8 +109,6 @@ class GemmOp(ProductSumOp):
                           out_dtype=check_out_dtype(raw["out_dtype"]))
 
     def dtype_params_problem(self, params: GemmParams, dtype: str) -> str | None:
-        if dtype in FLOAT4 and params.k % 2:
-            return f"fp4 operands are packed two a byte along k, which must be even; got k={params.k}"
         return out_dtype_problem(params.out_dtype, dtype)
 
     def outputs(self, params: GemmParams, direction: str, dtype: str) -> dict[str, TensorSpec]:

@@ -140,11 +140,6 @@ class ScaledGemmOp(ProductSumOp):
     def _build_params(self, raw: Mapping[str, Any]) -> ScaledGemmParams:
         return ScaledGemmParams(**{key: raw[key] for key in (*self.param_names, *self.optional_params)})
 
-    def dtype_params_problem(self, params: ScaledGemmParams, dtype: str) -> str | None:
-        if dtype in FLOAT4 and params.k % 2:
-            return f"fp4 operands are packed two a byte along k, which must be even; got k={params.k}"
-        return None
-
     # -- tensors ---------------------------------------------------------------------------------
     def input_shapes(self, params: ScaledGemmParams, direction: str) -> dict[str, Shape]:
         blocks = params.blocks

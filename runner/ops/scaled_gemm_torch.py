@@ -43,6 +43,9 @@ def _dequantized(elements: torch.Tensor, scales: torch.Tensor, k_dim: int, scali
     rows, cols = values.shape[-2:]
     block_rows, block_cols = _block(scaling, block, operand, rows, cols)
     full = scales.to(torch.float32).repeat_interleave(block_rows, dim=-2).repeat_interleave(block_cols, dim=-1)
+    short_rows, short_cols = max(rows - full.shape[-2], 0), max(cols - full.shape[-1], 0)
+    if short_rows or short_cols:  # an odd K's fp4 padding (a zero element) may lie past the last block
+        full = torch.nn.functional.pad(full, (0, short_cols, 0, short_rows), value=1.0)
     return values * full[..., :rows, :cols]
 
 

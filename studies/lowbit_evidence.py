@@ -241,7 +241,10 @@ def _allclose(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) ->
 
 def peers(case: Case, out: torch.Tensor, ref: torch.Tensor) -> dict[str, bool | None]:
     """Each peer's rule on one output (None: the rule has nothing for this dtype)."""
-    ref_t = ref.to(out.dtype)
+    if out.dtype.is_floating_point:  # rounded once from float64 (torch's casts to bf16/f16 round twice)
+        ref_t = metrics.round_to(ref, case.out_dtype).to(out.dtype)
+    else:
+        ref_t = ref.to(out.dtype)
     out64, ref64 = out.double(), ref_t.double()
     results: dict[str, bool | None] = {}
     try:
@@ -282,6 +285,7 @@ class Outcome:
     max_abs_diff: float
     reached: bool  # a wrong kernel's output differs from its bug-free twin's (True for correct kernels)
     caught_by: str  # which part of e2egen's verdict failed it, in words ("" if it passed)
+    bias_z: float = 0.0
 
 
 def problem_of(case: Case, seed: int):
@@ -325,7 +329,8 @@ def judge(kernel: Kernel, case: Case, seed: int, twins: dict) -> Outcome:
         mismatched = comparison.nan_mismatch + comparison.inf_mismatch
         worst = math.inf if mismatched else comparison.bound_ratio
     verdicts.update(peers(case, out, ref))
-    return Outcome(verdicts, worst, float(comparison.max_abs_diff), reached, caught)
+    return Outcome(verdicts, worst, float(comparison.max_abs_diff), reached, caught,
+                   0.0 if integer else float(comparison.bias_z))
 
 
 # -- the study ------------------------------------------------------------------------------------------------
@@ -342,7 +347,7 @@ class Row:
     structured_runs: int = 0
     structured_exact: int = 0  # correct kernels, structured cases: max_abs_diff == 0 (f32 out) / correctly rounded
     structured_failed: int = 0  # e2egen failures among structured runs (wrong kernels: caught)
-    failing_cases: dict = field(default_factory=dict)  # correct kernels: "case seed N" -> e2egen's failing parts
+    failing_cases: dict = field(default_factory=dict)  # correct kernels: "case seed N" -> (failing parts, bound_ratio, bias_z)
     missed_cases: set = field(default_factory=set)
 
 
@@ -376,7 +381,7 @@ def evaluate(seeds: int, cases: list[Case] | None = None, kernels: list[Kernel] 
                 if not e2egen_passed:
                     row.caught_by[outcome.caught_by] = row.caught_by.get(outcome.caught_by, 0) + 1
                     if kernel.correct:
-                        row.failing_cases[f"{case.name} seed {seed}"] = outcome.caught_by
+                        row.failing_cases[f"{case.name} seed {seed}"] = (outcome.caught_by, outcome.worst, outcome.bias_z)
                 elif not kernel.correct:
                     row.missed_cases.add(f"{case.name} seed {seed}")
                 if structured:
@@ -468,16 +473,85 @@ def render(rows: dict[str, Row], seeds: int, seconds: float) -> str:
                      f"{row.worst:.3g} | {row.worst_structured:.3g} | {row.structured_failed}/{row.structured_runs} | "
                      + " | ".join(cells) + f" | {parts} |")
     misses = [(k.name, sorted(rows[k.name].missed_cases)) for k in KERNELS if k.name in rows and rows[k.name].missed_cases]
-    false = [(k.name, [f"{c} ({parts})" for c, parts in sorted(rows[k.name].failing_cases.items())])
+    false = [(k.name, [f"{c} ({parts}; bound_ratio {ratio:.2g}, bias_z {z:.1f})"
+                       for c, (parts, ratio, z) in sorted(rows[k.name].failing_cases.items())])
              for k in KERNELS if k.name in rows and rows[k.name].failing_cases]
     if false:
         lines += ["", "False failures of e2egen's verdict:", ""] + [f"- {name}: {', '.join(c)}" for name, c in false]
     if misses:
         lines += ["", "Bug runs e2egen's verdict passed:", ""] + [f"- {name}: {', '.join(c)}" for name, c in misses]
+    lines += ["", "## Findings", ""] + findings(rows)
     lines += ["", "## Cases", ""] + [f"- `{case.name}`: {case.describe()}" for case in SCALED_RANDOM + STRUCTURED_BASES
                                      + GEMM_FP8 + GEMM_I8]
     lines += [f"- the structured bases above each with pattern {', '.join(PATTERNS)}"]
     return "\n".join(lines) + "\n"
+
+
+def findings(rows: dict[str, Row]) -> list[str]:
+    """The results in words, with this run's numbers."""
+    def row(name: str) -> Row:
+        return rows.get(name, Row())
+
+    good_runs, good_failed, _ = totals(rows, True)
+    bad_runs, bad_failed, bad_judged = totals(rows, False)
+    bias_only = [(ratio, z) for r in rows.values() for parts, ratio, z in r.failing_cases.values() if parts == "bias_z"]
+    ratios, zs = [ratio for ratio, _ in bias_only] or [0.0], [z for _, z in bias_only] or [0.0]
+    acc_only = sum(r.caught_by.get("require.acc", 0) for r in rows.values())
+    scale_bugs = ("scales applied per row instead of per column", "A's scale from the next K block",
+                  "block edge off by one (last element of a block)")
+    invisible_random = sum(row(name).invisible_random for name in scale_bugs)
+    reached_random = sum(row(name).runs - row(name).structured_runs for name in scale_bugs)
+    edge = row("block edge off by one (last element of a block)")
+    bias = row("E8M0 bias off by one (2^(code-126))")
+    return [
+        f"1. **Bugs.** e2egen's verdict failed {bad_failed['e2egen']} of the {bad_runs} bug runs the data reach. "
+        f"bound_ratio <= 1 alone failed {bad_failed['bound_ratio <= 1 alone']}; {acc_only} more failed only "
+        "`require.acc = \"f32\"`: the f16 accumulators whose sums stay inside f16's range. That is the design "
+        "(README, low-bit dtypes): the bound follows the accumulator the probes measure (11 bits), and the "
+        "catalogue's policy rejects it. fp4 cannot be probed (its values cannot hold the probes' exponent gaps), "
+        "so there the bound assumes f32 and bound_ratio itself caught the f16 accumulator.",
+        f"2. **False failures: {good_failed['e2egen']} of {good_runs}, {len(bias_only)} of them bias_z alone, all from the "
+        "promotion kernel on the tensor-scaled case with f32 scales (`tensor-e4m3fnuz`).** That kernel multiplies "
+        "the two f32 tensor scales first, so the one rounding of sa·sb (relative error up to 2^-24) is shared by "
+        "every output element: a common-mode lean of a fraction of an f32 ulp, which configs.toml's bias_z <= 6 "
+        f"reads as a bias (bias_z {min(zs):.1f} to {max(zs):.1f} on the failing seeds, those whose fl(sa·sb) lies "
+        f"furthest from sa·sb), while bound_ratio stays at most {max(ratios):.2g} there. The bound counts "
+        "that rounding (F32_SCALE_ROUNDINGS = 3); bias_z has no notion of a rounding shared by every element. "
+        "A real limitation of the shipped verdict for tensor-wise f32 scales, not tuned away here: "
+        "`tests/test_lowbit_evidence.py` keeps it as a strict xfail. Row-wise and block f32 scales round a "
+        "different product per element or block row, and showed no lean.",
+        "3. **Structured cases** came back exact for every correct kernel in every run (f32 outputs bit for bit, "
+        "bf16 outputs rounded once: their bound_ratio is exactly 1 where the result is not a bf16 value, by "
+        "construction), and every wrong kernel that the pattern reaches failed there (bound 0 where the exact "
+        "result is a value of the output format, hence the inf in *worst, structured*).",
+        f"4. **What random data cannot show.** Uniform draws give almost every block the same amax power of two, "
+        f"so every block the same e8m0 scale: the three scale-indexing bugs returned the bit-identical result in "
+        f"{invisible_random} of {invisible_random + reached_random} random-data runs; the structured patterns "
+        "(`ones`, `identity_b`, `double_*`) and f32 scales are what reach them. FNUZ read as FN differs only "
+        "where an element is ±max (e4m3fnuz 240) or in e5m2fnuz's top binade: MX quantization puts each block's "
+        "largest element there often (e5m2fnuz: always) and f32 scales map each block's amax exactly onto max, "
+        "so scaled data reach it; a plain fp8 gemm reaches it only when its range does ([-240, 240], "
+        "[-57344, 57344]), not on [-2, 2]. The NaN/−0 half of that bug (0x80 is NaN in FNUZ, −0 in FN) is "
+        "unreachable by honest data: no quantized input is NaN. An i16 accumulator wraps only once a sum leaves "
+        "±32767: rocMLIR's −5..4 data with K = 256 reach at most 6,400, full-range i8 wraps. f16 "
+        "dequantization is exact inside f16's range and was run on data reaching beyond it (±1e6).",
+        "5. **Saturation.** Against this contract a missing saturation cannot be built at the output: outputs are "
+        "f32/bf16/f16, whose IEEE conversion gives inf beyond max, which both IEEE and e2egen's overflow rule "
+        "(CTS) expect; the elements arrive already quantized (e2egen saturates them, runner/scaling.py). The "
+        "conversion that gives inf where the exact value is finite is therefore inside the kernel: the f16 "
+        "dequantization above (a saturating one would give 65504 there, as wrong).",
+        f"6. **Peers.** assert_close's defaults fail correct kernels ({good_failed['assert_close defaults']} runs: "
+        "f32 outputs with rtol 1.3e-6, below an f32 accumulation's error over K terms). The flat 7e-2 and TE's "
+        "tolerances have no false failures but miss what stays inside a few percent: the block-edge bug "
+        f"(torch 7e-2 caught {edge.failed['torch 7e-2']} of {edge.runs}, TE {edge.failed['TE dtype_tols']}) and the "
+        "f16 accumulators. Cosine similarity is blind to a uniform factor: it caught the E8M0 bias bug (every "
+        f"scale doubled) in {bias.failed['cosine >= 0.999']} of {bias.runs} runs; SQNR catches that one (0 dB) but "
+        f"caught the block-edge bug in {edge.failed['SQNR >= 22 dB']} of {edge.runs} even at 22 dB. rocMLIR's "
+        "allclose grows its atol with K whatever the data's magnitude (0.1 + K/8 for e4m3: 32 at K = 256), "
+        f"so it caught {bad_failed['rocMLIR allclose']} of {bad_judged['rocMLIR allclose']}. The absolute "
+        "tolerances mean different things at different magnitudes (data in [-10, 10] here; scales carry any "
+        "magnitude); e2egen's bound scales with the data.",
+    ]
 
 
 @contextlib.contextmanager

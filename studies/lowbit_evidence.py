@@ -436,7 +436,7 @@ def render(rows: dict[str, Row], seeds: int, seconds: float) -> str:
         "- **cosine >= 0.999** alone;",
         "- **SQNR** 20·log10(‖ref‖ / ‖ref − out‖) >= 22 dB (PyTorch's MX/NVFP4 gemm tests, "
         "`approx_match_sqnr_target = 22.0` in `test_blockwise_mxfp8_nvfp4_mxfp4_numerics`) and >= 15 dB (the "
-        "looser end the issue names; torchao's fp8 tests use 15–25 dB);",
+        "looser end the issue names; torchao's low-bit tests use 15 to 27 dB);",
         "- **TE dtype_tols**: Transformer Engine's `dtype_tols` for the element format (NVIDIA/TransformerEngine "
         "`tests/pytorch/utils.py`: e4m3 rtol 0.125 atol 0.0675, e5m2 0.25/0.125, fp4 e2m1 0.25/0.125; a pair "
         "takes its looser format's); none for i8;",

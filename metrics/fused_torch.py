@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from typing import Callable
 
 import numpy as np
 import torch
@@ -350,6 +351,19 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
     return v
 
 
+def fast_views(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, mode: int, start: int,
+               chunk: int) -> _Views:
+    """The fast kernel's arrays for the chunk of `chunk` elements at `start` (with a workspace of its own)."""
+    stop = start + chunk
+    ws = _Workspace(min(chunk, ref.numel() - start), fmt, ref.device, bound is not None)
+    result = torch.empty(len(ws.columns), dtype=torch.float64, device=ref.device)
+    histogram = torch.empty(len(_HIST_EDGES) + 1, dtype=torch.int64, device=ref.device)
+    ftz_count = torch.zeros((), dtype=torch.int64, device=ref.device)
+    return _fast_chunk(ws, ref[start:stop], out[start:stop], out_bits[start:stop],
+                       None if bound is None else bound[start:stop], fmt, ftz, rel_floor, mode, result, histogram,
+                       ftz_count)
+
+
 def _fast_to_rows(ws: _Workspace, results: np.ndarray, histograms: np.ndarray, ftz_counts: np.ndarray,
                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The fast kernel's per-chunk results as rows of partials.py's tables (indices -1: filled later)."""
@@ -455,10 +469,19 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
     lengths = np.minimum(chunk, n - np.asarray(starts, dtype=np.int64))
     floats, ints = _fast_to_rows(probe, results_host, histograms.cpu().numpy(), ftz_counts.cpu().numpy(), lengths)
 
+    return finish(floats, ints, starts, fmt, bound, lambda ks: run(general, [starts[k] for k in ks]), fast)
+
+
+def finish(floats: np.ndarray, ints: np.ndarray, starts: list[int], fmt: Format, bound,
+           general: Callable[[list[int]], list], fast: Callable[[int], _Views]) -> tuple[np.ndarray, np.ndarray]:
+    """Complete the fast kernel's per-chunk rows (indices -1): chunks with a special element get the
+    general kernel's rows (general(chunk numbers) -> their (float row, int row) pairs), and the first
+    element of each global maximum lying in a fast chunk is found in that chunk's arrays (fast(k), the
+    fast kernel run on chunk k once more)."""
     # Chunks with an element that is not compared (NaN, inf, beyond ±max): the general kernel instead.
     special = np.flatnonzero(~((floats[:, P.F_MAX_ABS_REF] <= fmt.max) & (floats[:, P.F_MAX_ABS_OUT] <= fmt.max)))
     if special.size:
-        float_rows, int_rows = zip(*run(general, [starts[k] for k in special]))
+        float_rows, int_rows = zip(*general([int(k) for k in special]))
         floats[special] = torch.stack(float_rows).cpu().numpy()
         ints[special] = torch.stack(int_rows).cpu().numpy()
 

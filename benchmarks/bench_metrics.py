@@ -3,18 +3,25 @@
     python benchmarks/bench_metrics.py                 # 16M f16 elements on the CPU
     python benchmarks/bench_metrics.py --device cuda   # on a GPU
     python benchmarks/bench_metrics.py -n 1000000 --repeat 20
-    python benchmarks/bench_metrics.py --torch-compile   # also torch.compile of the torch path (slow to compile)
+    python benchmarks/bench_metrics.py --torch-compile   # also the torch path's chunks under torch.compile
     python benchmarks/bench_metrics.py --general   # also the torch path with its general kernel only (the old one)
 
 Every timing: warm-up calls, then --repeat timed calls; median and
-interquartile range. Each row is a ratio against its named baseline, measured
-in the same run: the floor is one plain pass over the inputs it reads (a sum
+interquartile range. Each row is a ratio against its named baselines, measured
+in the same run (x numba: the numba path's time with the same inputs): the floor is one plain pass over the inputs it reads (a sum
 of each: ref and out, or ref, out and the bound), the memory-bound least a
 comparison can cost; the torch path's rows use the same sums taken its way
 ("chunked": its chunks on its threads); assert_close is
 torch.testing.assert_close. The numba
 JIT cost is measured apart, in fresh interpreters: cold (empty cache) and
 cached.
+
+--torch-compile adds metrics/fused_compiled.py (the torch path with its
+ordinary chunks computed by one torch.compile'd function: fused C++ on the
+CPU, Triton on a GPU) with and without the bound, as ratios to the same
+floors, numba and assert_close of this run, and its first call in fresh
+interpreters: cold (an empty inductor cache: tracing, code generation, the
+C++ or Triton compiler) and cached (the same cache again).
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,24 +89,61 @@ def first_call_seconds(cache_dir: str) -> float:
     return float(result.stdout.strip())
 
 
-def torch_compile_rows(ref, out, run) -> list[tuple[str, str, "Timing"]]:
-    """The torch path with its general per-chunk function compiled by torch.compile (fused C++ on the CPU,
-    Triton on a GPU) and used for every chunk, one chunk size so that it compiles once; the compile time is
-    printed apart."""
-    from e2egen.metrics import fused_torch
+class compiled_torch_path:
+    """Inside it, compare()'s torch backend computes its chunks with metrics/fused_compiled.py."""
 
-    eager = fused_torch._chunk_general
-    compiled = torch.compile(eager, dynamic=False)
-    n = ref.numel() - ref.numel() % fused_torch_chunk(ref)
-    started = time.perf_counter()
-    try:
-        fused_torch._chunk_general, fused_torch.FAST_PATH = compiled, False
-        metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref))
-        print(f"torch.compile of the chunk function: first call {time.perf_counter() - started:.1f} s")
-        timing = run(lambda: metrics.compare(ref[:n], out[:n], "f16", backend="torch", chunk=fused_torch_chunk(ref)))
-    finally:
-        fused_torch._chunk_general, fused_torch.FAST_PATH = eager, True
-    return [("compare [torch, torch.compile]", "ref+out", timing)]
+    def __enter__(self):
+        from e2egen.metrics import compare as _  # noqa: F401 -- loads the module
+        from e2egen.metrics import fused_compiled
+
+        self.module = sys.modules["e2egen.metrics.compare"]
+        self.eager = self.module.fused_torch
+        self.module.fused_torch = types.SimpleNamespace(partials=fused_compiled.partials)
+
+    def __exit__(self, *exc):
+        self.module.fused_torch = self.eager
+
+
+def torch_compile_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
+    """compare() with the compiled chunks, with and without the bound; the in-process first calls printed."""
+    from e2egen.metrics import fused_compiled
+
+    reason = fused_compiled.unavailable(ref.device)
+    if reason:
+        print(f"torch.compile: not measured, {reason}")
+        return []
+    rows = []
+    with compiled_torch_path():
+        for label, floor, kwargs in (("compare [torch.compile]", "ref+out", {}),
+                                     ("compare [torch.compile] + bound", "ref+out+bound", {"bound": bound})):
+            started = time.perf_counter()
+            metrics.compare(ref, out, "f16", backend="torch", **kwargs)
+            print(f"{label}: first call in this process {time.perf_counter() - started:.1f} s")
+            rows.append((label, floor, run(lambda: metrics.compare(ref, out, "f16", backend="torch", **kwargs))))
+    if fused_compiled._failed:
+        print(f"torch.compile failed, the rows above are the eager path: {fused_compiled._failed}")
+    return rows
+
+
+FIRST_COMPILED_CALL = """
+import sys, time, types, torch
+from e2egen.metrics import compare, fused_compiled
+sys.modules["e2egen.metrics.compare"].fused_torch = types.SimpleNamespace(partials=fused_compiled.partials)
+ref = torch.randn(1 << 16, dtype=torch.float64, device=sys.argv[1])
+start = time.perf_counter()
+compare(ref, ref.to(torch.float16), "f16", backend="torch")
+print(time.perf_counter() - start, bool(fused_compiled._failed))
+"""
+
+
+def first_compiled_call_seconds(cache_dir: str, device: torch.device) -> float:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", FIRST_COMPILED_CALL, str(device)], capture_output=True, text=True,
+                            env=env, check=True)
+    seconds, failed = result.stdout.split()
+    if failed == "True":
+        raise RuntimeError("torch.compile failed in the fresh interpreter (it ran the eager path)")
+    return float(seconds)
 
 
 def general_kernel_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
@@ -140,7 +185,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--torch-compile", action="store_true",
-                        help="also time the torch path's chunk function under torch.compile (compiles for ~40 s)")
+                        help="also time the torch path with its chunks under torch.compile (metrics/fused_compiled.py; "
+                             "the first call compiles for tens of seconds)")
     parser.add_argument("--general", action="store_true",
                         help="also time the torch path with its general kernel on every chunk (the path before "
                              "the fast kernel; slow)")
@@ -177,20 +223,33 @@ def main() -> None:
     if args.general:
         rows += general_kernel_rows(ref, out, bound, run)
     if args.torch_compile:
-        rows += torch_compile_rows(ref, out, run)
+        rows += torch_compile_rows(ref, out, bound, run)
 
-    print(f"{'what':<34}{'median (IQR)':<36}{'floor':>24}{'x floor':>9}{'x faster than assert_close':>28}")
+    numba_rows = {name: timing for name, _, timing in rows if name.startswith("compare [numba]")}
+
+    def versus_numba(name: str, timing: Timing) -> str:
+        baseline = numba_rows.get("compare [numba] + bound" if name.endswith("+ bound") else "compare [numba]")
+        return f"{timing.median / baseline.median:>10.2f}" if baseline and name.startswith("compare") else f"{'':>10}"
+
+    print(f"{'what':<34}{'median (IQR)':<36}{'floor':>24}{'x floor':>9}{'x faster than assert_close':>28}"
+          f"{'x numba':>10}")
     for name, timing in floors.items():
         print(f"{'floor: ' + name:<34}{timing!s:<36}{name:>24}{1.0:>9.2f}{assert_close.median / timing.median:>28.2f}")
     for name, floor, timing in rows:
         print(f"{name:<34}{timing!s:<36}{floor:>24}{timing.median / floors[floor].median:>9.2f}"
-              f"{assert_close.median / timing.median:>28.2f}")
+              f"{assert_close.median / timing.median:>28.2f}{versus_numba(name, timing)}")
 
     if "numba" in backends:
         with tempfile.TemporaryDirectory() as cache_dir:
             cold = first_call_seconds(cache_dir)
             cached = first_call_seconds(cache_dir)
         print(f"numba first call (f16, after import): cold cache {cold:.2f} s, cached {cached:.2f} s")
+    if args.torch_compile and any(name.startswith("compare [torch.compile]") for name, _, _ in rows):
+        with tempfile.TemporaryDirectory() as cache_dir:
+            cold = first_compiled_call_seconds(cache_dir, device)
+            cached = first_compiled_call_seconds(cache_dir, device)
+        print(f"torch.compile first call (f16, after import, fresh interpreter): cold inductor cache {cold:.1f} s, "
+              f"cached {cached:.1f} s")
 
 
 if __name__ == "__main__":

@@ -189,7 +189,9 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         figures = figures_by_shape.get(shape_key)
         if figures is None:
             problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
-            figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size))
+            figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size),
+                                                     problem.spec.shared_rounding(problem.params))
+        tolerances = applicable_tolerances(tolerances, figures[3])
         pr, pr_reason = _pr(catalogue, suite, config, cid)
         cases.append(Case(
             suite=suite.name, config=config.name, op=suite.op,
@@ -204,6 +206,14 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     if problems:
         raise CatalogueError(problems)
     return cases
+
+
+def applicable_tolerances(tolerances: dict[str, Any], shared_rounding: str) -> dict[str, Any]:
+    """The tolerances that apply to a problem: bias_z assumes independent per-element errors, so it is left
+    out where the op says a correct kernel may share one rounding across many elements (Op.shared_rounding)."""
+    if not shared_rounding:
+        return tolerances
+    return {name: limit for name, limit in tolerances.items() if name != "bias_z"}
 
 
 def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[str, str]]]:

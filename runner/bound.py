@@ -77,7 +77,7 @@ from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "IndependentRoundings", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -397,6 +397,18 @@ class FormatRounding:
 
     def __call__(self, model: BoundModel) -> float:
         return unit_roundoff(self.fmt)
+
+
+@dataclass(frozen=True)
+class FormatRoundings:
+    """`count` roundings to `fmt` on a term's way, each relative: count · u_fmt (a scaled gemm's f32 scale
+    products)."""
+
+    fmt: str
+    count: int
+
+    def __call__(self, model: BoundModel) -> float:
+        return self.count * unit_roundoff(self.fmt)
 
 
 @dataclass(frozen=True)

@@ -25,21 +25,11 @@ import torch
 
 from e2egen import metrics
 
-from .bound import OutputRounding, ProductSumError, ScaledMagnitude, SumOfBounds, unit_roundoff
+from .bound import FormatRoundings, OutputRounding, ProductSumError, ScaledMagnitude, SumOfBounds
 from .magnitude import F64_UNIT_ROUNDOFF, widening
 from .options import BoundModel
 
 F32_SCALE_ROUNDINGS = 3
-
-
-@dataclass(frozen=True)
-class ScaleRoundings:
-    """r · u_f32: the roundings of applying f32 scales (0 when every scale is a power of two, e8m0)."""
-
-    roundings: int
-
-    def __call__(self, model: BoundModel) -> float:
-        return self.roundings * unit_roundoff("f32")
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +52,6 @@ def scaled_gemm_bound(problem, a: torch.Tensor, b: torch.Tensor):
     roundings = 0 if params.scale_formats == ("e8m0", "e8m0") else F32_SCALE_ROUNDINGS
     parts = [ProductSumError(terms, params.k, problem.dtype)]
     if roundings:
-        parts.append(ScaledMagnitude(ScaleRoundings(roundings), terms, "scale roundings"))
+        parts.append(ScaledMagnitude(FormatRoundings("f32", roundings), terms, "scale roundings"))
     parts.append(OutputRounding(params.output_format))
     return SumOfBounds(tuple(parts))

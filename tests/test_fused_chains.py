@@ -82,10 +82,12 @@ def test_wrong_kernels_fail(dtype, impl):
 
 def test_a_kernel_keeping_the_intermediate_in_f32_is_judged_by_the_same_bound():
     """The contract rounds A·B to the dtype; a kernel that keeps it in f32 computes another function and is
-    judged by the same bound. Its difference, Σ_n (E − R(E))·C, stays below the output's own rounding in
-    f16 at this shape (it passes: as accurate as the arithmetic allows), and shows in bf16, whose coarser
-    intermediate rounding exceeds the bound where outputs cancel towards zero (it fails)."""
-    assert _verdict("f16", "tests.test_fused_chains:kernel_f32_intermediate").passed
+    judged by the same bound. Its difference, Σ_n (E − R(E))·C, is of the order of the output's own
+    rounding in f16 (so it lands near the bound, passing or failing by a little as the data fall: unlike
+    the bugs above, which miss by orders of magnitude), and shows in bf16, whose coarser intermediate
+    rounding exceeds the bound where outputs cancel towards zero (it fails)."""
+    near = _verdict("f16", "tests.test_fused_chains:kernel_f32_intermediate")
+    assert all(failure.metric != "bound_ratio" or failure.value < 2 for failure in near.failures), near
     assert not _verdict("bf16", "tests.test_fused_chains:kernel_f32_intermediate").passed
 
 

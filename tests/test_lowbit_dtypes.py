@@ -80,8 +80,8 @@ def test_fp8_inputs_are_correctly_rounded_draws():
     problem = make_problem("gemm", "fwd", "f8e4m3fn", "nn", {"m": 16, "n": 16, "k": 64}, (-3.0, 3.0), 9)
     inputs = generate_inputs(problem)
     generator = torch.Generator().manual_seed(problem.seed)
-    drawn = torch.rand(16, 64, generator=generator, dtype=torch.float64) * 6 - 3
-    assert torch.equal(inputs["a"].double(), metrics.round_to(drawn, "f8e4m3fn"))
+    drawn = torch.rand(16, 64, generator=generator, dtype=torch.float32).mul_(6.0).add_(-3.0)  # fp8: an f32 draw
+    assert torch.equal(inputs["a"].double(), metrics.round_to(drawn.double(), "f8e4m3fn"))
 
 
 def test_an_f16_accumulating_fp8_kernel_is_measured_and_fails_require_acc_f32():

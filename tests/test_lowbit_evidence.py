@@ -1,9 +1,9 @@
 """The low-bit evidence (studies/lowbit_evidence.py) on a fast subset: e2egen's verdict passes every correct
 kernel, fails every wrong one wherever the data reach its bug, and every structured case comes back exact.
 
-One known exception (docs/lowbit-evidence.md, "Findings"): a kernel that multiplies two f32 tensor scales
-first shares that one rounding across its whole output, which configs.toml's bias_z <= 6 reads as a lean;
-its bound_ratio is far inside 1. The xfail below keeps that visible until the verdict handles it."""
+A kernel that multiplies two f32 tensor scales first shares that one rounding across its whole output,
+which bias_z would read as a lean (docs/lowbit-evidence.md, "Findings"); a scaled gemm with an f32 scale
+therefore leaves bias_z out of its verdict (Op.shared_rounding), and the test below holds that."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +14,6 @@ from studies.lowbit_evidence import PATTERNS, Case, R1, WIDE
 
 SEEDS = 2
 PROMOTION = "per-block f32 partials × sa·sb (promotion)"
-KNOWN = {(PROMOTION, "tensor-e4m3fnuz")}  # bias_z alone, see the module docstring
 
 
 @pytest.fixture(autouse=True)
@@ -56,9 +55,7 @@ def test_every_correct_kernel_passes_and_every_structured_case_is_exact(rows):
     for kernel in (k for k in evidence.KERNELS if k.correct):
         row = rows[kernel.name]
         assert row.runs > 0, kernel.name
-        unexpected = {run: failure for run, failure in row.failing_cases.items()
-                      if (kernel.name, run.split(" seed ")[0]) not in KNOWN or failure[0] != "bias_z"}
-        assert not unexpected, f"false failure: {kernel.name} in {unexpected}"
+        assert not row.failing_cases, f"false failure: {kernel.name} in {row.failing_cases}"
         assert row.failed["bound_ratio <= 1 alone"] == 0, kernel.name
         assert row.structured_exact == row.structured_runs, kernel.name
     scaled_rows = [rows[k.name] for k in evidence.KERNELS if k.correct and k.applies(SMALL[0])]
@@ -72,7 +69,6 @@ def test_every_wrong_kernel_is_caught_wherever_the_data_reach_its_bug(rows):
         assert row.failed["e2egen"] == row.runs, f"missed: {kernel.name} in {sorted(row.missed_cases)}"
 
 
-@pytest.mark.xfail(strict=True, reason="bias_z reads one shared f32 rounding of sa·sb as a lean (a known limitation)")
 def test_a_kernel_that_multiplies_f32_tensor_scales_first_passes_the_shipped_verdict():
     case = scaled("tensor-e4m3fnuz", "f8e4m3fnuz", "nt", 32, 48, 128, scaling="tensor")
     kernel = next(k for k in evidence.KERNELS if k.name == PROMOTION)
@@ -104,4 +100,4 @@ def test_the_peers_rules_are_computed_as_documented():
 def test_the_study_renders_its_table(rows):
     text = evidence.render(rows, SEEDS, 0.0)
     assert "| rule | false failures (correct kernels) | bugs caught (wrong kernels) | catch rate |" in text
-    assert "| bound_ratio <= 1 alone | 0 of " in text and "tensor-e4m3fnuz seed 0 (bias_z;" in text
+    assert "| bound_ratio <= 1 alone | 0 of " in text and "**e2egen: 0 false failures in " in text

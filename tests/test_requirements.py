@@ -124,7 +124,7 @@ def test_bad_require_in_a_suite_and_a_config():
     ('device = "cpu"\ncells = "conv2d/bwd_dat/f16/*"\nrequire = ["acc"]\nreason = "r"\n', "accept[0].cells",
      ["unknown direction 'bwd_dat' in cells", "did you mean 'bwd_data'", "bwd_weight, fwd"]),
     ('device = "cpu"\ncells = "gemm/fwd/fp16/*"\nrequire = ["acc"]\nreason = "r"\n', "accept[0].cells",
-     ["'fp16'", "did you mean 'f16'", "bf16, f16, f32, f8e4m3fn"]),
+     ["'fp16'", "did you mean 'f16'", "bf16, f16, f32, f4e2m1, f8e4m3fn"]),
     ('device = "cpu"\ncells = "gemm/fwd/f16/nhwc"\nrequire = ["acc"]\nreason = "r"\n', "accept[0].cells",
      ["'nhwc'", "nn, nt, tn, tt"]),
     ('device = "cpu"\ncells = "a/b/c/d/e/f"\nrequire = ["acc"]\nreason = "r"\n', "accept[0].cells",

@@ -122,6 +122,12 @@ class Op(ABC):
         output format only fp8 chooses."""
         return None
 
+    def shared_rounding(self, params: Any) -> str:
+        """Why a correct kernel's errors may lean one way across many elements ("" when they cannot): one
+        rounding applied to many of them, such as a product of f32 scales computed once. bias_z assumes
+        independent per-element errors, so it does not apply there (generator.cases.applicable_tolerances)."""
+        return ""
+
     def input_ranges(self, params: Any, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         """Inputs drawn from a range of their own (a divisor near zero, pow's exponent) instead of the
         case's; by default every input takes the case's range."""

@@ -161,6 +161,12 @@ class ScaledGemmOp(ProductSumOp):
         scale_a, scale_b = params.scale_formats
         return {"a": first, "b": second, "scale_a": scale_a, "scale_b": scale_b}
 
+    def shared_rounding(self, params: ScaledGemmParams) -> str:
+        if "f32" not in params.scale_formats:
+            return ""  # e8m0 scales are powers of two: applying them is exact
+        return ("an f32 scale product (sa·sb) may be rounded once and applied to every element of a tensor, "
+                "row or block, so a correct kernel's errors may all lean one way")
+
     def largest_input(self, params: ScaledGemmParams, dtype: str) -> float:
         """The scales carry the magnitude: any range within f32's (a block's amax sets its scale)."""
         from ..dtypes import largest_finite

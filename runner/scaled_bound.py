@@ -46,7 +46,7 @@ class CorrectlyRounded:
 def scaled_gemm_bound(problem, a: torch.Tensor, b: torch.Tensor):
     """The output's bound from the dequantized operands (float64, exact)."""
     params = problem.params
-    if params.pattern != "random":
+    if params.pattern not in ("random", "varied"):
         return CorrectlyRounded(params.output_format)
     terms = torch.matmul(a.abs(), b.abs()).mul_(widening(params.k, F64_UNIT_ROUNDOFF))
     roundings = 0 if params.scale_formats == ("e8m0", "e8m0") else F32_SCALE_ROUNDINGS

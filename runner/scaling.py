@@ -16,6 +16,12 @@ Quantizing real data (`quantize`), per block with amax = max |x| over the block:
 The elements are round_elem(x / s) with saturation, to nearest even. The reference consumes exactly these
 elements and scales.
 
+`varied` is real data whose blocks differ in magnitude: each block of the uniform draw is multiplied by
+2^e, e uniform in -4..4, before it is quantized, as activations and weights differ from block to block.
+Uniform data give almost every block the same largest power of two, hence the same e8m0 scale, so a
+kernel that reads another block's scale returns the same result there (docs/lowbit-evidence.md);
+varied blocks get different scales and show it. The composed bound applies as for `random`.
+
 Structured inputs (`pattern`) make every correct kernel's result exact, so a kernel must return it bit
 for bit (after the one rounding to its output format): all scales are powers of two, the data are ones,
 an identity, or real data quantized with power-of-two scales:
@@ -40,8 +46,9 @@ from e2egen import metrics
 if TYPE_CHECKING:
     import torch
 
-PATTERNS = ("random", "identity_a", "identity_b", "ones", "double_a_scale", "double_b_scale")
+PATTERNS = ("random", "varied", "identity_a", "identity_b", "ones", "double_a_scale", "double_b_scale")
 _ONES_EXPONENTS = 5  # "ones": scale exponents -2..2
+_VARIED_EXPONENTS = 9  # "varied": block magnitudes 2^-4..2^4
 
 
 @dataclass(frozen=True)
@@ -139,15 +146,19 @@ def quantized_operands(pattern: str, blocks: dict[str, Blocks], drawn: dict[str,
     real data quantized (`random`), or a structured pattern (module docstring)."""
     import torch
 
-    structured = pattern != "random"
+    structured = pattern not in ("random", "varied")
 
     def real(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        return quantize(drawn[name], blocks[name], formats[name], formats[f"scale_{name}"], power_of_two=structured)
+        values = drawn[name]
+        if pattern == "varied":
+            exponents = (drawn[f"scale_{name}"] * _VARIED_EXPONENTS).floor().clamp(0, _VARIED_EXPONENTS - 1)
+            values = values * blocks[name].expand(torch.exp2(exponents - _VARIED_EXPONENTS // 2))
+        return quantize(values, blocks[name], formats[name], formats[f"scale_{name}"], power_of_two=structured)
 
     def ones(name: str) -> torch.Tensor:
         return torch.ones_like(drawn[name])
 
-    if pattern == "random":
+    if pattern in ("random", "varied"):
         (a, scale_a), (b, scale_b) = real("a"), real("b")
     elif pattern == "identity_a":
         (b, scale_b) = real("b")

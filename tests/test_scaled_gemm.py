@@ -113,7 +113,15 @@ def test_torchs_kernel_is_within_the_bound(dtype, scaling, extra):
         assert verdict(result).bound_ratio <= 1.0, (layout, out)
 
 
-@pytest.mark.parametrize("pattern", [p for p in PATTERNS if p != "random"])
+@pytest.mark.parametrize("dtype", ["f8e4m3fn", "f4e2m1"])
+def test_varied_blocks_get_different_scales_and_torchs_kernel_stays_within_the_bound(dtype):
+    case = problem(dtype, "nt", pattern="varied", k=256)
+    inputs64 = reference_inputs(generate_inputs(case), torch.device("cpu"))
+    assert len(torch.unique(inputs64["scale_a"])) >= 6 and len(torch.unique(inputs64["scale_b"])) >= 6
+    assert verdict(run(case, bound=BoundModel())).bound_ratio <= 1.0
+
+
+@pytest.mark.parametrize("pattern", [p for p in PATTERNS if p not in ("random", "varied")])
 @pytest.mark.parametrize("dtype,scaling,extra", [("f8e4m3fn", "mx", {}), ("f4e2m1", "mx", {"block": 16}),
                                                  ("f8e5m2", "blockwise", {"block": 8, "scale_b_dtype": "e8m0"}),
                                                  ("f8e4m3fn", "rowwise", {}), ("f8e4m3fnuz", "tensor", {})])
@@ -146,6 +154,7 @@ def test_structured_patterns_compute_what_they_promise():
     ("wrong_block_scale", dict(pattern="double_a_scale")),
     ("wrong_block_scale", dict(pattern="ones")),
     ("wrong_block_scale", dict()),
+    ("wrong_block_scale", dict(pattern="varied", scale_a_dtype="e8m0", scale_b_dtype="e8m0")),
     ("scale_b_untransposed", dict(layout="ntnn", pattern="ones")),
     ("scale_b_untransposed", dict(layout="ntnn")),
     ("e8m0_bias_off_by_one", dict(pattern="identity_b")),

@@ -13,7 +13,8 @@ Scales are e8m0 (OCP MX's power-of-two scale, torch.float8_e8m0fnu) or f32: `sca
 `scale_b_dtype`, e8m0 by default for mx and f32 otherwise. Elements: the fp8 dtypes and pairs, and f4e2m1
 (packed two a byte along K, runner/fp4.py). Inputs are real quantized data: values drawn from the case's
 range, each block's scale computed from its largest magnitude, the elements quantized with saturation
-(runner/scaling.py); `pattern` chooses structured inputs whose results are exact instead.
+(runner/scaling.py); `pattern` "varied" gives the blocks different magnitudes (so different scales), and
+the other patterns choose structured inputs whose results are exact.
 
 Kernel contract: f(a, b, scale_a, scale_b, *, out_dtype, scaling, block) -> c in out_dtype (a torch dtype;
 `out_dtype` f32 by default, or bf16 / f16). Layouts: two letters for A and B as gemm's ("t": stored

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,21 +88,6 @@ def first_call_seconds(cache_dir: str) -> float:
     return float(result.stdout.strip())
 
 
-class compiled_torch_path:
-    """Inside it, compare()'s torch backend computes its chunks with metrics/fused_compiled.py."""
-
-    def __enter__(self):
-        from e2egen.metrics import compare as _  # noqa: F401 -- loads the module
-        from e2egen.metrics import fused_compiled
-
-        self.module = sys.modules["e2egen.metrics.compare"]
-        self.eager = self.module.fused_torch
-        self.module.fused_torch = types.SimpleNamespace(partials=fused_compiled.partials)
-
-    def __exit__(self, *exc):
-        self.module.fused_torch = self.eager
-
-
 def torch_compile_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
     """compare() with the compiled chunks, with and without the bound; the in-process first calls printed."""
     from e2egen.metrics import fused_compiled
@@ -113,7 +97,7 @@ def torch_compile_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
         print(f"torch.compile: not measured, {reason}")
         return []
     rows = []
-    with compiled_torch_path():
+    with fused_compiled.as_torch_backend():
         for label, floor, kwargs in (("compare [torch.compile]", "ref+out", {}),
                                      ("compare [torch.compile] + bound", "ref+out+bound", {"bound": bound})):
             started = time.perf_counter()
@@ -126,12 +110,12 @@ def torch_compile_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
 
 
 FIRST_COMPILED_CALL = """
-import sys, time, types, torch
+import sys, time, torch
 from e2egen.metrics import compare, fused_compiled
-sys.modules["e2egen.metrics.compare"].fused_torch = types.SimpleNamespace(partials=fused_compiled.partials)
 ref = torch.randn(1 << 16, dtype=torch.float64, device=sys.argv[1])
 start = time.perf_counter()
-compare(ref, ref.to(torch.float16), "f16", backend="torch")
+with fused_compiled.as_torch_backend():
+    compare(ref, ref.to(torch.float16), "f16", backend="torch")
 print(time.perf_counter() - start, bool(fused_compiled._failed))
 """
 

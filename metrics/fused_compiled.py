@@ -32,8 +32,10 @@ and runs fused_torch's eager path instead.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import sys
 import types
 from dataclasses import dataclass
 
@@ -150,6 +152,21 @@ def compiled(constants: Constants, has_bound: bool):
 
     own = types.FunctionType(rows.__code__.replace(), rows.__globals__, rows.__name__, None, rows.__closure__)
     return torch.compile(own, options=INDUCTOR_OPTIONS)
+
+
+@contextlib.contextmanager
+def as_torch_backend():
+    """Inside it, compare()'s torch backend computes its chunks with this module (for benchmarks and tests:
+    compare() itself never does)."""
+    from e2egen.metrics import compare as _  # noqa: F401 -- loads the module (the package's name is the function)
+
+    module = sys.modules["e2egen.metrics.compare"]
+    eager = module.fused_torch
+    module.fused_torch = types.SimpleNamespace(partials=partials)
+    try:
+        yield
+    finally:
+        module.fused_torch = eager
 
 
 def unavailable(device: torch.device) -> str | None:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from e2egen.metrics import fused_compiled, fused_torch, get_format
-from e2egen.metrics.compare import _kernel_view
+from e2egen.metrics import compare, fused_compiled, fused_torch, get_format  # noqa: F401 -- compare first:
+from e2egen.metrics.compare import _kernel_view  # loading the submodule by name first would shadow the function
 from e2egen.metrics.partials import combine
 from e2egen.notices import Notice
 

@@ -15,10 +15,11 @@ and out as magnitude patterns computed from their values, the histogram as
 counts of rel >= each edge. Everything is float64 (counts are exact below
 2**53): inductor's CPU code does not vectorize int16 or int8 loads, and its
 boolean-to-int64 sums were measured several times slower than float ones.
-As in fused_torch, chunks with a NaN, an inf or a value beyond ±max (their
-max |ref| or max |out| is not <= max_T) are redone by fused_torch's general
-kernel, which also finds the first element of each global maximum in the
-chunk that holds it.
+The rest is fused_torch's (fused_torch.finish): chunks with a NaN, an inf or
+a value beyond ±max (their max |ref| or max |out| is not <= max_T) take its
+general kernel, and the first element of each global maximum is found by its
+fast kernel run once more on the chunk that holds it. Formats other than
+"ieee" and "fn" take fused_torch's path as they are (its general kernel).
 
 One graph per format, with and without a bound: the format's limits are
 constants in the generated code (compiled-in shift amounts vectorize;
@@ -55,11 +56,10 @@ _F64_MANTISSA = (1 << 52) - 1
 _F64_BIAS = 1023
 
 # _fast_rows' columns, in order ("ge<k>": the count of rel >= _EDGES[k]); with a bound, three more.
-_COLUMNS = (("max_diff", "max_rel", "max_rel_old", "max_eps", "max_abs_ref", "max_abs_out", "max_ulp", "sum_u1",
-             "sq_u1", "sum_u2", "sq_u2", "sq_diff", "sq_ref", "flushed", "ref_zero")
-            + tuple(f"ge{k}" for k in range(len(_EDGES))))
-_BOUND_COLUMNS = ("max_ratio", "sq_ratio", "min_bound")
 _GE = tuple(f"ge{k}" for k in range(len(_EDGES)))
+_COLUMNS = ("max_diff", "max_rel", "max_rel_old", "max_eps", "max_abs_ref", "max_abs_out", "max_ulp", "sum_u1",
+            "sq_u1", "sum_u2", "sq_u2", "sq_diff", "sq_ref", "flushed", "ref_zero") + _GE
+_BOUND_COLUMNS = ("max_ratio", "sq_ratio", "min_bound")
 
 # Inline every elementwise value into the reductions that read it (recomputed there) rather than writing it
 # to a full-size buffer, and let all the reductions share a loop: with inductor's defaults the pass wrote

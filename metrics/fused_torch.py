@@ -45,7 +45,7 @@ from e2egen.metrics.names import HISTOGRAM_EDGES
 from e2egen.metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
 
 MISSING = -1.0  # below every real value of a maximum (all are >= 0)
-# False: every chunk takes the general kernel (benchmarks/bench_metrics.py --torch-compile compiles that one).
+# False: every chunk takes the general kernel (benchmarks/bench_metrics.py --general times that path).
 FAST_PATH = True
 
 _F64_EXPONENT = 0x7FF << 52

@@ -121,3 +121,16 @@ def test_ranges_must_fit_the_formats():
         make_problem("gemm", "fwd", "f8e5m2_f8e4m3fn", "nn", {"m": 4, "n": 4, "k": 4}, (-1000.0, 1.0), 1)
     with pytest.raises(ProblemError, match="127"):
         make_problem("gemm", "fwd", "i8", "nn", {"m": 4, "n": 4, "k": 4}, (-200.0, 1.0), 1, "integers")
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+@pytest.mark.parametrize("out_dtype", ["bf16", "f16"])
+def test_an_fp8_conv_writes_the_output_format_it_is_asked_for(direction, out_dtype):
+    params = {"n": 2, "c": 8, "k": 8, "hw": 6, "kernel": 3, "pad": 1, "out_dtype": out_dtype}
+    problem = make_problem("conv2d", direction, "f8e4m3fn", "nhwc", params, (-2.0, 2.0), 3)
+    result = run(problem, bound=BoundModel())
+    assert result.out.dtype == {"bf16": torch.bfloat16, "f16": torch.float16}[out_dtype] and result.out_dtype == out_dtype
+    assert result.ref.dtype == torch.float64
+    assert metrics.compare(result.ref, result.out, out_dtype, bound=result.bound).bound_ratio <= 1.0
+    with pytest.raises(ProblemError, match="out_dtype applies to fp8 and fp4"):
+        make_problem("conv2d", direction, "f16", "nhwc", params, (-2.0, 2.0), 3)

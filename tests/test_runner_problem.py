@@ -41,7 +41,7 @@ def test_ops_describe_their_axes_and_parameters():
         assert op.directions == ("fwd", "bwd_data", "bwd_weight")
         assert op.layouts == ("nchw", "nhwc")
         assert op.param_names == ("n", "c", "k", spatial, "kernel")
-        assert dict(op.optional_params) == {"stride": 1, "pad": 0, "dilation": 1, "groups": 1}
+        assert dict(op.optional_params) == {"stride": 1, "pad": 0, "dilation": 1, "groups": 1, "out_dtype": ""}
     gemm = OPS["gemm"]
     assert gemm.directions == ("fwd",) and gemm.layouts == ("nn", "nt", "tn", "tt")
     assert gemm.param_names == ("m", "n", "k") and dict(gemm.optional_params) == {"batch": 0, "out_dtype": ""}
@@ -104,7 +104,7 @@ def test_gemm_shapes_and_batch():
 def test_unknown_parameter_suggests_the_close_one():
     err = error_of(params=conv2d(hww=4))
     assert err.key == "hww" and "did you mean 'hw'" in err.message
-    assert set(err.choices) == {"n", "c", "k", "hw", "kernel", "stride", "pad", "dilation", "groups"}
+    assert set(err.choices) == {"n", "c", "k", "hw", "kernel", "stride", "pad", "dilation", "groups", "out_dtype"}
 
 
 def test_missing_parameter():

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
 from ..dtypes import DTYPES, FLOAT4
-from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
+from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, int_tuple, require_int
+from .gemm import check_out_dtype, out_dtype_problem
 
 if TYPE_CHECKING:
     import torch
@@ -58,6 +59,7 @@ class ConvParams:
     dilation: tuple[int, ...]
     groups: int = 1
     pad_end: tuple[int, ...] = ()  # padding after each dim, when it differs somewhere from `pad`
+    out_dtype: str = ""  # "": the dtype's own output format (fp8 only: f32, bf16 or f16)
 
     def __post_init__(self) -> None:
         dims = len(self.size) if isinstance(self.size, tuple) else 0
@@ -136,14 +138,14 @@ class ConvParams:
         """The catalogue form (round-trips through ConvOp.parse_params)."""
         return {"n": self.n, "c": self.c, "k": self.k, self.spatial_key: list(self.size), "kernel": list(self.kernel),
                 "stride": list(self.stride), "pad": list(self.pad) if self.symmetric else [list(p) for p in self.pads],
-                "dilation": list(self.dilation), "groups": self.groups}
+                "dilation": list(self.dilation), "groups": self.groups, **({"out_dtype": self.out_dtype} if self.out_dtype else {})}
 
     def describe(self) -> str:
         def dims(t: tuple[int, ...]) -> str:
             return "x".join(map(str, t))
         return (f"n={self.n} c={self.c} k={self.k} {self.spatial_key}={dims(self.size)} kernel={dims(self.kernel)} "
                 f"stride={dims(self.stride)} pad={dims(self.pad) if self.symmetric else self.pad_text.replace(' ', '')} "
-                f"dilation={dims(self.dilation)} groups={self.groups}")
+                f"dilation={dims(self.dilation)} groups={self.groups}" + (f" out={self.out_dtype}" if self.out_dtype else ""))
 
 
 class ConvOp(ProductSumOp):
@@ -156,7 +158,7 @@ class ConvOp(ProductSumOp):
         self.name = f"conv{spatial_dims}d"
         self.spatial_key = SPATIAL_KEYS[spatial_dims]
         self.param_names = ("n", "c", "k", self.spatial_key, "kernel")
-        self.optional_params = frozen_mapping({"stride": 1, "pad": 0, "dilation": 1, "groups": 1})
+        self.optional_params = frozen_mapping({"stride": 1, "pad": 0, "dilation": 1, "groups": 1, "out_dtype": ""})
 
     def __repr__(self) -> str:
         return f"ConvOp({self.name})"
@@ -180,7 +182,17 @@ class ConvOp(ProductSumOp):
             dilation=int_tuple("dilation", raw["dilation"], dims, 1, text),
             groups=require_int("groups", raw["groups"], 1),
             pad_end=pad_end,
+            out_dtype=check_out_dtype(raw["out_dtype"]),
         )
+
+    def dtype_params_problem(self, params: ConvParams, dtype: str) -> str | None:
+        return out_dtype_problem(params.out_dtype, dtype)
+
+    def outputs(self, params: ConvParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
+        specs = super().outputs(params, direction, dtype)
+        if not params.out_dtype:
+            return specs
+        return {name: TensorSpec(spec.shape, params.out_dtype) for name, spec in specs.items()}
 
     def input_shapes(self, params: ConvParams, direction: str) -> dict[str, Shape]:
         return {
@@ -252,6 +264,8 @@ class ConvOp(ProductSumOp):
             words.append("dilated")
         if params.groups > 1:
             words.append("grouped")
+        if params.out_dtype:
+            words.append(f"out-{params.out_dtype}")
         return "-".join(words)
 
     def probe_params(self, params: ConvParams, direction: str) -> ConvParams:
@@ -264,7 +278,8 @@ class ConvOp(ProductSumOp):
         pad = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad, span))
         pad_end = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad_end, span))
         return ConvParams(n=2, c=16 * params.groups, k=16 * params.groups, size=size, kernel=params.kernel,
-                          stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups, pad_end=pad_end)
+                          stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups, pad_end=pad_end,
+                          out_dtype=params.out_dtype)
 
     def layout_problem(self, layout: str) -> str | None:
         from .conv_layouts import layout_problem
@@ -290,7 +305,8 @@ class ConvOp(ProductSumOp):
         return {name: arrange(name, t, layout, self.spatial_dims, params.groups) for name, t in tensors.items()}
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        return {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]
+        kernel = {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]
+        return with_out_dtype(kernel)
 
     def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: ConvParams,
              tensors: Mapping[str, torch.Tensor]) -> Any:
@@ -299,12 +315,17 @@ class ConvOp(ProductSumOp):
         # Tensors one rank up from the logical one come from a layout that splits the groups out (arrange_inputs).
         grouped = any(t.dim() == self.spatial_dims + 3 for t in tensors.values())
         shape_of = functools.partial(grouped_shape, groups=params.groups) if grouped else lambda name, shape: shape
+        keywords = dict(params.geometry)
+        if params.out_dtype:
+            from ..dtypes import storage_dtype
+
+            keywords["out_dtype"] = storage_dtype(params.out_dtype)
         if direction == "fwd":
-            result = kernel(tensors["x"], tensors["w"], **params.geometry)
+            result = kernel(tensors["x"], tensors["w"], **keywords)
         elif direction == "bwd_data":
-            result = kernel(tensors["dy"], tensors["w"], input_shape=shape_of("dx", params.x_shape), **params.geometry)
+            result = kernel(tensors["dy"], tensors["w"], input_shape=shape_of("dx", params.x_shape), **keywords)
         else:
-            result = kernel(tensors["x"], tensors["dy"], weight_shape=shape_of("dw", params.w_shape), **params.geometry)
+            result = kernel(tensors["x"], tensors["dy"], weight_shape=shape_of("dw", params.w_shape), **keywords)
         if not grouped:
             return result
         (name,) = self.output_names(params, direction)
@@ -359,6 +380,19 @@ def _pad_explicitly(x: torch.Tensor, pairs: tuple[tuple[int, int], ...]) -> torc
 def _is_grouped(tensor: torch.Tensor, stride) -> bool:
     """Whether a kernel's tensor comes with its groups split out (one rank above (N, C, *spatial))."""
     return tensor.dim() == len(stride) + 3
+
+
+def with_out_dtype(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """torch's conv, its result converted to `out_dtype` when a case asks for one (float64 stays float64:
+    the reference runs the same kernel)."""
+    @functools.wraps(kernel)
+    def run(*tensors: Any, out_dtype: Any = None, **keywords: Any) -> Any:
+        import torch
+
+        result = kernel(*tensors, **keywords)
+        return result if out_dtype is None or result.dtype == torch.float64 else result.to(out_dtype)
+
+    return run
 
 
 def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:

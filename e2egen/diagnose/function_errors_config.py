@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from e2egen.generator.errors import CatalogueError
 from e2egen.generator.toml_lines import key_lines

@@ -45,11 +45,10 @@ the output's range (attention_math.OVERFLOWED), the comparison counts them as `o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping
 
 import torch
-
-from dataclasses import dataclass
 
 from .bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
                     PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
@@ -97,6 +96,49 @@ def score_change_factors(p: torch.Tensor, differences: torch.Tensor) -> tuple[to
     return change, torch.maximum(grows.log(), shrinks.log().neg()).squeeze(-1)
 
 
+@dataclass(frozen=True, eq=False)
+class SoftmaxTimesV:
+    """The magnitudes of softmax(scores)·V that every attention bound shares, per row: the error of the
+    weights P (rescaling, rounding before P·V, subnormal P), of P·V's product sum, of the row sum and of
+    the division by it, and how score errors E_j reach the output (through_softmax)."""
+
+    p: torch.Tensor
+    v_abs: torch.Tensor
+    o_abs: torch.Tensor
+    weighted_v: torch.Tensor  # Σ_j p_j |v_j|
+    p_rounding_rms: torch.Tensor  # the P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)
+    rescale_per_weight: torch.Tensor
+    tiny_terms: torch.Tensor
+
+    @classmethod
+    def of(cls, rows: AttentionRows, allowed: torch.Tensor, o_abs: torch.Tensor) -> "SoftmaxTimesV":
+        v_abs = rows.v.abs()
+        p_squared = rows.p.square()
+        rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
+        spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
+                  - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
+        rescale = rescale_roundings(torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0))
+        tiny = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
+        return cls(rows.p, v_abs, o_abs, torch.matmul(rows.p, v_abs), rms, rescale, tiny)
+
+    def through_softmax(self, per_score: torch.Tensor) -> torch.Tensor:
+        """Σ_j p_j E_j (|v_j| + |o|) for score errors E_j."""
+        weighted = self.p * per_score
+        return torch.matmul(weighted, self.v_abs).add_(self.o_abs * weighted.sum(dim=-1, keepdim=True))
+
+    def parts(self, seq_k: int, dtype: str) -> tuple:
+        """The output's error sources from the weights on, in the compute arithmetic of `dtype`."""
+        both = self.weighted_v + self.o_abs
+        return (
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), self.rescale_per_weight * both, "online rescaling"),
+            IndependentRoundings(IntermediateRounding(dtype), both, self.p_rounding_rms, "P rounded before P·V"),
+            ScaledMagnitude(IntermediateRounding(dtype, tiny=True), self.tiny_terms, "subnormal P"),
+            ScaledMagnitude(ProductSumCoefficient(seq_k, dtype), self.weighted_v, "P·V product sum"),
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), self.o_abs, "row sum"),
+            ScaledMagnitude(ComputeRoundings(1, dtype), self.o_abs, "division by the row sum"),
+        )
+
+
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
     from .ops.attention_math import attention_float64, expand_kv
 
@@ -119,35 +161,14 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
                    alpha=ARGUMENT_ROUNDINGS)
     roundings.add_(2 * EXP_ULPS)
 
-    v_abs = rows.v.abs()
-    o_abs = rows.o.abs()
-    weighted_v = torch.matmul(rows.p, v_abs)  # Σ_j p_j |v_j|
-    p_squared = rows.p.square()
-    # the P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)
-    p_rounding_rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
-
-    def through_softmax(per_score: torch.Tensor) -> torch.Tensor:
-        """Σ_j p_j E_j (|v_j| + |o|) for score errors E_j."""
-        weighted = rows.p * per_score
-        return torch.matmul(weighted, v_abs).add_(o_abs * weighted.sum(dim=-1, keepdim=True))
-
-    spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
-              - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
-    spread = torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0)
-    rescale_per_weight = rescale_roundings(spread)
-    tiny_terms = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
+    pv = SoftmaxTimesV.of(rows, allowed, rows.o.abs())
+    through_softmax = pv.through_softmax
 
     qk, seq_k = params.head_dim_qk, params.seq_k
     out_parts = (
         ScaledMagnitude(ProductSumCoefficient(qk, dtype), through_softmax(product_terms), "Q·Kᵀ product sum"),
         ScaledMagnitude(ComputeRoundings(1, dtype), through_softmax(roundings), "scores, exp"),
-        ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), rescale_per_weight * (weighted_v + o_abs),
-                        "online rescaling"),
-        IndependentRoundings(IntermediateRounding(dtype), weighted_v + o_abs, p_rounding_rms, "P rounded before P·V"),
-        ScaledMagnitude(IntermediateRounding(dtype, tiny=True), tiny_terms, "subnormal P"),
-        ScaledMagnitude(ProductSumCoefficient(seq_k, dtype), weighted_v, "P·V product sum"),
-        ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), o_abs, "row sum"),
-        ScaledMagnitude(ComputeRoundings(1, dtype), o_abs, "division by the row sum"),
+        *pv.parts(seq_k, dtype),
         OutputRounding(problem.outputs["o"].dtype),
     )
     empty = rows.row_sum == 0  # a fully masked row: o = 0 and lse = -inf exactly
@@ -159,7 +180,7 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
         bounds["lse"] = ExactWhere(empty, SumOfBounds((
             ScaledMagnitude(ProductSumCoefficient(qk, dtype), (rows.p * product_terms).sum(dim=-1), "Q·Kᵀ product sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), (rows.p * roundings).sum(dim=-1), "scores, exp"),
-            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (rescale_per_weight + 1).squeeze(-1),
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (pv.rescale_per_weight + 1).squeeze(-1),
                             "online rescaling, row sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
             OutputRounding(problem.outputs["lse"].dtype),
@@ -180,31 +201,15 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
     roundings = finite_scores.abs().add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k))
     roundings.mul_(ARGUMENT_ROUNDINGS).add_(2 * EXP_ULPS)  # exp's argument and exp, in f32
 
-    v_abs, o_abs = rows.v.abs(), torch.where(rows.overflow, 0.0, rows.o).abs()
-    weighted_v = torch.matmul(rows.p, v_abs)
-    p_squared = rows.p.square()
-    p_rounding_rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
-
-    def through_softmax(per_score: torch.Tensor) -> torch.Tensor:
-        weighted = rows.p * per_score
-        return torch.matmul(weighted, v_abs).add_(o_abs * weighted.sum(dim=-1, keepdim=True))
-
-    spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
-              - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
-    rescale_per_weight = rescale_roundings(torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0))
-    tiny_terms = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
+    pv_terms = SoftmaxTimesV.of(rows, allowed, torch.where(rows.overflow, 0.0, rows.o).abs())
+    through_softmax = pv_terms.through_softmax
 
     seq_k = params.seq_k
     exact = (rows.row_sum == 0) | rows.overflow  # fully masked (o = 0, lse = -inf) or no exact result
     bounds = {"o": ExactWhere(exact.expand_as(rows.o), SumOfBounds((
         ScaledMagnitude(Unscaled(), through_softmax(change), "f16 scores (quantized chain)"),
         ScaledMagnitude(ComputeRoundings(1, pv), through_softmax(roundings), "exp and its argument"),
-        ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), rescale_per_weight * (weighted_v + o_abs), "online rescaling"),
-        IndependentRoundings(IntermediateRounding(pv), weighted_v + o_abs, p_rounding_rms, "P rounded before P·V"),
-        ScaledMagnitude(IntermediateRounding(pv, tiny=True), tiny_terms, "subnormal P"),
-        ScaledMagnitude(ProductSumCoefficient(seq_k, pv), weighted_v, "P·V product sum"),
-        ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), o_abs, "row sum"),
-        ScaledMagnitude(ComputeRoundings(1, pv), o_abs, "division by the row sum"),
+        *pv_terms.parts(seq_k, pv),
         OutputRounding(problem.outputs["o"].dtype),
     )))}
     if params.return_lse:
@@ -213,7 +218,7 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
         bounds["lse"] = ExactWhere(exact.squeeze(-1), SumOfBounds((
             ScaledMagnitude(Unscaled(), lse_change, "f16 scores (quantized chain)"),
             ScaledMagnitude(ComputeRoundings(1, pv), (rows.p * roundings).sum(dim=-1), "exp and its argument"),
-            ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), (rescale_per_weight + 1).squeeze(-1),
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), (pv_terms.rescale_per_weight + 1).squeeze(-1),
                             "online rescaling, row sum"),
             ScaledMagnitude(ComputeRoundings(1, pv), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
             OutputRounding(problem.outputs["lse"].dtype),

@@ -100,11 +100,13 @@ class Op(ABC):
         return ("out",)
 
     def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
-        """Every output's logical shape and format. By default one output in the case's output format."""
+        """Every output's logical shape and format. By default one output in the case's output format, or
+        in the one the params' `out_dtype` asks for (an fp8 conv or gemm writing bf16)."""
         from ..dtypes import output_dtype_name
 
         (name,) = self.output_names(params, direction)
-        return {name: TensorSpec(self.output_shape(params, direction), output_dtype_name(dtype))}
+        fmt = getattr(params, "out_dtype", "") or output_dtype_name(dtype)
+        return {name: TensorSpec(self.output_shape(params, direction), fmt)}
 
     def layout_problem(self, layout: str) -> str | None:
         """None when `layout` is one of this op's layouts; UNKNOWN_LAYOUT when it is no name of this op (the

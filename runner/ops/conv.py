@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ProblemError
 from ..dtypes import DTYPES, FLOAT4
-from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, int_tuple, require_int
+from .base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
 from .gemm import check_out_dtype, out_dtype_problem
 
 if TYPE_CHECKING:
@@ -188,11 +188,6 @@ class ConvOp(ProductSumOp):
     def dtype_params_problem(self, params: ConvParams, dtype: str) -> str | None:
         return out_dtype_problem(params.out_dtype, dtype)
 
-    def outputs(self, params: ConvParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
-        specs = super().outputs(params, direction, dtype)
-        if not params.out_dtype:
-            return specs
-        return {name: TensorSpec(spec.shape, params.out_dtype) for name, spec in specs.items()}
 
     def input_shapes(self, params: ConvParams, direction: str) -> dict[str, Shape]:
         return {

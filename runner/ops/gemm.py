@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
 from ..errors import ProblemError
-from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int, stored_transposed
+from .base import ProductSumOp, Shape, frozen_mapping, require_int, stored_transposed
 
 if TYPE_CHECKING:
     import torch
@@ -111,11 +111,6 @@ class GemmOp(ProductSumOp):
     def dtype_params_problem(self, params: GemmParams, dtype: str) -> str | None:
         return out_dtype_problem(params.out_dtype, dtype)
 
-    def outputs(self, params: GemmParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
-        specs = super().outputs(params, direction, dtype)
-        if not params.out_dtype:
-            return specs
-        return {name: TensorSpec(spec.shape, params.out_dtype) for name, spec in specs.items()}
 
     def input_shapes(self, params: GemmParams, direction: str) -> dict[str, Shape]:
         return {"a": params.a_shape, "b": params.b_shape}

@@ -16,6 +16,18 @@ REPO = Path(__file__).resolve().parents[1]
 # subprocesses (the CLI, generated suites) inherit it. Tests that need a clean cache set their own.
 os.environ["E2EGEN_PROFILES"] = tempfile.mkdtemp(prefix="e2egen-test-profiles-")
 
+
+@pytest.fixture
+def fresh_profiles(tmp_path, monkeypatch):
+    """Probe results go to a directory of this test's own (yielded), and none are remembered from other
+    tests: for tests whose kernels share a device key, or that count what the probes found."""
+    from e2egen.runner.arithmetic import lookup
+
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
+    lookup.forget()
+    yield tmp_path / "profiles"
+    lookup.forget()
+
 BASE = """
 seed = 7
 [ranges]

@@ -27,14 +27,7 @@ BASE = {"seq_q": 24, "seq_k": 40, "head_dim_qk": 32, "quantized": True}
 SCALED = {**BASE, "quant_scale": 2.0 ** -6}  # moderate scores: a softmax that is not one-hot
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 def problem(params, dtype="i8", layout="bhsd", input_range=INT, seed=3, data="integers"):

@@ -9,14 +9,7 @@ import pytest
 from e2egen.generator.errors import CatalogueError
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 def test_the_evidence_passes_every_correct_kernel_and_catches_every_planted_bug(tmp_path):

@@ -14,7 +14,6 @@ from e2egen.diagnose import causes
 from e2egen.diagnose.explain import RMS_MARGIN, explain_case, margin_seeds, ulp_distance
 from e2egen.diagnose.report import render
 from e2egen.invocation import e2egen_command
-from e2egen.runner.arithmetic import lookup
 
 CATALOGUE = """
 seed = 7
@@ -213,13 +212,7 @@ def counting_conv_fwd(x, w, **geometry):
                                     geometry["groups"]).to(x.dtype)
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    """Probe results go to this test's own directory; nothing is remembered from other tests."""
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield tmp_path / "profiles"
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

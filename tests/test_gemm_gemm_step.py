@@ -62,14 +62,7 @@ def kernels():
     del sys.modules[module.__name__]
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("between", ["relu", "gelu", "silu", "tanh", "exp"])

@@ -20,14 +20,7 @@ CASES = [("gemm", "fwd", "nt", {"m": 32, "n": 48, "k": 256}), ("conv2d", "fwd", 
          ("conv2d", "bwd_data", "nchw", CONV), ("conv2d", "bwd_weight", "nchw", CONV)]
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 def f16_accumulating_gemm(a, b):

@@ -16,14 +16,7 @@ SEEDS = 2
 PROMOTION = "per-block f32 partials × sa·sb (promotion)"
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 def scaled(name, dtype, layout, m, n, k, value_range=R1, **extra):

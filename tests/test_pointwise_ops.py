@@ -15,14 +15,7 @@ RANGES = {"log": (0.01, 100.0), "rsqrt": (0.01, 100.0), "sqrt": (0.01, 100.0), "
 OPS = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "div", "pow")
 
 
-@pytest.fixture(autouse=True)
-def fresh_profiles(tmp_path, monkeypatch):
-    from e2egen.runner.arithmetic import lookup
-
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield
-    lookup.forget()
+pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
 
 
 def problem(op, dtype="f16", layout="contiguous", shape=(3, 40, 17), input_range=None):

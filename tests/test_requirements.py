@@ -15,7 +15,6 @@ from e2egen.generator import codec
 from e2egen.generator.cases import Case, expand
 from e2egen.generator.layers import resolve_with_sources
 from e2egen.generator.loader import load_catalogue, parse_catalogue
-from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.model import FORMAT_BITS, INPUT_FORMATS, ROUNDINGS, Arithmetic
 from e2egen.runner.arithmetic.requirements import Acceptance, judge, violations
 from e2egen.runner.errors import ProblemError
@@ -364,15 +363,6 @@ m = 8
 n = 8
 k = 16
 """
-
-
-@pytest.fixture
-def fresh_profiles(tmp_path, monkeypatch):
-    """Probe results go to a directory of this test's own, and none are remembered from other tests."""
-    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path / "profiles"))
-    lookup.forget()
-    yield tmp_path / "profiles"
-    lookup.forget()
 
 
 def run_gemm(write_catalogue, impl: str, extra: str = "", rms: str = "1e-2"):

@@ -78,6 +78,14 @@ class Blocks:
         return blocks.amax(dim=(-3, -1))
 
 
+def operand_blocks(scaling: str, block: int, m: int, n: int, k: int) -> dict[str, Blocks]:
+    """A scaled gemm's block structure of A (m, k) and B (k, n), by input name: runner/ops/scaled_gemm.py's
+    table of scalings."""
+    a_block, b_block = {"tensor": ((m, k), (k, n)), "rowwise": ((1, k), (k, 1)),
+                        "blockwise": ((1, block), (block, block)), "mx": ((1, block), (block, 1))}[scaling]
+    return {"a": Blocks(m, k, *a_block), "b": Blocks(k, n, *b_block)}
+
+
 def scales_for(amax: torch.Tensor, element_fmt: str, scale_fmt: str, *, power_of_two: bool = False) -> torch.Tensor:
     """Each block's scale (float64) from its amax, as the module docstring says; `power_of_two` rounds an f32
     scale up to a power of two (structured inputs: every product then exact)."""

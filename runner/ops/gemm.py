@@ -132,15 +132,7 @@ class GemmOp(ProductSumOp):
         return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0, out_dtype=params.out_dtype)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        from .. import fp4
-
-        transposed = layout[0 if name == "a" else 1] == "t"
-        if fp4.is_codes(tensor):  # packed along K, then stored like any operand
-            packed = fp4.pack_along(tensor, -1 if name == "a" else -2)
-            return fp4.as_packed(stored_transposed(packed) if transposed else packed)
-        if not transposed:
-            return tensor.contiguous()
-        return stored_transposed(tensor)
+        return stored_operand(name, tensor, layout[0 if name == "a" else 1] == "t")
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         return torch_gemm
@@ -156,6 +148,17 @@ class GemmOp(ProductSumOp):
 
             return kernel(tensors["a"], tensors["b"], out_dtype=storage_dtype(params.out_dtype))
         return kernel(tensors["a"], tensors["b"])
+
+
+def stored_operand(name: str, tensor: torch.Tensor, transposed: bool) -> torch.Tensor:
+    """A gemm operand as the kernel receives it: row-major, or column-major when `transposed`; fp4 codes
+    packed along K first (A's last dim, B's second to last: runner/fp4.py)."""
+    from .. import fp4
+
+    if fp4.is_codes(tensor):
+        packed = fp4.pack_along(tensor, -1 if name == "a" else -2)
+        return fp4.as_packed(stored_transposed(packed) if transposed else packed)
+    return stored_transposed(tensor) if transposed else tensor.contiguous()
 
 
 def torch_gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, OUT_DTYPES, SCALE_DTYPES, operand_formats
 from ..errors import ProblemError
-from ..scaling import PATTERNS, Blocks
-from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int, stored_transposed
-from .gemm import GEMM_LAYOUTS
+from ..scaling import PATTERNS, Blocks, operand_blocks
+from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
+from .gemm import GEMM_LAYOUTS, stored_operand
 
 if TYPE_CHECKING:
     import torch
@@ -101,10 +101,7 @@ class ScaledGemmParams:
     @property
     def blocks(self) -> dict[str, Blocks]:
         """Each operand's block structure (runner/scaling.py), by input name."""
-        m, n, k, blk = self.m, self.n, self.k, self.block_size
-        a_block, b_block = {"tensor": ((m, k), (k, n)), "rowwise": ((1, k), (k, 1)),
-                            "blockwise": ((1, blk), (blk, blk)), "mx": ((1, blk), (blk, 1))}[self.scaling]
-        return {"a": Blocks(m, k, *a_block), "b": Blocks(k, n, *b_block)}
+        return operand_blocks(self.scaling, self.block_size, self.m, self.n, self.k)
 
     def to_catalogue(self) -> dict[str, Any]:
         optional = {"batch": self.batch, "scaling": self.scaling, "block": self.block, "scale_a_dtype": self.scale_a_dtype,
@@ -187,20 +184,8 @@ class ScaledGemmOp(ProductSumOp):
         return {name: round_to_format(tensor, formats[name], saturate=True) for name, tensor in values.items()}
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        from .. import fp4
-
         letters = layout if len(layout) == 4 else layout + "nt"
-        transposed = letters[("a", "b", "scale_a", "scale_b").index(name)] == "t"
-        if fp4.is_codes(tensor):  # packed along K, then stored like any operand
-            packed = fp4.pack_along(tensor, -1 if name == "a" else -2)
-            return fp4.as_packed(stored_transposed(packed) if transposed else packed)
-        if not transposed:
-            return tensor.contiguous()
-        if tensor.dtype.itemsize == 1 and tensor.is_floating_point():  # torch copies few 1-byte float dtypes
-            import torch
-
-            return stored_transposed(tensor.view(torch.uint8)).view(tensor.dtype)
-        return stored_transposed(tensor)
+        return stored_operand(name, tensor, letters[("a", "b", "scale_a", "scale_b").index(name)] == "t")
 
     # -- kernels -----------------------------------------------------------------------------------
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .. import fp4
+from ..scaling import Blocks, operand_blocks
 
 _SCALED_MM_ELEMENTS = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
@@ -20,9 +21,10 @@ def torch_scaled_gemm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, s
     if _scaled_mm_applies(a, b, scale_a, scale_b, scaling):
         b_column_major = b.mT.contiguous().mT  # cuBLAS's fp8 gemm wants B column-major
         return torch._scaled_mm(a, b_column_major, scale_a.contiguous(), scale_b.contiguous(), out_dtype=out_dtype)
-    a32 = _dequantized(a, scale_a, -1, scaling, block, operand="a")
-    b32 = _dequantized(b, scale_b, -2, scaling, block, operand="b")
-    return torch.matmul(a32, b32).to(out_dtype)
+    a32 = a.to(torch.float32) if a.dtype != fp4.PACKED else fp4.unpack_along(a, -1)
+    b32 = b.to(torch.float32) if b.dtype != fp4.PACKED else fp4.unpack_along(b, -2)
+    blocks = operand_blocks(scaling, block, a32.shape[-2], b32.shape[-1], a32.shape[-1])
+    return torch.matmul(_scaled(a32, scale_a, blocks["a"]), _scaled(b32, scale_b, blocks["b"])).to(out_dtype)
 
 
 def _scaled_mm_applies(a, b, scale_a, scale_b, scaling: str) -> bool:
@@ -37,24 +39,10 @@ def _scaled_mm_applies(a, b, scale_a, scale_b, scaling: str) -> bool:
     return a.device.type == "cpu"
 
 
-def _dequantized(elements: torch.Tensor, scales: torch.Tensor, k_dim: int, scaling: str, block: int,
-                 operand: str) -> torch.Tensor:
-    values = fp4.unpack_along(elements, k_dim) if elements.dtype == fp4.PACKED else elements.to(torch.float32)
-    rows, cols = values.shape[-2:]
-    block_rows, block_cols = _block(scaling, block, operand, rows, cols)
-    full = scales.to(torch.float32).repeat_interleave(block_rows, dim=-2).repeat_interleave(block_cols, dim=-1)
-    short_rows, short_cols = max(rows - full.shape[-2], 0), max(cols - full.shape[-1], 0)
+def _scaled(values: torch.Tensor, scales: torch.Tensor, blocks: Blocks) -> torch.Tensor:
+    """values · their block's scale, in f32 (exact for e8m0 scales, one rounding for f32 ones)."""
+    full = blocks.expand(scales.to(torch.float32))
+    short_rows, short_cols = blocks.rows - full.shape[-2], blocks.cols - full.shape[-1]
     if short_rows or short_cols:  # an odd K's fp4 padding (a zero element) may lie past the last block
         full = torch.nn.functional.pad(full, (0, short_cols, 0, short_rows), value=1.0)
-    return values * full[..., :rows, :cols]
-
-
-def _block(scaling: str, block: int, operand: str, rows: int, cols: int) -> tuple[int, int]:
-    """The elements one scale covers (rows, cols) of an operand: see runner/ops/scaled_gemm.py's table."""
-    if scaling == "tensor":
-        return rows, cols
-    if scaling == "rowwise":
-        return (1, cols) if operand == "a" else (rows, 1)
-    if scaling == "blockwise":
-        return (1, block) if operand == "a" else (block, block)
-    return (1, block) if operand == "a" else (block, 1)
+    return values * full

@@ -31,17 +31,18 @@ def widened_kernel(kernel: Callable[..., Any], dtype: str, op: Any = None) -> Ca
         widened = [t.to(wide) if isinstance(t, torch.Tensor) and t.dtype in _WIDENED else t for t in tensors]
         result = kernel(*widened, **keywords)
         if integer:
-            return _wrap_to_int32(result)
+            return wrap_to_int32(result)
         return result
 
     return run
 
 
-_WIDENED = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.int8)
+FLOAT8_STORAGE = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+_WIDENED = (*FLOAT8_STORAGE, torch.int8)
 # fp4 (packed along K) and e8m0 scales are left to the op's own default kernel, which knows their dims.
 
 
-def _wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
+def wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
     """Exact integers (float64) to i32 with two's complement wrap-around, as an i32 accumulator does."""
     as_int64 = torch.round(values).to(torch.int64)
     low = as_int64 & 0xFFFFFFFF

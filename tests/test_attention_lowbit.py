@@ -17,7 +17,8 @@ from e2egen.runner import run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs, input_formats
 from e2egen.runner.ops.attention_math import OVERFLOWED, allowed_keys, expand_kv, quantized_scores
-from e2egen.runner.ops.attention_torch import contract_params, wrap_to_int32
+from e2egen.runner.lowbit import wrap_to_int32
+from e2egen.runner.ops.attention_torch import contract_params
 from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import make_problem
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..lowbit import FLOAT8_STORAGE, wrap_to_int32
 from .attention_params import AttentionParams
 
 
@@ -24,9 +25,6 @@ def contract_params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
         prefix_offset=None if prefix_offset is None else tuple(int(x) for x in prefix_offset.tolist()))
 
 
-_FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
-
-
 def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool = False,
                     align: str = "top-left", window=None, kv_lengths=None, prefix_offset=None, score_scale=None,
                     score_bias=None, return_lse: bool = False, quant_bias=None, quant_scale=None):
@@ -36,7 +34,7 @@ def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale:
     allowed = allowed_keys(params, q.device)
     if q.dtype == torch.int8:
         return quantized_attention(q, k, v, params, allowed, quant_bias, quant_scale, score_scale, score_bias, return_lse)
-    if q.dtype in _FLOAT8:  # widened exactly; the products and sums then run in f32
+    if q.dtype in FLOAT8_STORAGE:  # widened exactly; the products and sums then run in f32
         q, k, v = q.float(), k.float(), v.float()
     if score_scale is None and not return_lse:
         o = _sdpa(q, k, v, params, allowed, score_bias)
@@ -76,13 +74,6 @@ def _scores_in_f32(q, k, v, params: AttentionParams, allowed, score_scale, score
     p = torch.exp(scores - torch.where(torch.isneginf(lse), 0.0, lse).unsqueeze(-1))
     o = torch.matmul(p.to(q.dtype), expand_kv(v, params.group)).to(q.dtype)
     return o, lse
-
-
-def wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
-    """Exact integers (float64) as an i32 accumulator holds them: two's complement, wrapped around."""
-    as_int64 = torch.round(values).to(torch.int64)
-    low = as_int64 & 0xFFFFFFFF
-    return torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32)
 
 
 def quantized_attention(q, k, v, params: AttentionParams, allowed, quant_bias, quant_scale, score_scale, score_bias,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from .. import fp4
+from ..lowbit import FLOAT8_STORAGE
 from ..scaling import Blocks, operand_blocks
 
-_SCALED_MM_ELEMENTS = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
 def torch_scaled_gemm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -30,7 +30,7 @@ def torch_scaled_gemm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, s
 def _scaled_mm_applies(a, b, scale_a, scale_b, scaling: str) -> bool:
     if scaling not in ("tensor", "rowwise") or a.dim() != 2:
         return False
-    if a.dtype not in _SCALED_MM_ELEMENTS or b.dtype not in _SCALED_MM_ELEMENTS:
+    if a.dtype not in FLOAT8_STORAGE or b.dtype not in FLOAT8_STORAGE:
         return False
     if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
         return False

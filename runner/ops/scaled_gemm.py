@@ -31,11 +31,11 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, OUT_DTYPES, SCALE_DTYPES, operand_formats
+from ..dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, SCALE_DTYPES, operand_formats
 from ..errors import ProblemError
 from ..scaling import PATTERNS, Blocks, operand_blocks
 from .base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
-from .gemm import GEMM_LAYOUTS, stored_operand
+from .gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype, stored_operand
 
 if TYPE_CHECKING:
     import torch
@@ -78,8 +78,7 @@ class ScaledGemmParams:
             if getattr(self, key):
                 _choice(key, getattr(self, key), SCALE_DTYPES)
         _choice("pattern", self.pattern, PATTERNS)
-        if self.out_dtype:
-            _choice("out_dtype", self.out_dtype, OUT_DTYPES)
+        check_out_dtype(self.out_dtype)
 
     @property
     def block_size(self) -> int:
@@ -125,7 +124,7 @@ class ScaledGemmOp(ProductSumOp):
     param_names = ("m", "n", "k")
     optional_params = frozen_mapping({"batch": 0, "scaling": "mx", "block": 0, "scale_a_dtype": "", "scale_b_dtype": "",
                                       "pattern": "random", "out_dtype": ""})
-    catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm")})
+    catalogue_minimums = GemmOp.catalogue_minimums
     torch_kernel_widens = False  # its default kernel takes the fp8 tensors (torch._scaled_mm where torch has it)
 
     def __repr__(self) -> str:

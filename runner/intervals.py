@@ -33,6 +33,7 @@ from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float6
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
+_TORCH_FORMATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,22 @@ def _magnitude_rounded(magnitude: torch.Tensor, fmt: str, up: bool) -> torch.Ten
 
 
 def round_down(x: torch.Tensor, fmt: str) -> torch.Tensor:
-    """The largest value of the format <= x (float64 in and out; -inf below -max; NaN stays)."""
+    """The largest value of the format <= x (float64 in and out; -inf below -max, max for +inf; NaN stays;
+    +0 for zeros)."""
+    narrow = _TORCH_FORMATS.get(fmt)
+    if narrow is None:
+        return _round_down_by_pattern(x, fmt)
+    # torch's cast may round twice on the way (float64 -> f32 -> f16), yet each rounding is monotone, so
+    # the cast is one of the two format values around x; one step down where it is the upper one.
+    cast = x.to(narrow)
+    above = cast.to(torch.float64) > x
+    cast = torch.where(above, torch.nextafter(cast, torch.full_like(cast, -math.inf)), cast)
+    result = cast.to(torch.float64).masked_fill_(x == math.inf, float_format(fmt).max)
+    return result.add_(0.0)  # -0 + 0 is +0: one zero, as the pattern path gives
+
+
+def _round_down_by_pattern(x: torch.Tensor, fmt: str) -> torch.Tensor:
+    """round_down for any format metrics knows, from its bit patterns (formats torch has no dtype for)."""
     negative = x < 0
     magnitude = x.abs()
     result = torch.where(negative, -_magnitude_rounded(magnitude, fmt, up=True), _magnitude_rounded(magnitude, fmt, up=False))
@@ -202,8 +218,9 @@ def div(a: Interval, b: Interval, context: IntervalContext) -> Interval:
 
 def constant(value: float, like: torch.Tensor, context: IntervalContext) -> Interval:
     """A constant as the kernel holds it: value rounded to the compute format, either neighbour."""
-    exact = torch.full_like(like, value)
-    return outward(exact, exact, context.compute)
+    exact = torch.tensor(value, dtype=torch.float64, device=like.device)
+    held = outward(exact, exact, context.compute)  # rounded once, then seen at every element
+    return Interval(held.lo.expand_as(like), held.hi.expand_as(like))
 
 
 def exp(a: Interval, context: IntervalContext) -> Interval:

@@ -53,6 +53,39 @@ def test_round_down_is_the_largest_format_value_at_or_below(fmt, x):
     assert (up == down) == (float(metrics.round_to(torch.tensor([x], dtype=torch.float64), fmt)) == x)
 
 
+def _awkward_values(fmt: str) -> torch.Tensor:
+    """Every value of f16/bf16 (300K random f32 bit patterns), their float64 neighbours, the midpoints to the
+    next format value and theirs, zeros, infinities, NaN, float64's extremes and random magnitudes."""
+    dtype = TORCH_DTYPES[fmt]
+    if fmt == "f32":
+        bits = torch.randint(-2**31, 2**31 - 1, (300_000,), generator=torch.Generator().manual_seed(3)).to(torch.int32)
+    else:
+        bits = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16)
+    held = bits.view(dtype)
+    held = held[~torch.isnan(held)]
+    values, following = held.double(), torch.nextafter(held, torch.full_like(held, math.inf)).double()
+    midpoints = (values + following) / 2
+
+    def around(v):
+        return [v, torch.nextafter(v, torch.full_like(v, math.inf)), torch.nextafter(v, torch.full_like(v, -math.inf))]
+    special = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1e300, -1e300, 1e-300, -1e-300, 5e-324, -5e-324],
+                           dtype=torch.float64)
+    generator = torch.Generator().manual_seed(4)
+    spread = torch.randn(200_000, dtype=torch.float64, generator=generator) * 10.0 ** torch.randint(
+        -60, 60, (200_000,), generator=generator).double()
+    return torch.cat([*around(values), *around(midpoints), special, spread])
+
+
+@pytest.mark.parametrize("fmt", ["f32", "f16", "bf16"])
+def test_round_down_by_cast_equals_the_bit_pattern_rounding(fmt):
+    """The fast path (torch's cast, one step down where it lands above) against the format-generic one."""
+    x = _awkward_values(fmt)
+    fast, by_pattern = iv.round_down(x, fmt), iv._round_down_by_pattern(x, fmt)
+    same = (fast == by_pattern) | (torch.isnan(fast) & torch.isnan(by_pattern))
+    assert bool(same.all()), x[~same][:5]
+    assert not bool(torch.signbit(fast[fast == 0]).any())  # one zero: +0
+
+
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_torch_float32_kernels_land_inside_the_f32_interval(name):
     """Each primitive's allowance holds libm-quality f32 results (torch's own CPU kernels)."""

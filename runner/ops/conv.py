@@ -234,18 +234,12 @@ class ConvOp(ProductSumOp):
             return (self.call(kernel, direction, params, {"x": inputs64["x"][i:i + 1], "dy": inputs64["dy"][i:i + 1]})
                     for i in range(params.n))
         if kind == "taps" and direction != "bwd_weight":
+            from .conv_taps import tap_partial
+
             window = math.prod(params.kernel)
             # bwd_data's reduction runs over the flipped kernel (lowering.py): its taps come last first.
             taps = range(window - 1, -1, -1) if direction == "bwd_data" else range(window)
-            other = "x" if direction == "fwd" else "dy"
-            w = inputs64["w"]
-
-            def one_tap(t: int) -> torch.Tensor:
-                masked = torch.zeros_like(w).reshape(*w.shape[:2], window)
-                masked[..., t] = w.reshape(*w.shape[:2], window)[..., t]
-                return self.call(kernel, direction, params, {other: inputs64[other], "w": masked.reshape(w.shape)})
-
-            return (one_tap(t) for t in taps)
+            return (tap_partial(direction, params, inputs64, t) for t in taps)
         return None
 
     def shape_class(self, params: ConvParams, direction: str) -> str:

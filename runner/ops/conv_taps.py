@@ -1,0 +1,59 @@
+"""One tap's share of a convolution: the per-tap partial sums the bound needs when a kernel keeps them
+(bound.PartialSums).
+
+Tap t = (r_1, …, r_D) of the window contributes w[:, :, r] times the input positions it meets. That is a
+1×1 convolution over channels at the tap's strided offset (fwd), or its transpose scattered back to the
+positions the tap reads (bwd_data): 1/window of the whole convolution's work, where convolving with a
+weight masked down to one tap costs the whole convolution again for every tap.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    import torch
+
+    from .conv import ConvParams
+
+
+def tap_offsets(tap: int, kernel: tuple[int, ...]) -> tuple[int, ...]:
+    """The window position of tap number `tap`, row-major as the weight stores it."""
+    offsets = []
+    for size in reversed(kernel):
+        tap, offset = divmod(tap, size)
+        offsets.append(offset)
+    return tuple(reversed(offsets))
+
+
+def _tap_window(params: "ConvParams", offsets: tuple[int, ...]) -> tuple[slice, ...]:
+    """The positions of the padded input that tap `offsets` meets, one per output position."""
+    return tuple(slice(r * d, r * d + s * (o - 1) + 1, s)
+                 for r, d, s, o in zip(offsets, params.dilation, params.stride, params.out_size))
+
+
+def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
+    """Tap `tap`'s partial sum of every output element (float64, logical layout): fwd's y or bwd_data's dx."""
+    import torch
+    import torch.nn.functional as F
+
+    dims = params.spatial_dims
+    offsets = tap_offsets(tap, params.kernel)
+    w = inputs64["w"][(slice(None), slice(None), *offsets)]
+    unit = w.reshape(*w.shape, *([1] * dims))  # (K, C/groups, 1, …): a 1×1 weight
+    window = _tap_window(params, offsets)
+    padding = [q for b, e in reversed(params.pads) for q in (b, e)]  # F.pad lists the last dim first
+    if direction == "fwd":
+        x = F.pad(inputs64["x"], padding)
+        convolve = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
+        return convolve(x[(..., *window)], unit, groups=params.groups)
+    if direction != "bwd_data":
+        raise ValueError(f"taps cut fwd and bwd_data, not {direction}")
+    transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
+    gathered = transpose(inputs64["dy"], unit, groups=params.groups)  # (N, C, *out_size)
+    padded_size = [size + b + e for size, (b, e) in zip(params.size, params.pads)]
+    padded = gathered.new_zeros((params.n, params.c, *padded_size))
+    padded[(..., *window)] = gathered
+    return padded[(..., *(slice(b, b + size) for size, (b, _) in zip(params.size, params.pads)))]
+
+
+__all__ = ["tap_offsets", "tap_partial"]

@@ -1,0 +1,80 @@
+"""One tap's partial sum (runner/ops/conv_taps.py) against the whole convolution with the weight masked to
+that tap, over random geometries: 1-3 spatial dims, strides, dilations, asymmetric padding, groups."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_fwd
+from e2egen.runner.ops.conv_taps import tap_offsets, tap_partial
+
+
+@st.composite
+def geometries(draw) -> ConvParams:
+    dims = draw(st.integers(1, 3))
+    groups = draw(st.sampled_from([1, 2, 3]))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(dims))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(dims))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
+    pad = tuple(draw(st.integers(0, 2)) for _ in range(dims))
+    pad_end = tuple(draw(st.integers(0, 2)) for _ in range(dims)) if draw(st.booleans()) else ()
+    span = [d * (r - 1) + 1 for r, d in zip(kernel, dilation)]
+    size = tuple(draw(st.integers(max(1, s - 1), s + 5)) for s in span)
+    try:
+        params = ConvParams(n=draw(st.integers(1, 2)), c=groups * draw(st.integers(1, 3)),
+                            k=groups * draw(st.integers(1, 3)), size=size, kernel=kernel, stride=stride, pad=pad,
+                            dilation=dilation, groups=groups, pad_end=pad_end)
+    except ProblemError:  # an output smaller than one position: not a convolution
+        assume(False)
+    return params
+
+
+def _masked(w: torch.Tensor, tap: int) -> torch.Tensor:
+    flat = w.reshape(*w.shape[:2], -1)
+    masked = torch.zeros_like(flat)
+    masked[..., tap] = flat[..., tap]
+    return masked.reshape(w.shape)
+
+
+def _inputs(params: ConvParams, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def draw(shape):
+        return torch.randn(shape, dtype=torch.float64, generator=generator)
+    return {"x": draw(params.x_shape), "w": draw(params.w_shape), "dy": draw(params.y_shape)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(params=geometries(), seed=st.integers(0, 2**31 - 1))
+def test_tap_partial_equals_the_convolution_with_one_tap(params: ConvParams, seed: int) -> None:
+    inputs = _inputs(params, torch.Generator().manual_seed(seed))
+    geometry = params.geometry
+    for tap in range(math.prod(params.kernel)):
+        w = _masked(inputs["w"], tap)
+        fwd = torch_conv_fwd(inputs["x"], w, **geometry)
+        bwd = torch_conv_bwd_data(inputs["dy"], w, input_shape=params.x_shape, **geometry)
+        torch.testing.assert_close(tap_partial("fwd", params, inputs, tap), fwd, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(tap_partial("bwd_data", params, inputs, tap), bwd, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(params=geometries(), seed=st.integers(0, 2**31 - 1))
+def test_taps_add_up_to_the_convolution(params: ConvParams, seed: int) -> None:
+    inputs = _inputs(params, torch.Generator().manual_seed(seed))
+    taps = range(math.prod(params.kernel))
+    total = sum(tap_partial("fwd", params, inputs, t) for t in taps)
+    torch.testing.assert_close(total, torch_conv_fwd(inputs["x"], inputs["w"], **params.geometry))
+
+
+def test_tap_offsets_are_row_major() -> None:
+    kernel = (2, 3, 4)
+    assert [tap_offsets(t, kernel) for t in range(24)] == [(a, b, c) for a in range(2) for b in range(3) for c in range(4)]
+
+
+def test_bwd_weight_has_no_taps() -> None:
+    params = ConvParams(n=1, c=1, k=1, size=(4,), kernel=(3,), stride=(1,), pad=(0,), dilation=(1,))
+    with pytest.raises(ValueError, match="bwd_weight"):
+        tap_partial("bwd_weight", params, _inputs(params, torch.Generator().manual_seed(0)), 0)

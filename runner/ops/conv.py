@@ -226,8 +226,6 @@ class ConvOp(ProductSumOp):
         return 1, math.prod(params.kernel)
 
     def reduction_partials(self, problem: Any, inputs64: Mapping[str, torch.Tensor], kind: str):
-        import torch  # loaded already: the caller holds tensors
-
         params, direction = problem.params, problem.direction
         kernel = self.default_kernel(direction)
         if kind == "samples" and direction == "bwd_weight":

@@ -33,7 +33,6 @@ def _tap_window(params: "ConvParams", offsets: tuple[int, ...]) -> tuple[slice, 
 
 def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
     """Tap `tap`'s partial sum of every output element (float64, logical layout): fwd's y or bwd_data's dx."""
-    import torch
     import torch.nn.functional as F
 
     dims = params.spatial_dims

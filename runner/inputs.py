@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from e2egen import metrics
+
 from . import narrowing
 from .dtypes import FLOAT8, input_format_name, storage_dtype
 from .problem import Problem
@@ -156,19 +158,27 @@ def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device
     return problem.spec.arrange_inputs(problem.params, on_device, problem.layout)
 
 
-def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """The same values in float64 (exact: every input format is a subset of float64)."""
-    return {name: widen_to_float64(tensor).to(device) for name, tensor in inputs.items()}
+def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,
+                     flush_format: str | None = None) -> dict[str, torch.Tensor]:
+    """The same values in float64 (exact: every input format is a subset of float64); with flush_format,
+    flushed as the reference's ftz option flushes them (metrics.flush_subnormals in that format), where
+    the storage allows in the widening pass itself."""
+    return {name: widen_to_float64(tensor, flush_format).to(device) for name, tensor in inputs.items()}
 
 
-def widen_to_float64(tensor: torch.Tensor) -> torch.Tensor:
+def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None) -> torch.Tensor:
     """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba a table
-    look-up on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py)."""
+    look-up on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py). With
+    flush_format, the values subnormal in that format become zeros of their sign."""
     if tensor.dtype == torch.uint8:
         from e2egen.metrics.encoding import decode
 
-        return decode(tensor, "f4e2m1")
-    if (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
+        widened = decode(tensor, "f4e2m1")
+    elif (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
             and tensor.is_contiguous()):
-        return narrowing.widen(tensor)
-    return tensor.to(torch.float64)
+        if flush_format == narrowing.NARROW_DTYPES[tensor.dtype]:  # the table flushes: no pass of its own
+            return narrowing.widen(tensor, flush_subnormals=True)
+        widened = narrowing.widen(tensor)
+    else:
+        widened = tensor.to(torch.float64)
+    return widened if flush_format is None else metrics.flush_subnormals(widened, flush_format)

@@ -70,22 +70,28 @@ def narrow(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out.view(dtype).view(values.shape)
 
 
-def widen(values: torch.Tensor) -> torch.Tensor:
-    """Contiguous CPU f16/bf16 -> float64 (exact), same shape."""
-    fmt = _format(values.dtype)
+def widen(values: torch.Tensor, flush_subnormals: bool = False) -> torch.Tensor:
+    """Contiguous CPU f16/bf16 -> float64 (exact), same shape; with flush_subnormals, the format's
+    subnormals become zeros of their sign (metrics.flush_subnormals) in the same pass."""
+    _format(values.dtype)
     if values.device.type != "cpu" or not values.is_contiguous():
         raise ValueError("widen takes a contiguous CPU tensor")
     patterns = values.view(torch.uint16).reshape(-1).numpy()
     out = np.empty(len(patterns), dtype=np.float64)
-    table = _value_table(values.dtype)
+    table = _value_table(values.dtype, flush_subnormals)
     _over_chunks(len(patterns), lambda start, stop: _widen(patterns, out, start, stop, table))
     return torch.from_numpy(out).view(values.shape)
 
 
 @functools.lru_cache(maxsize=None)
-def _value_table(dtype: torch.dtype) -> np.ndarray:
+def _value_table(dtype: torch.dtype, flush_subnormals: bool = False) -> np.ndarray:
     """The float64 value of each of the 65536 bit patterns (torch's widening casts are exact)."""
-    return torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype).to(torch.float64).numpy()
+    values = torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype).to(torch.float64)
+    if flush_subnormals:
+        from e2egen.metrics.rounding import flush_subnormals as flush
+
+        values = flush(values, NARROW_DTYPES[dtype])
+    return values.numpy()
 
 
 def _format(dtype: torch.dtype) -> Format:

@@ -104,7 +104,8 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
 
     started = time.perf_counter()
     inputs = generate_inputs(problem)
-    inputs64 = reference_inputs(inputs, ref_device)
+    flush_format = problem.input_format if reference.ftz else None  # flushed while widening: no pass of its own
+    inputs64 = reference_inputs(inputs, ref_device, flush_format)
     kernel_tensors = arrange_for_kernel(problem, inputs, dev)
     synchronize(dev)
     timings["inputs"] = time.perf_counter() - started
@@ -121,7 +122,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
             timings["kernel"] = kernel_timing.median_s
 
     started = time.perf_counter()
-    ref = compute_reference(problem, inputs64, reference)
+    ref = compute_reference(problem, inputs64, reference, inputs_flushed=reference.ftz)
     synchronize(ref_device)
     timings["reference"] = time.perf_counter() - started
 

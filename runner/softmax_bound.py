@@ -103,7 +103,8 @@ class SoftmaxTimesV:
     the division by it, and how score errors E_j reach the output (through_softmax)."""
 
     p: torch.Tensor
-    v_abs: torch.Tensor
+    v_abs: torch.Tensor  # per kv head (matmul_kv)
+    group: int
     o_abs: torch.Tensor
     weighted_v: torch.Tensor  # Σ_j p_j |v_j|
     p_rounding_rms: torch.Tensor  # the P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)
@@ -112,19 +113,23 @@ class SoftmaxTimesV:
 
     @classmethod
     def of(cls, rows: AttentionRows, allowed: torch.Tensor, o_abs: torch.Tensor) -> "SoftmaxTimesV":
-        v_abs = rows.v.abs()
+        from .ops.attention_math import matmul_kv
+
+        v_abs, group = rows.v.abs(), rows.group
         p_squared = rows.p.square()
-        rms = torch.matmul(p_squared, rows.v.square()).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
+        rms = matmul_kv(p_squared, rows.v.square(), group).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
         spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
                   - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
         rescale = rescale_roundings(torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0))
-        tiny = torch.matmul(allowed.to(v_abs.dtype), v_abs).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
-        return cls(rows.p, v_abs, o_abs, torch.matmul(rows.p, v_abs), rms, rescale, tiny)
+        tiny = matmul_kv(allowed.to(v_abs.dtype), v_abs, group).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
+        return cls(rows.p, v_abs, group, o_abs, matmul_kv(rows.p, v_abs, group), rms, rescale, tiny)
 
     def through_softmax(self, per_score: torch.Tensor) -> torch.Tensor:
         """Σ_j p_j E_j (|v_j| + |o|) for score errors E_j."""
+        from .ops.attention_math import matmul_kv
+
         weighted = self.p * per_score
-        return torch.matmul(weighted, self.v_abs).add_(self.o_abs * weighted.sum(dim=-1, keepdim=True))
+        return matmul_kv(weighted, self.v_abs, self.group).add_(self.o_abs * weighted.sum(dim=-1, keepdim=True))
 
     def parts(self, seq_k: int, dtype: str) -> tuple:
         """The output's error sources from the weights on, in the compute arithmetic of `dtype`."""
@@ -140,7 +145,7 @@ class SoftmaxTimesV:
 
 
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
-    from .ops.attention_math import attention_float64, expand_kv
+    from .ops.attention_math import attention_float64, matmul_kv
 
     params, dtype = problem.params, problem.dtype
     rows = attention_float64(params, inputs64)
@@ -150,8 +155,7 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     finite_scores = torch.where(allowed, rows.scores, 0.0)
 
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
-    k_abs = expand_kv(inputs64["k"], params.group).abs()
-    product_terms = torch.matmul(inputs64["q"].abs(), k_abs.mT).mul_(abs(params.softmax_scale))
+    product_terms = matmul_kv(inputs64["q"].abs(), inputs64["k"].abs().mT, params.group).mul_(abs(params.softmax_scale))
     if params.score_scale:
         product_terms.mul_(inputs64["score_scale"].abs())
     bias = inputs64["score_bias"].abs() if params.score_bias else 0.0

@@ -175,3 +175,22 @@ def test_p_rounding_within_the_probabilistic_form(seed, fmt, spread, keys):
     assert (piece.evaluate(BoundModel()) <= piece.evaluate(STRICT) * (1 + 1e-12)).all()
     for total in (weights.sum(), rounded.sum()):
         assert ((rounded @ v / total - o).abs() <= allowance * (1 + 1e-9)).all()
+
+
+# -- grouped-query products without repeating K and V ----------------------------------------
+@SETTINGS
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6),
+       st.integers(1, 4), st.booleans(), st.integers(0, 2 ** 32 - 1))
+def test_matmul_kv_equals_the_product_with_repeated_kv_heads(batch, kv_heads, group, rows, inner, cols, strided, seed):
+    from e2egen.runner.ops.attention_math import expand_kv, matmul_kv
+
+    generator = torch.Generator().manual_seed(seed)
+    per_q = torch.randn(batch, kv_heads * group, rows, inner, dtype=torch.float64, generator=generator)
+    per_kv = torch.randn(batch, kv_heads, cols, inner, dtype=torch.float64, generator=generator)
+    if strided:  # a transposed view, as Kᵀ is passed, and an expanded mask as the left operand
+        per_q = per_q.mT.contiguous().mT
+    expected = torch.matmul(per_q, expand_kv(per_kv, group).mT)
+    torch.testing.assert_close(matmul_kv(per_q, per_kv.mT, group), expected, rtol=1e-13, atol=1e-13)
+    mask = (per_q[:, :1] > 0).expand_as(per_q).to(torch.float64)
+    torch.testing.assert_close(matmul_kv(mask, per_kv.mT, group), torch.matmul(mask, expand_kv(per_kv, group).mT),
+                               rtol=1e-13, atol=1e-13)

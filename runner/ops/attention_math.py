@@ -39,6 +39,16 @@ def expand_kv(tensor: torch.Tensor, group: int) -> torch.Tensor:
     return tensor if group == 1 else tensor.repeat_interleave(group, dim=1)
 
 
+def matmul_kv(per_q_head: torch.Tensor, per_kv_head: torch.Tensor, group: int) -> torch.Tensor:
+    """per_q_head (b, hq, s, x) @ per_kv_head (b, hkv, x, y) with q head h reading kv head h // group:
+    the `group` q heads of a kv head stacked as rows of one product, so K and V are never repeated."""
+    if group == 1:
+        return torch.matmul(per_q_head, per_kv_head)
+    b, hq, s, x = per_q_head.shape
+    rows = per_q_head.reshape(b, hq // group, group * s, x)
+    return torch.matmul(rows, per_kv_head).view(b, hq, s, per_kv_head.shape[-1])
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionRows:
     """Every row's exact softmax, float64. Masked scores are -inf, their p 0; a fully masked row has
@@ -50,7 +60,8 @@ class AttentionRows:
     weights: torch.Tensor  # exp(S - m) (b, hq, sq, sk)
     row_sum: torch.Tensor  # l = Σ_j exp(S_j - m) (b, hq, sq, 1)
     p: torch.Tensor  # weights / l (0 in a fully masked row)
-    v: torch.Tensor  # v expanded to heads_q (b, hq, sk, dv)
+    v: torch.Tensor  # (b, hkv, sk, dv): q head h reads kv head h // group (matmul_kv)
+    group: int
     o: torch.Tensor  # (b, hq, sq, dv)
     lse: torch.Tensor  # (b, hq, sq)
     overflow: torch.Tensor | None = None  # quantized: (b, hq, sq, 1) rows whose intermediates overflow (o, lse: OVERFLOWED)
@@ -85,8 +96,7 @@ class QuantizedScores:
 def quantized_scores(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> QuantizedScores:
     from e2egen import metrics
 
-    k = expand_kv(inputs64["k"], params.group)
-    integer = torch.matmul(inputs64["q"], k.mT)  # exact: |sums| < 2^53
+    integer = matmul_kv(inputs64["q"], inputs64["k"].mT, params.group)  # exact: |sums| < 2^53
     integer.sub_(inputs64["quant_bias"])
     overflow = integer.abs() > I32_MAX
     steps = [("mul", inputs64["quant_scale"])]
@@ -122,8 +132,7 @@ def scores_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]
     """scale · Q·Kᵀ (· score_scale) (+ score_bias), unmasked; quantized: rocMLIR's f16 chain (QuantizedScores)."""
     if params.quantized:
         return quantized_scores(params, inputs64).chain
-    k = expand_kv(inputs64["k"], params.group)
-    scores = torch.matmul(inputs64["q"], k.mT).mul_(params.softmax_scale)
+    scores = matmul_kv(inputs64["q"], inputs64["k"].mT, params.group).mul_(params.softmax_scale)
     if params.score_scale:
         scores.mul_(inputs64["score_scale"])
     if params.score_bias:
@@ -150,10 +159,10 @@ def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tens
     weights = torch.exp(scores - row_max)
     row_sum = weights.sum(dim=-1, keepdim=True)
     p = weights / torch.where(empty, 1.0, row_sum)
-    v = expand_kv(inputs64["v"], params.group)
-    o = torch.matmul(p, v)
+    v = inputs64["v"]
+    o = matmul_kv(p, v, params.group)
     lse = (row_max + torch.log(row_sum)).squeeze(-1)  # log 0 = -inf for a fully masked row
     if overflow is not None and bool(overflow.any()):
         o = o.masked_fill(overflow, OVERFLOWED)
         lse = lse.masked_fill(overflow.squeeze(-1), OVERFLOWED)
-    return AttentionRows(scores, allowed, row_max, weights, row_sum, p, v, o, lse, overflow, quantized)
+    return AttentionRows(scores, allowed, row_max, weights, row_sum, p, v, params.group, o, lse, overflow, quantized)

@@ -5,7 +5,7 @@
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
-and without a bound, and the input rounding of f16 and bf16.
+and without a bound, the input draw in f32 and float64, and the input rounding of f16 and bf16.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch
 from e2egen import metrics
 from e2egen.metrics import formats
 
-from . import narrowing
+from . import draws, narrowing
 
 
 def warm() -> int:
@@ -39,6 +39,9 @@ def warm() -> int:
     for dtype in narrowing.NARROW_DTYPES:
         narrowing.widen(narrowing.narrow(ref, dtype))
         calls += 2
+    for dtype in draws.DRAW_DTYPES:
+        draws.uniform((257,), -1.0, 1.0, 0, 0, dtype)
+        calls += 1
     calls += _warm_bound_kernels(ref)
     return calls
 

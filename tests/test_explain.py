@@ -263,7 +263,7 @@ def test_f16_chunked_kernel_is_named_accumulation_with_its_chunk(catalogue):
     assert 'acc = "f16"' not in " ".join(finding.remedy) and "nothing to declare" in " ".join(finding.remedy)
     assert ex.plain.measured_ratio <= 1 < ex.plain.ratio
     # every model shown says how much of the output it reproduces
-    assert re.search(r"reproduces 99\.\d+% of all 2048 elements", " ".join(finding.evidence)), text
+    assert re.search(r"reproduces (99\.\d+|100)% of all 2048 elements", " ".join(finding.evidence)), text
     table = text[text.index("Accumulator models"):text.index("Input ranges")]
     assert "reproduces" in table.splitlines()[1]
     assert len(re.findall(r"\d+(\.\d+)?%\n", table)) >= 3, table

@@ -10,6 +10,7 @@ import torch
 from e2egen import metrics
 from e2egen.runner.arithmetic.requirements import violations
 from e2egen.runner.errors import ProblemError
+from e2egen.runner import draws
 from e2egen.runner.inputs import generate_inputs
 from e2egen.runner.options import BoundModel, Requirements
 from e2egen.runner.problem import make_problem
@@ -72,8 +73,7 @@ def test_a_pair_gives_each_operand_its_own_format():
 def test_fp8_inputs_are_correctly_rounded_draws():
     problem = make_problem("gemm", "fwd", "f8e4m3fn", "nn", {"m": 16, "n": 16, "k": 64}, (-3.0, 3.0), 9)
     inputs = generate_inputs(problem)
-    generator = torch.Generator().manual_seed(problem.seed)
-    drawn = torch.rand(16, 64, generator=generator, dtype=torch.float32).mul_(6.0).add_(-3.0)  # fp8: an f32 draw
+    drawn = draws.uniform((16, 64), -3.0, 3.0, problem.seed, 0, torch.float32)  # fp8: an f32 draw, A is stream 0
     assert torch.equal(inputs["a"].double(), metrics.round_to(drawn.double(), "f8e4m3fn"))
 
 

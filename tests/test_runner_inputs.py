@@ -127,16 +127,16 @@ def test_saturating_low_bit_rounding_equals_metrics_bit_for_bit(fmt):
 
 
 def test_narrow_formats_draw_f32_and_round_once_with_torchs_cast():
-    """f16, bf16 and fp8 inputs of an op that takes the plain draw: an f32 draw scaled to the range in f32,
+    """f16, bf16 and fp8 inputs of an op that takes the plain draw: an f32 draw (one stream per input),
     rounded once by torch's cast (a correct rounding from f32); wider formats and ops that shape their
     draw keep the float64 draw."""
+    from e2egen.runner import draws
     from e2egen.runner.inputs import draws_in_f32, input_formats
 
     for dtype in ("f16", "bf16", "f8e4m3fn"):
         problem = make_problem("gemm", "fwd", dtype, "nn", {"m": 7, "n": 5, "k": 9}, (-3.0, 2.0), seed=4)
-        generator = torch.Generator().manual_seed(problem.seed)
-        expected = {name: torch.rand(shape, generator=generator, dtype=torch.float32).mul_(5.0).add_(-3.0)
-                    for name, shape in problem.input_shapes.items()}
+        expected = {name: draws.uniform(shape, -3.0, 2.0, problem.seed, stream, torch.float32)
+                    for stream, (name, shape) in enumerate(problem.input_shapes.items())}
         drawn = generate_inputs(problem)
         for name, values in expected.items():
             assert torch.equal(drawn[name].view(torch.uint8), round_to_format(values, dtype).view(torch.uint8))

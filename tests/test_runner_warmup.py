@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from e2egen.metrics import formats, fused_numba
-from e2egen.runner import narrowing
+from e2egen.runner import draws, narrowing
 from e2egen.runner.warmup import warm
 
 
@@ -12,4 +12,5 @@ from e2egen.runner.warmup import warm
 def test_warm_compiles_every_comparison_and_input_rounding_signature():
     float_formats = [name for name in formats.DTYPE_NAMES
                      if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
-    assert warm() == 2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + 1 + 2 * 3  # + the bound's kernels
+    draw_calls = len(draws.DRAW_DTYPES)
+    assert warm() == 2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 1 + 2 * 3  # + the bound's

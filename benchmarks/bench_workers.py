@@ -10,12 +10,15 @@ row. Each row is the wall time of the whole pytest process, start-up included, a
 -n 0 from the same run. A probe plugin records what torch.get_num_threads() is in each process while
 its cases run, so the table shows that the suite's plugin really divided the threads.
 
-Goals (issue 20): -n N never slower than -n 0; >= 1.7x at 2 workers on 2 cores.
+Goals (issue 20): -n N never slower than -n 0; >= 1.7x at 2 workers on 2 cores. Each row also says how
+many cores its processes kept busy (their CPU seconds over the wall time): -n 0 already runs torch's and
+the tool's work on every core, and the speed-up N workers can reach is N over that.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -56,16 +59,22 @@ def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return result
 
 
-def timed(command: list[str], env: dict[str, str], threads_dir: Path) -> tuple[float, str, str]:
-    """Wall seconds, the thread counts the probe saw (per process), and pytest's summary line."""
+def child_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], env: dict[str, str], threads_dir: Path) -> tuple[float, float, str, str]:
+    """Wall seconds, CPU seconds (every process of the run), the thread counts the probe saw (per
+    process), and pytest's summary line."""
     for old in threads_dir.iterdir():
         old.unlink()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), child_cpu_seconds()
     result = run(command, env)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, child_cpu_seconds() - cpu_before
     threads = ",".join(sorted(p.read_text() for p in threads_dir.iterdir()))
     summary = (result.stdout.strip().splitlines() or [""])[-1]
-    return elapsed, threads, summary
+    return elapsed, cpu, threads, summary
 
 
 def main() -> None:
@@ -102,15 +111,21 @@ def main() -> None:
         results = {}
         for label, (command, env) in rows.items():
             runs = [timed(command, env, threads_dir) for _ in range(args.repeats)]
-            results[label] = (statistics.median(r[0] for r in runs), runs[-1][1], runs[-1][2])
+            results[label] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+                              runs[-1][2], runs[-1][3])
         load_after = os.getloadavg()[0]
-    baseline = results["-n 0 (baseline)"][0]
+    baseline, baseline_cpu = results["-n 0 (baseline)"][:2]
     print(f"{len(sample)} of the {len(node_ids)} PR cases of configs.toml (every {args.every}.), {cores} cores, "
           f"median of {args.repeats}; load average {load_before:.1f} before, {load_after:.1f} after")
-    print("| run | seconds | speed-up vs -n 0 | torch threads per process | pytest |")
-    print("| --- | --- | --- | --- | --- |")
-    for label, (seconds, threads, summary) in results.items():
-        print(f"| {label} | {seconds:.1f} | {baseline / seconds:.2f}x | {threads} | {summary} |")
+    print("| run | seconds | speed-up vs -n 0 | cores busy (CPU s ÷ wall s) | torch threads per process | pytest |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, (seconds, cpu, threads, summary) in results.items():
+        print(f"| {label} | {seconds:.1f} | {baseline / seconds:.2f}x | {cpu / seconds:.2f} | {threads} | {summary} |")
+    busy = baseline_cpu / baseline
+    ceiling = min(args.workers, cores) / busy
+    print(f"\n-n 0 keeps {busy:.2f} of {cores} cores busy (torch's and the tool's threads), so {args.workers} workers "
+          f"can be at most {ceiling:.2f}x faster, and only if they do no work the single process does not "
+          "(each worker imports torch and collects the suite again)")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/bench_inputs.py [--repeats 5]
 
-"inputs" is what run() times as inputs: generate_inputs (seeded float64 draw, range, exact rounding to
-the input format) plus the float64 copies the reference gets. Baselines: torch.rand of the same shapes
-in float64 (the draw generate_inputs makes) and in the input dtype (the cheapest possible draw).
+"inputs" is what run() times as inputs: generate_inputs (the counter-based draw of runner/draws.py, f32 or
+float64, in the range; exact rounding to the input format) plus the float64 copies the reference gets.
+Baselines: torch.rand of the same shapes in float64 and in the input dtype (the cheapest possible draw).
 Goal (issue 20): inputs <= 2x a plain draw. Every figure is a median of --repeats, runs interleaved.
 """
 from __future__ import annotations

@@ -72,7 +72,7 @@ from e2egen import metrics
 
 from .dtypes import input_format_name
 from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
-from .magnitude import magnitude, magnitude_bound
+from .magnitude import WidenedSum, magnitude, magnitude_bound, widened_sum
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
@@ -185,12 +185,23 @@ class PartialSums:
 class ProductSumError:
     """The error of summing `reduction_size` products per element: (u_in + A)·Σ|a·b|."""
 
-    magnitude: torch.Tensor  # Σ|a_i·b_i| per element, float64
+    sum_bound: "torch.Tensor | WidenedSum"  # Σ|a_i·b_i| per element (an upper bound on it), float64 or as summed
     reduction_size: int
     dtype: str  # the case's dtype (what the arithmetic is assumed to be where it was not measured)
     samples: int = 1  # per-sample partials a kernel may keep (conv bwd_weight: N)
     taps: int = 1  # per-tap partials a kernel may keep (conv fwd / bwd_data: the window)
     partials: PartialSums | None = None  # the partial sums themselves, when the measured arithmetic keeps them
+
+    @property
+    def magnitude(self) -> torch.Tensor:
+        """Σ|a·b| per element, float64."""
+        return self.sum_bound.float64() if isinstance(self.sum_bound, WidenedSum) else self.sum_bound
+
+    def summed_terms(self) -> tuple[torch.Tensor, float]:
+        """(Ŝ, W) with Ŝ·W the magnitude: Ŝ f32 or float64, for a pass that widens as it goes."""
+        if isinstance(self.sum_bound, WidenedSum):
+            return self.sum_bound.summed, self.sum_bound.widening
+        return self.sum_bound, 1.0
 
     def factor(self, model: BoundModel) -> float:
         return product_sum_factor(self.reduction_size, self.dtype, model, self.samples, self.taps)
@@ -287,12 +298,13 @@ class SumOfBounds:
         if len(self.parts) != 2 or not isinstance(self.parts[0], ProductSumError) or not isinstance(self.parts[1], OutputRounding):
             return None
         factor = self.parts[0].single_factor(model)
-        terms = self.parts[0].magnitude
-        if factor is None or terms.shape != ref.shape or terms.dtype != torch.float64 or ref.dtype != torch.float64:
+        terms, widening_factor = self.parts[0].summed_terms()
+        if (factor is None or terms.shape != ref.shape or terms.dtype not in (torch.float64, torch.float32)
+                or ref.dtype != torch.float64):
             return None
         from e2egen.metrics.ulp_terms import scaled_plus_ulps
 
-        return scaled_plus_ulps(terms, factor, ref, self.parts[1].out_dtype, model.c_out)
+        return scaled_plus_ulps(terms, factor, ref, self.parts[1].out_dtype, model.c_out, widening=widening_factor)
 
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""
@@ -461,10 +473,10 @@ def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor],
             if produced is not None:
                 primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
                 partials = PartialSums.of(arithmetic.groups, arithmetic.reversed, primary)
-    return product_sum_parts(problem, magnitude_bound(problem, inputs64), partials)
+    return product_sum_parts(problem, widened_sum(problem, inputs64), partials)
 
 
-def product_sum_parts(problem: Problem, terms: torch.Tensor, partials: PartialSums | None = None) -> SumOfBounds:
+def product_sum_parts(problem: Problem, terms: "torch.Tensor | WidenedSum", partials: PartialSums | None = None) -> SumOfBounds:
     """The product-sum bound for given Σ|a·b| (all elements, or a sample of them)."""
     samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
     return SumOfBounds((ProductSumError(terms, problem.reduction_size, problem.dtype, samples, taps, partials),

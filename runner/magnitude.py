@@ -39,6 +39,7 @@ underflows or overflows, so W is 1 + (K + 4)·2^-53 there):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import torch
@@ -47,7 +48,8 @@ from e2egen.metrics import fused_numba, threads
 
 from .problem import Problem
 
-__all__ = ["F32_UNIT_ROUNDOFF", "magnitude", "magnitude_bound", "widening", "F64_UNIT_ROUNDOFF", "f32_premises"]
+__all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
+           "f32_premises"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
@@ -157,9 +159,28 @@ def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
     return narrow, (smallest if math.isfinite(smallest) else 1.0), largest, exact
 
 
-def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """An upper bound on Σ|a_i·b_i| per output element (float64): the op on |inputs| in f32, widened by
-    widening(K), where f32_premises hold; else in float64, widened by float64's widening(K)."""
+@dataclass(frozen=True, eq=False)
+class WidenedSum:
+    """An upper bound on Σ|a·b| kept as it was summed: Ŝ (f32, or float64 already widened) and the factor
+    W that makes Ŝ·W a bound. The float64 product is formed once, where a reader needs it; the product-sum
+    bound's fused pass (metrics.ulp_terms.scaled_plus_ulps) widens inside its own pass instead, with the
+    same roundings, so no float64 copy of Ŝ is written when K is small and the outputs are many."""
+
+    summed: torch.Tensor
+    widening: float
+    _widened: list = field(default_factory=list, repr=False)
+
+    def float64(self) -> torch.Tensor:
+        """Ŝ·W in float64 (the magnitude_bound value)."""
+        if not self._widened:
+            exact = self.summed.to(torch.float64)
+            self._widened.append(exact if self.widening == 1.0 else exact.mul_(self.widening))
+        return self._widened[0]
+
+
+def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> WidenedSum:
+    """An upper bound on Σ|a_i·b_i| per output element: the op on |inputs| in f32, to be widened by
+    widening(K), where f32_premises hold; else in float64, widened by float64's widening(K) already."""
     from .reference import apply_op
 
     k = problem.reduction_size
@@ -168,5 +189,10 @@ def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> t
         with torch.backends.nnpack.flags(enabled=False):
             summed = apply_op(problem, narrow)
         if summed.dtype == torch.float32:  # else an op whose reference promotes: not the f32 sum analysed
-            return summed.to(torch.float64).mul_(widening(k))
-    return magnitude(problem, inputs64).mul_(widening(k, F64_UNIT_ROUNDOFF))
+            return WidenedSum(summed, widening(k))
+    return WidenedSum(magnitude(problem, inputs64).mul_(widening(k, F64_UNIT_ROUNDOFF)), 1.0)
+
+
+def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """An upper bound on Σ|a_i·b_i| per output element (float64): widened_sum's Ŝ·W."""
+    return widened_sum(problem, inputs64).float64()

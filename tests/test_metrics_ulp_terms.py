@@ -69,3 +69,21 @@ def test_scaled_terms_plus_ulps_in_one_pass_equal_the_two_steps(values, dtype, s
     terms = torch.rand(ref.shape, dtype=torch.float64) * 1e3
     result = scaled_plus_ulps(terms, scale, ref, dtype, count)
     assert result is not terms and same(result, (terms * scale) + metrics.ulp(ref, dtype) * count)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(SPECIAL), min_size=1, max_size=80),
+       dtype=st.sampled_from(FORMATS), scale=st.floats(0, 1e3), widening=st.floats(1.0, 1.01))
+def test_f32_sums_widened_in_the_pass_equal_widening_first(values, dtype, scale, widening):
+    """Σ|a·b| summed in f32 and widened inside the pass: the bits of widening it in float64 first
+    (runner/magnitude.WidenedSum), in the fused pass and in the fallback."""
+    ref = torch.tensor(values, dtype=torch.float64)
+    summed = (torch.rand(ref.shape, dtype=torch.float64) * 1e3).float()
+    widened_first = summed.to(torch.float64).mul_(widening)
+    expected = scaled_plus_ulps(widened_first, scale, ref, dtype, 1.0)
+    with pytest.MonkeyPatch.context() as patch:
+        for fused in (True, False):
+            patch.setattr(fused_numba, "AVAILABLE", fused and fused_numba.AVAILABLE)
+            result = scaled_plus_ulps(summed, scale, ref, dtype, 1.0, widening=widening)
+            assert result.dtype == torch.float64 and same(result, expected)
+    assert same(summed.to(torch.float64).mul_(widening), widened_first)  # the terms themselves untouched

@@ -524,7 +524,9 @@ def findings(rows: dict[str, Row]) -> list[str]:
         "`require.acc = \"f32\"`: the f16 accumulators whose sums stay inside f16's range. That is the design "
         "(README, low-bit dtypes): the bound follows the accumulator the probes measure (11 bits), and the "
         "catalogue's policy rejects it. fp4 cannot be probed (its values cannot hold the probes' exponent gaps), "
-        "so there the bound assumes f32 and bound_ratio itself caught the f16 accumulator.",
+        "so there the bound assumes f32 and only bound_ratio can catch the f16 accumulator: it does wherever the "
+        "accumulator moves an output farther than a correct kernel's error may reach; a run where it moves one "
+        "output of a coarser format (bf16) to the reference's other neighbour passes, as it must.",
         f"2. **False failures: {good_failed['e2egen']} of {good_runs}.** An earlier run of this study found 3, "
         "all bias_z alone, all from the promotion kernel on the tensor-scaled case with f32 scales "
         "(`tensor-e4m3fnuz`, bias_z 16 to 24 while bound_ratio stayed below 0.01): it multiplies the two f32 "

@@ -24,6 +24,16 @@ def thread_count(tasks: int) -> int:
     return max(1, min(torch.get_num_threads(), tasks))
 
 
+TASKS_PER_THREAD = 4  # enough to even out the threads' shares, few enough that hand-offs stay rare
+
+
+def chunk_size(length: int, smallest: int = 1 << 16) -> int:
+    """Elements per task for a pass over `length` elements: a few tasks per thread, none below
+    `smallest` (a hand-off costs tens of microseconds, more when the GIL is contended)."""
+    threads = max(1, torch.get_num_threads())
+    return max(smallest, -(-length // (threads * TASKS_PER_THREAD)))
+
+
 def run(work: Callable[[int], T], tasks: Sequence[int]) -> list[T]:
     """[work(t) for t in tasks], spread over the threads, results in order."""
     global _pool

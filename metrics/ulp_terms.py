@@ -20,7 +20,7 @@ from e2egen.metrics.rounding import ulp
 
 __all__ = ["add_ulps", "scaled_plus_ulps"]
 
-CHUNK = 1 << 16  # elements per task: a few per thread, each large enough to amortise the dispatch
+CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size gives a few tasks per thread)
 
 if fused_numba.AVAILABLE:
     import numba
@@ -58,9 +58,10 @@ def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: fl
     flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
     n = flat_ref.shape[0]
     args = (float(count), fmt.mantissa_bits, fmt.emin, fmt.emax)
+    chunk = threads.chunk_size(n, CHUNK)
     threads.run(lambda lo: _scaled_plus_ulps(flat_total, flat_terms, float(widening), float(scale), flat_ref, lo,
-                                             min(lo + CHUNK, n), *args),
-                range(0, n, CHUNK))
+                                             min(lo + chunk, n), *args),
+                range(0, n, chunk))
     return total
 
 

@@ -18,6 +18,7 @@ import torch
 
 from e2egen.errors import UserError
 
+from .host_memory import reusable_bytes
 from .errors import Skip
 from .dtypes import FLOAT4, INTEGER_DTYPES, LOW_BIT
 
@@ -152,23 +153,29 @@ def require_memory(device: torch.device, needed: int, what: str) -> None:
 
 
 def free_memory(device: torch.device) -> int | None:
-    """Bytes free on the device (CUDA: the driver's count; CPU: MemAvailable); None if unknown."""
+    """Bytes free on the device (CUDA: the driver's count; CPU: MemAvailable plus the free space this
+    process keeps in its heap for reuse, host_memory); None if unknown."""
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return free
     if device.type == "cpu":
-        try:
-            with open("/proc/meminfo") as meminfo:
-                for line in meminfo:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        try:
-            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
+        system = _available_host_memory()
+        return None if system is None else system + reusable_bytes()
     return None
+
+
+def _available_host_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _compute_capability(device: torch.device) -> tuple[int, int]:

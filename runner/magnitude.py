@@ -114,7 +114,7 @@ def _f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> tup
     return "", narrow
 
 
-NARROW_CHUNK = 1 << 16  # elements per task of the numba scan
+NARROW_CHUNK = 1 << 16  # the fewest elements per task of the numba scan
 
 if fused_numba.AVAILABLE:
     import numba
@@ -145,8 +145,8 @@ def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
         source = t.contiguous().view(-1).numpy()
         narrow = torch.empty(t.shape, dtype=torch.float32)
         target, n = narrow.view(-1).numpy(), source.shape[0]
-        parts = threads.run(lambda lo: _narrow_chunk(source, target, lo, min(lo + NARROW_CHUNK, n)),
-                            range(0, n, NARROW_CHUNK))
+        chunk = threads.chunk_size(n, NARROW_CHUNK)
+        parts = threads.run(lambda lo: _narrow_chunk(source, target, lo, min(lo + chunk, n)), range(0, n, chunk))
         smallest = min((part[0] for part in parts), default=math.inf)
         largest = max((part[1] for part in parts), default=0.0)
         exact = sum(part[2] for part in parts) == 0

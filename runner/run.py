@@ -17,6 +17,7 @@ from .interval_bound import bound_for_output
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from .kernels import TORCH_IMPL, call_kernel, resolve_impl
 from .lowbit import widened_kernel
+from .host_memory import retain_freed_memory
 from .memory import kernel_bytes, peak_bytes
 from .problem import Problem
 from .reference import ReferenceOptions, compute_reference
@@ -81,6 +82,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     measure: look up (or probe) the kernel's arithmetic; by default when there is a bound to follow it.
     The bound then follows it, and a kernel that flushes subnormals gets a flushing reference.
     """
+    retain_freed_memory()  # each case's large tensors reuse the last one's pages (host_memory)
     dev = select_device(device)
     kernel = resolve_impl(problem.op, problem.direction, impl)
     if impl is None or impl == TORCH_IMPL:

@@ -105,8 +105,9 @@ class Record:
     range: str
     kernel: str
     kind: str  # "correct" | "wrong"
-    acc: str
+    acc: str  # the format the bound's accumulation follows (measured, or the dtype's assumed one)
     status: str = "ok"  # "ok" | "overflow" | "kernel failed"
+    accumulation: str = ""  # the measured arithmetic's accumulation in words (measured runs only)
     reason: str = ""
     bound_ratio: float = math.nan
     by_lambda: tuple[float, ...] = ()
@@ -232,6 +233,7 @@ def run_one(shape: Shape, dtype: str, range_name: str, lo_hi, seed_index: int, g
         model = model.with_arithmetic(result.arithmetic.arithmetic)
         declared = declared.with_arithmetic(result.arithmetic.arithmetic)
         record.acc = result.arithmetic.arithmetic.acc_name  # the format the partial sums are added in
+        record.accumulation = result.arithmetic.arithmetic.describe_accumulation()
     judge(record, result, comparison, problem, model, declared)
     return record
 

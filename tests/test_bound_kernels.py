@@ -75,11 +75,12 @@ def test_study_runs_and_its_lambda_sweep_agrees_with_compare():
         assert r.by_lambda[five] == pytest.approx(r.bound_ratio, rel=1e-9), r.kernel
         if r.kernel == "torch" and r.direction == "bwd_weight":
             # the shipped profile: torch's CPU f16 bwd_weight keeps one f16 partial per sample
-            assert r.acc == "one partial per sample in f32, partials added in f16"
+            assert r.accumulation == "one partial per sample in f32, partials added in f16" and r.acc == "f16"
         elif r.kernel == "torch":
-            assert r.acc == "accumulates in f32"
-        else:  # plug-ins: the default model, unmeasured
-            assert r.acc == "measured" and r.default_ratio == pytest.approx(r.bound_ratio, rel=1e-9)
+            assert r.accumulation == "accumulates in f32" and r.acc == "f32"
+        else:  # plug-ins: the default model, unmeasured (the dtype's assumed f32 accumulation)
+            assert r.accumulation == "" and r.acc == "f32"
+            assert r.default_ratio == pytest.approx(r.bound_ratio, rel=1e-9)
     assert not any(r.fails["bound"] for r in records if r.kind == "correct")
     assert all(r.fails["bound"] for r in records if r.kind == "wrong")
     text = bound_evidence.report(records, "cmd", 1.0, bound_evidence.shapes(

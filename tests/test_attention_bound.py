@@ -194,3 +194,22 @@ def test_matmul_kv_equals_the_product_with_repeated_kv_heads(batch, kv_heads, gr
     mask = (per_q[:, :1] > 0).expand_as(per_q).to(torch.float64)
     torch.testing.assert_close(matmul_kv(mask, per_kv.mT, group), torch.matmul(mask, expand_kv(per_kv, group).mT),
                                rtol=1e-13, atol=1e-13)
+
+
+def test_reference_and_bound_share_one_computation_of_the_rows_while_the_inputs_live():
+    import gc
+
+    from e2egen.runner.ops import attention_math
+    from e2egen.runner.inputs import reference_inputs
+
+    problem = make_problem("attention", "fwd", "f16", "bhsd", {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8},
+                           (-1.0, 1.0), 3)
+    inputs64 = reference_inputs(generate_inputs(problem), torch.device("cpu"))
+    rows = attention_math.attention_float64(problem.params, inputs64)
+    assert attention_math.attention_float64(problem.params, inputs64) is rows
+    inputs64["q"].mul_(2.0)  # changed in place: computed again, from the new values
+    changed = attention_math.attention_float64(problem.params, inputs64)
+    assert changed is not rows and not torch.equal(changed.scores, rows.scores)
+    del inputs64, rows, changed
+    gc.collect()
+    assert not attention_math._last_rows  # the inputs are gone: so are their rows

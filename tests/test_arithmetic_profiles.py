@@ -32,3 +32,20 @@ def test_runs_look_past_a_damaged_cache_and_rewrite_it(tmp_path, monkeypatch):
     cell = CellKey("gemm", "fwd", "f32", "nn")
     record_in_cache(KEY, cell, Arithmetic(acc_bits=11))
     assert read_profile(path).get(cell).acc_bits == 11
+
+
+def test_an_unchanged_cache_is_parsed_once_and_a_rewrite_is_seen(tmp_path, monkeypatch):
+    from e2egen.runner.arithmetic import profile as profiles
+
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
+    lookup.forget()
+    first, second = CellKey("gemm", "fwd", "f32", "nn"), CellKey("gemm", "fwd", "f32", "tt")
+    record_in_cache(KEY, first, Arithmetic(acc_bits=24))
+    parsed = []
+    original = profiles.Profile.from_toml
+    monkeypatch.setattr(profiles.Profile, "from_toml", staticmethod(lambda *a: parsed.append(1) or original(*a)))
+    for _ in range(5):
+        assert find_profiles(KEY)[0].get(first).acc_bits == 24
+    assert len(parsed) == 1
+    record_in_cache(KEY, second, Arithmetic(acc_bits=11))  # another worker adds a cell: a new file
+    assert find_profiles(KEY)[0].get(second).acc_bits == 11

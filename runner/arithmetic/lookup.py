@@ -15,7 +15,7 @@ from ..problem import Problem
 from .model import Arithmetic, CellKey, assumed_arithmetic
 from ..dtypes import FLOAT4, INTEGER_DTYPES
 from .probes import probe_arithmetic
-from .profile import DeviceKey, find_profiles, record_in_cache
+from .profile import DeviceKey, find_profiles, forget_parsed_profiles, record_in_cache
 
 
 @dataclass(frozen=True)
@@ -120,3 +120,4 @@ def forget() -> None:
     """Drop what this process remembers (tests that change the cache directory or a kernel's source)."""
     _memo.clear()
     device_key.cache_clear()
+    forget_parsed_profiles()

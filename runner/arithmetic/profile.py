@@ -150,11 +150,37 @@ def _shipped() -> tuple[Profile, ...]:
     return tuple(shipped_profiles())
 
 
+_parsed: dict[Path, tuple[tuple[int, int, int], Profile | None]] = {}
+
+
+def _read_if_changed(path: Path) -> Profile | None:
+    """read_profile, parsed again only when the file changed (profiles are written atomically: a new
+    inode each time), so a run does not parse its cached profile for every case."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return read_profile(path)  # its error names the file
+    stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
+    seen = _parsed.get(path)
+    if seen is not None and seen[0] == stamp:
+        return seen[1]
+    profile = read_profile(path)
+    _parsed[path] = (stamp, profile)
+    return profile
+
+
+def forget_parsed_profiles() -> None:
+    _parsed.clear()
+
+
 def find_profiles(key: DeviceKey) -> list[Profile]:
-    """The cached profile (first) and the shipped ones for this device, impl and versions."""
+    """The cached profile (first) and the shipped ones for this device, impl and versions (read-only:
+    the cached one may be shared with earlier calls)."""
     found = []
     try:
-        cached = read_profile(cache_dir() / key.file_name)
+        cached = _read_if_changed(cache_dir() / key.file_name)
     except ProfileError:  # a run does not stop for a damaged cache: it probes again and rewrites the file
         cached = None
     if cached is not None and matches(cached, key):

@@ -195,7 +195,7 @@ class ProductSumError:
     @property
     def magnitude(self) -> torch.Tensor:
         """Σ|a·b| per element, float64."""
-        return self.sum_bound.float64() if isinstance(self.sum_bound, WidenedSum) else self.sum_bound
+        return self.sum_bound.float64 if isinstance(self.sum_bound, WidenedSum) else self.sum_bound
 
     def summed_terms(self) -> tuple[torch.Tensor, float]:
         """(Ŝ, W) with Ŝ·W the magnitude: Ŝ f32 or float64, for a pass that widens as it goes."""

@@ -33,7 +33,6 @@ from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float6
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
-_TORCH_FORMATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -140,9 +139,9 @@ def _magnitude_rounded(magnitude: torch.Tensor, fmt: str, up: bool) -> torch.Ten
 def round_down(x: torch.Tensor, fmt: str) -> torch.Tensor:
     """The largest value of the format <= x (float64 in and out; -inf below -max, max for +inf; NaN stays;
     +0 for zeros)."""
-    narrow = _TORCH_FORMATS.get(fmt)
-    if narrow is None:
+    if fmt not in COMPUTE_FORMATS:  # IEEE formats with infinities, torch's casts round to nearest
         return _round_down_by_pattern(x, fmt)
+    narrow = float_format(fmt).torch_dtype
     # torch's cast may round twice on the way (float64 -> f32 -> f16), yet each rounding is monotone, so
     # the cast is one of the two format values around x; one step down where it is the upper one.
     cast = x.to(narrow)

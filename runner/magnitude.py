@@ -39,7 +39,8 @@ underflows or overflows, so W is 1 + (K + 4)·2^-53 there):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 from typing import Mapping
 
 import torch
@@ -168,14 +169,12 @@ class WidenedSum:
 
     summed: torch.Tensor
     widening: float
-    _widened: list = field(default_factory=list, repr=False)
 
+    @functools.cached_property
     def float64(self) -> torch.Tensor:
         """Ŝ·W in float64 (the magnitude_bound value)."""
-        if not self._widened:
-            exact = self.summed.to(torch.float64)
-            self._widened.append(exact if self.widening == 1.0 else exact.mul_(self.widening))
-        return self._widened[0]
+        exact = self.summed.to(torch.float64)
+        return exact if self.widening == 1.0 else exact.mul_(self.widening)
 
 
 def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> WidenedSum:
@@ -195,4 +194,4 @@ def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> Widen
 
 def magnitude_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """An upper bound on Σ|a_i·b_i| per output element (float64): widened_sum's Ŝ·W."""
-    return widened_sum(problem, inputs64).float64()
+    return widened_sum(problem, inputs64).float64

@@ -131,6 +131,17 @@ class SoftmaxTimesV:
         weighted = self.p * per_score
         return matmul_kv(weighted, self.v_abs, self.group).add_(self.o_abs * weighted.sum(dim=-1, keepdim=True))
 
+    def lse_parts(self, rows: AttentionRows, seq_k: int, dtype: str, known: torch.Tensor) -> tuple:
+        """The lse's error sources from the row sum on (online rescaling and the row sum, the log and
+        m + log l), where `known` marks the rows whose lse is a number."""
+        log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
+        lse_abs = torch.where(known, rows.lse, 0.0).abs()
+        return (
+            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (self.rescale_per_weight + 1).squeeze(-1),
+                            "online rescaling, row sum"),
+            ScaledMagnitude(ComputeRoundings(1, dtype), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
+        )
+
     def parts(self, seq_k: int, dtype: str) -> tuple:
         """The output's error sources from the weights on, in the compute arithmetic of `dtype`."""
         both = self.weighted_v + self.o_abs
@@ -178,15 +189,11 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     empty = rows.row_sum == 0  # a fully masked row: o = 0 and lse = -inf exactly
     bounds = {"o": ExactWhere(empty.expand_as(rows.o), SumOfBounds(out_parts))}
     if params.return_lse:
-        log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
-        lse_abs = torch.where(torch.isfinite(rows.lse), rows.lse, 0.0).abs()
         empty = empty.squeeze(-1)
         bounds["lse"] = ExactWhere(empty, SumOfBounds((
             ScaledMagnitude(ProductSumCoefficient(qk, dtype), (rows.p * product_terms).sum(dim=-1), "Q·Kᵀ product sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), (rows.p * roundings).sum(dim=-1), "scores, exp"),
-            ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (pv.rescale_per_weight + 1).squeeze(-1),
-                            "online rescaling, row sum"),
-            ScaledMagnitude(ComputeRoundings(1, dtype), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
+            *pv.lse_parts(rows, seq_k, dtype, torch.isfinite(rows.lse)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds
@@ -217,14 +224,10 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
         OutputRounding(problem.outputs["o"].dtype),
     )))}
     if params.return_lse:
-        log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
-        lse_abs = torch.where(torch.isfinite(rows.lse) & ~exact.squeeze(-1), rows.lse, 0.0).abs()
         bounds["lse"] = ExactWhere(exact.squeeze(-1), SumOfBounds((
             ScaledMagnitude(Unscaled(), lse_change, "f16 scores (quantized chain)"),
             ScaledMagnitude(ComputeRoundings(1, pv), (rows.p * roundings).sum(dim=-1), "exp and its argument"),
-            ScaledMagnitude(PositiveSumCoefficient(seq_k, pv), (pv_terms.rescale_per_weight + 1).squeeze(-1),
-                            "online rescaling, row sum"),
-            ScaledMagnitude(ComputeRoundings(1, pv), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
+            *pv_terms.lse_parts(rows, seq_k, pv, torch.isfinite(rows.lse) & ~exact.squeeze(-1)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds

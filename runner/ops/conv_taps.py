@@ -40,9 +40,10 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     w = inputs64["w"][(slice(None), slice(None), *offsets)]
     unit = w.reshape(*w.shape, *([1] * dims))  # (K, C/groups, 1, …): a 1×1 weight
     window = _tap_window(params, offsets)
-    padding = [q for b, e in reversed(params.pads) for q in (b, e)]  # F.pad lists the last dim first
     if direction == "fwd":
-        x = F.pad(inputs64["x"], padding)
+        from .conv import _pad_explicitly
+
+        x = _pad_explicitly(inputs64["x"], params.pads)
         convolve = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
         return convolve(x[(..., *window)], unit, groups=params.groups)
     if direction != "bwd_data":

@@ -9,6 +9,7 @@ from typing import Mapping
 
 import torch
 
+from . import warm_calls
 from .arithmetic.lookup import Measured, measured_arithmetic
 from .bound import BoundModel, ErrorBound, error_bounds
 from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
@@ -152,12 +153,16 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
     shape measured for XLA, which is no part of the kernel's time. A first call shorter than
     WARM_CALL_LIMIT_S is therefore repeated and the repeat recorded ("kernel_first_call" keeps the first);
     a longer one is recorded as it is, since there compilation is a small share and a repeat would double
-    the case's time.
+    the case's time. Nor is a call repeated whose signature this process has run already (warm_calls):
+    another range or seed of the same shape finds the kernel warm.
     """
+    signature = warm_calls.signature(problem, label, tensors)
+    warm_already = warm_calls.seen(signature)
     started = time.perf_counter()
     out = call_kernel(problem, kernel, tensors, dev, label=label, is_torch=label == TORCH_IMPL)
     first = time.perf_counter() - started
-    if first >= WARM_CALL_LIMIT_S:
+    warm_calls.remember(signature)
+    if warm_already or first >= WARM_CALL_LIMIT_S:
         timings["kernel"] = first
         return out
     del out  # the repeat's outputs replace these; both alive at once would double the outputs' memory

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.model import Arithmetic, CellKey
@@ -28,7 +30,8 @@ def test_runs_look_past_a_damaged_cache_and_rewrite_it(tmp_path, monkeypatch):
     lookup.forget()
     path = Path(tmp_path) / KEY.file_name
     path.write_text(DAMAGED["not toml"], encoding="utf-8")
-    assert find_profiles(KEY) == []  # the shipped profiles are for other versions; the damaged cache is skipped
+    with pytest.warns(RuntimeWarning, match="probed again"):  # skipped, and said so: its cells are lost
+        assert find_profiles(KEY) == []  # the shipped profiles are for other versions
     cell = CellKey("gemm", "fwd", "f32", "nn")
     record_in_cache(KEY, cell, Arithmetic(acc_bits=11))
     assert read_profile(path).get(cell).acc_bits == 11
@@ -49,3 +52,47 @@ def test_an_unchanged_cache_is_parsed_once_and_a_rewrite_is_seen(tmp_path, monke
     assert len(parsed) == 1
     record_in_cache(KEY, second, Arithmetic(acc_bits=11))  # another worker adds a cell: a new file
     assert find_profiles(KEY)[0].get(second).acc_bits == 11
+
+
+NAME = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(op=NAME, direction=NAME, dtype=NAME, layout=NAME,
+       shape=st.text(st.characters(blacklist_categories=("Cs",)), max_size=24))
+def test_a_cell_key_reads_back_as_written_even_with_slashes_in_its_shape_class(op, direction, dtype, layout, shape):
+    key = CellKey(op, direction, dtype, layout, shape)
+    assert CellKey.parse(str(key)) == key
+
+
+@pytest.mark.parametrize("field", ["op", "direction", "dtype", "layout"])
+def test_a_slash_outside_the_shape_class_is_refused(field):
+    names = dict(op="gemm", direction="fwd", dtype="f32", layout="nn")
+    names[field] = "a/b"
+    with pytest.raises(ValueError, match=field):
+        CellKey(**names)
+
+
+def test_every_catalogue_cell_reads_back_from_a_profile():
+    """Each case's cell (its shape class included) survives a profile's write and read: a cell that did not
+    (a scaled gemm's, with '/' in its shape class) made the whole cached profile unreadable, so every later
+    run probed every kernel again and rewrote the cache with one cell."""
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.runner.arithmetic.profile import Profile
+
+    catalogue = Path(__file__).resolve().parents[1] / "configs.toml"
+    cells = {lookup.cell_of(case.problem()) for case in expand(load_catalogue(catalogue))}
+    assert any("/" in cell.shape for cell in cells)  # the case this guards: scaled gemms
+    profile = Profile(KEY, {str(cell): Arithmetic() for cell in cells})
+    assert set(Profile.from_toml(profile.to_toml()).cells) == {str(cell) for cell in cells}
+
+
+def test_a_cell_with_slashes_in_its_shape_class_keeps_the_cache_readable(tmp_path, monkeypatch):
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
+    lookup.forget()
+    gemm = CellKey("gemm", "fwd", "f32", "nn")
+    scaled = CellKey("scaled_gemm", "fwd", "f8e4m3fn", "nt", "mx32/e8m0-e8m0/out-f32")
+    record_in_cache(KEY, gemm, Arithmetic(acc_bits=24))
+    record_in_cache(KEY, scaled, Arithmetic(acc_bits=11))
+    (cached,) = find_profiles(KEY)
+    assert cached.get(gemm).acc_bits == 24 and cached.get(scaled).acc_bits == 11

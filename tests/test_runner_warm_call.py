@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import importlib
 
-from e2egen.runner import make_problem, run
+import pytest
+
+from e2egen.runner import make_problem, run, warm_calls
 
 run_py = importlib.import_module("e2egen.runner.run")  # the module (the package's `run` is the function)
 HERE = __name__  # kernels below are named "<this module>:<function>" for run(impl=...)
@@ -19,8 +21,17 @@ def jit_like_gemm(a, b):
     return a @ b
 
 
-def problem(m):
-    return make_problem("gemm", "fwd", "f32", "nn", {"m": m, "n": 8, "k": 8}, (-1.0, 1.0), 0)
+def problem(m, seed=0, input_range=(-1.0, 1.0), layout="nn"):
+    return make_problem("gemm", "fwd", "f32", layout, {"m": m, "n": 8, "k": 8}, input_range, seed)
+
+
+@pytest.fixture(autouse=True)
+def cold_process():
+    """Each test starts as a fresh process would: no signature run yet (another test may have run these)."""
+    warm_calls.forget()
+    CALLS.clear()
+    yield
+    warm_calls.forget()
 
 
 def test_a_fast_kernel_is_called_again_and_the_warm_call_is_recorded():
@@ -37,3 +48,30 @@ def test_a_slow_first_call_is_recorded_as_it_is(monkeypatch):
     result = run(problem(6), impl=f"{HERE}:jit_like_gemm")
     assert CALLS == ["compile"]
     assert "kernel" in result.timings and "kernel_first_call" not in result.timings
+
+
+def test_a_signature_already_run_is_not_repeated():
+    run(problem(7), impl=f"{HERE}:jit_like_gemm")
+    CALLS.clear()
+    result = run(problem(7, seed=3, input_range=(-2.0, 2.0)), impl=f"{HERE}:jit_like_gemm")  # another range and seed
+    assert CALLS == ["warm"]
+    assert "kernel" in result.timings and "kernel_first_call" not in result.timings
+
+
+@pytest.mark.parametrize("other", [dict(m=9), dict(m=7, layout="tn")], ids=["shape", "strides"])
+def test_another_shape_or_layout_is_a_new_signature(other):
+    run(problem(7), impl=f"{HERE}:jit_like_gemm")
+    CALLS.clear()
+    result = run(problem(**other), impl=f"{HERE}:jit_like_gemm")
+    assert len(CALLS) == 2 and "kernel_first_call" in result.timings
+
+
+def test_the_oldest_signature_is_forgotten_past_the_limit(monkeypatch):
+    monkeypatch.setattr(warm_calls, "LIMIT", 2)
+    for m in (3, 4, 5):
+        run(problem(m), impl=f"{HERE}:jit_like_gemm")
+    CALLS.clear()
+    run(problem(4), impl=f"{HERE}:jit_like_gemm")  # kept
+    assert len(CALLS) == 1
+    run(problem(3), impl=f"{HERE}:jit_like_gemm")  # dropped: called twice again
+    assert len(CALLS) == 3

@@ -60,7 +60,9 @@ def format_of_bits(bits: int, exact: bool = True) -> str:
 @dataclass(frozen=True)
 class CellKey:
     """What one set of findings covers: op, direction, dtype, layout and the op's shape class
-    (Op.shape_class: e.g. a conv's "1x1" or "window-strided"; empty when one class covers every shape)."""
+    (Op.shape_class: e.g. a conv's "1x1" or "window-strided"; empty when one class covers every shape).
+    Written op/direction/dtype/layout[/shape class]; the shape class may hold "/" itself (a scaled gemm's
+    "mx32/e8m0-e8m0/out-f32"), the other four may not."""
 
     op: str
     direction: str
@@ -68,13 +70,19 @@ class CellKey:
     layout: str
     shape: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("op", "direction", "dtype", "layout"):
+            value = getattr(self, name)
+            if not value or "/" in value:
+                raise ValueError(f"a cell's {name} must be a non-empty name without '/', got {value!r}")
+
     def __str__(self) -> str:
         parts = [self.op, self.direction, self.dtype, self.layout] + ([self.shape] if self.shape else [])
         return "/".join(parts)
 
     @classmethod
     def parse(cls, text: str) -> "CellKey":
-        parts = text.split("/")
+        parts = text.split("/", 4)
         if len(parts) not in (4, 5) or not all(parts):
             raise ValueError(f"a cell is op/direction/dtype/layout[/shape class], got {text!r}")
         return cls(*parts)

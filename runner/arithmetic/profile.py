@@ -14,6 +14,7 @@ import functools
 import os
 import re
 import threading
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -181,12 +182,24 @@ def find_profiles(key: DeviceKey) -> list[Profile]:
     found = []
     try:
         cached = _read_if_changed(cache_dir() / key.file_name)
-    except ProfileError:  # a run does not stop for a damaged cache: it probes again and rewrites the file
+    except ProfileError as err:  # a run does not stop for a damaged cache: it probes again and rewrites the file
+        _warn_once(err)
         cached = None
     if cached is not None and matches(cached, key):
         found.append(cached)
     found += [p for p in _shipped() if matches(p, key)]
     return found
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(err: ProfileError) -> None:
+    """Say so (once per file and process) when the cache is damaged: its cells are probed again and lost."""
+    text = str(err)
+    if text not in _warned:
+        _warned.add(text)
+        warnings.warn(f"{text}; its cells are probed again and the file is rewritten", RuntimeWarning, stacklevel=3)
 
 
 def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:

@@ -96,3 +96,28 @@ def test_a_cell_with_slashes_in_its_shape_class_keeps_the_cache_readable(tmp_pat
     record_in_cache(KEY, scaled, Arithmetic(acc_bits=11))
     (cached,) = find_profiles(KEY)
     assert cached.get(gemm).acc_bits == 24 and cached.get(scaled).acc_bits == 11
+
+
+def _record_cells(directory: str, layouts: list[str]) -> None:
+    import os
+
+    os.environ["E2EGEN_PROFILES"] = directory
+    for layout in layouts:
+        record_in_cache(KEY, CellKey("gemm", "fwd", "f32", layout), Arithmetic())
+
+
+def test_processes_recording_at_once_keep_every_cell(tmp_path):
+    """Several workers add cells at the same moment: each reads, adds and rewrites under a file lock, so none
+    writes back a copy that misses another's cell."""
+    import multiprocessing
+
+    batches = [[f"w{worker}-{i}" for i in range(15)] for worker in range(4)]
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_record_cells, args=(str(tmp_path), batch)) for batch in batches]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    cells = read_profile(Path(tmp_path) / KEY.file_name).cells
+    assert set(cells) == {str(CellKey("gemm", "fwd", "f32", layout)) for batch in batches for layout in batch}

@@ -10,6 +10,7 @@ it once and adds it to the cached profile (`cells_probed_now` says which).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -202,10 +203,32 @@ def _warn_once(err: ProfileError) -> None:
         warnings.warn(f"{text}; its cells are probed again and the file is rewritten", RuntimeWarning, stacklevel=3)
 
 
+@contextlib.contextmanager
+def _other_processes_excluded(path: Path):
+    """An advisory lock on `path`.lock while a process reads, adds to and rewrites the profile: xdist
+    workers probing at once would otherwise each write back what they read, dropping the others' new cells.
+    Where the lock cannot be had (no fcntl, a read-only folder) the write goes ahead unlocked: a lost cell is
+    only probed again."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(path.name + ".lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield  # the lock goes with the file's closing
+
+
 def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:
     """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
     path = cache_dir() / key.file_name
-    with _lock:
+    with _lock, _other_processes_excluded(path):
         try:
             profile = read_profile(path)
         except ProfileError:

@@ -63,6 +63,18 @@ _IMPL_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _NOT_IMPLEMENTED = re.compile(r"not implemented for|not supported|NotImplementedError|no kernel", re.IGNORECASE)
 
 
+def case_kernel(problem: Any, impl: str | None = None) -> Callable[..., Any]:
+    """The kernel a problem runs with: resolve_impl's, and torch's widened where torch has no kernel for the
+    dtype (fp8 and i8 conv, i8 CPU gemm: runner/lowbit.py). Runs and the probes of `e2egen arithmetic` both
+    take it, so a profile measures the kernel the cases run."""
+    kernel = resolve_impl(problem.op, problem.direction, impl)
+    if impl is None or impl == TORCH_IMPL:
+        from .lowbit import widened_kernel
+
+        kernel = widened_kernel(kernel, problem.dtype, problem.spec)
+    return kernel
+
+
 def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Callable[..., Any]:
     """The kernel for (op, direction): torch's when impl is None or "torch", else the named callable."""
     spec = lookup_op(op)

@@ -16,8 +16,7 @@ from .device import device_name, require_dtype, require_float64, require_memory,
 from .errors import KernelFailure, Skip
 from .interval_bound import bound_for_output
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
-from .kernels import TORCH_IMPL, call_kernel, resolve_impl
-from .lowbit import widened_kernel
+from .kernels import TORCH_IMPL, call_kernel, case_kernel
 from .host_memory import retain_freed_memory
 from .memory import kernel_bytes, peak_bytes
 from .problem import Problem
@@ -85,9 +84,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     """
     retain_freed_memory()  # each case's large tensors reuse the last one's pages (host_memory)
     dev = select_device(device)
-    kernel = resolve_impl(problem.op, problem.direction, impl)
-    if impl is None or impl == TORCH_IMPL:
-        kernel = widened_kernel(kernel, problem.dtype, problem.spec)  # torch has no fp8/i8 conv or CPU gemm: runner/lowbit.py
+    kernel = case_kernel(problem, impl)
     label = impl or TORCH_IMPL
     ref_device = dev if reference.device == "device" else _CPU
     _require_capabilities(problem, dev, ref_device, reference, bound)

@@ -121,3 +121,45 @@ def test_processes_recording_at_once_keep_every_cell(tmp_path):
         assert worker.exitcode == 0
     cells = read_profile(Path(tmp_path) / KEY.file_name).cells
     assert set(cells) == {str(CellKey("gemm", "fwd", "f32", layout)) for batch in batches for layout in batch}
+
+
+def test_the_shipped_cpu_profile_holds_every_probed_cell_of_the_catalogue():
+    """README: the shipped profile of torch on the CPU holds every cell of configs.toml that has probes, so a
+    fresh machine like the one it was measured on probes nothing (`e2egen arithmetic --out
+    runner/arithmetic/profiles` writes it again). The cells it leaves out are those whose probes cannot run."""
+    import torch
+
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+    from e2egen.runner.arithmetic.profile import shipped_profiles
+    from e2egen.runner.errors import KernelFailure, Skip
+    from e2egen.runner.kernels import case_kernel
+
+    (shipped,) = [p for p in shipped_profiles() if p.key.device == "cpu" and p.key.impl == "torch"]
+    catalogue = Path(__file__).resolve().parents[1] / "configs.toml"
+    problems = {}
+    for case in expand(load_catalogue(catalogue)):
+        problem = case.problem()
+        if case.impl in (None, "torch") and lookup.not_probed(problem) is None:
+            problems.setdefault(str(lookup.cell_of(problem)), problem)
+    missing = sorted(set(problems) - set(shipped.cells))
+    assert len(missing) < len(problems) // 50, missing  # a few at most: the rest means the profile is stale
+    for cell in missing:
+        problem = problems[cell]
+        with pytest.raises((Skip, KernelFailure)):
+            lookup.probe_cell(problem, case_kernel(problem), torch.device("cpu"), "torch")
+
+
+def test_the_arithmetic_command_probes_every_kind_of_op_as_runs_do(tmp_path):
+    """`e2egen arithmetic` takes the run's own path (the op's own probes, torch's widened low-bit kernels,
+    integer cells not probed): it once tried the product-sum probes on attention and died with a traceback."""
+    from conftest import run_cli
+
+    result = run_cli("arithmetic", "--filter", "op=attention,exp,sum,scaled_gemm,gemm dtype=f32,i8 pr=yes",
+                     "--device", "cpu", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    cells = read_profile(Path(tmp_path) / "cpu-torch.toml").cells
+    ops = {name.split("/")[0] for name in cells}
+    assert {"attention", "exp", "sum", "gemm"} <= ops
+    assert not any(name.split("/")[2] == "i8" for name in cells)  # integer arithmetic: nothing to probe

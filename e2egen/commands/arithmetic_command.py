@@ -31,11 +31,10 @@ def arithmetic(args) -> int:
     from e2egen.generator.case_filter import case_filter
     from e2egen.generator.cases import expand
     from e2egen.generator.loader import load_catalogue
-    from e2egen.runner.arithmetic.lookup import cell_of, device_key, probe_problem
-    from e2egen.runner.arithmetic.probes import probe_arithmetic
+    from e2egen.runner.arithmetic.lookup import cell_of, device_key, not_probed, probe_cell
     from e2egen.runner.arithmetic.profile import Profile, cache_dir, describe_key, read_profile
     from e2egen.runner.device import tf32_mode
-    from e2egen.runner.kernels import TORCH_IMPL
+    from e2egen.runner.kernels import TORCH_IMPL, case_kernel
 
     cases = expand(load_catalogue(args.catalogue))
     if args.filter:
@@ -52,14 +51,14 @@ def arithmetic(args) -> int:
     cells: dict[tuple[str, object], object] = {}  # (impl, cell) -> a problem of that cell
     for case in cases:
         problem = case.problem()
-        if not hasattr(problem.spec, "probe_params"):
+        if not_probed(problem) is not None:  # integer and fp4 cells, ops without probes: their arithmetic is assumed
             continue
         cells.setdefault((case.impl or TORCH_IMPL, cell_of(problem)), problem)
     profiles: dict[str, Profile] = {}
     failed = 0
     for (impl, cell), problem in sorted(cells.items(), key=lambda item: (item[0][0], str(item[0][1]))):
         try:
-            kernel = runner.resolve_impl(problem.op, problem.direction, impl)
+            kernel = case_kernel(problem, impl)
         except runner.ImplError as err:
             raise UsageError(str(err), key="impl", value=impl) from None
         key = device_key(device, impl)
@@ -67,7 +66,7 @@ def arithmetic(args) -> int:
         started = time.perf_counter()
         try:
             with tf32_mode(problem.dtype == "tf32"):
-                findings = probe_arithmetic(probe_problem(problem), kernel, device, impl)
+                findings = probe_cell(problem, kernel, device, impl)
         except (runner.KernelFailure, runner.Skip) as failure:
             failed += 1
             print(f"{cell}  not probed: {failure.reason}", file=sys.stderr)

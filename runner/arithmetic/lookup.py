@@ -76,6 +76,25 @@ def probe_problem(problem: Problem) -> Problem:
 _memo: dict[tuple[DeviceKey, CellKey], Measured] = {}
 
 
+def not_probed(problem: Problem) -> str | None:
+    """Why the problem's cell has no probes (its arithmetic is then assumed, and said so), or None."""
+    if problem.dtype in INTEGER_DTYPES:  # nothing to measure: integer sums are exact or wrap, which compare reports
+        return "not probed (integer arithmetic)"
+    if problem.dtype in FLOAT4:
+        return "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)"
+    if not hasattr(problem.spec, "probe_params"):
+        return f"assumed ({problem.op} has no probes)"
+    return None
+
+
+def probe_cell(problem: Problem, kernel: Callable[..., Any], device: torch.device, impl: str) -> Arithmetic:
+    """The probes of the problem's cell on its probe problem: the op's own where it brings them (attention,
+    element-wise, reductions, scaled gemm), else the product-sum probes. KernelFailure or Skip when the
+    kernel cannot run them."""
+    probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic
+    return probes(probe_problem(problem), kernel, device, impl)
+
+
 def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch.device, impl: str) -> Measured:
     """The findings for the problem's cell: the cached or shipped profile's, else probed now and cached.
 
@@ -93,16 +112,11 @@ def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: to
             result = Measured(found, cell, key, f"{where} {profile.path.name if profile.path else ''}".strip())
             _memo[(key, cell)] = result
             return result
-    if problem.dtype in INTEGER_DTYPES:  # nothing to measure: integer sums are exact or wrap, which compare reports
-        return Measured(assumed_arithmetic(problem.dtype), cell, key, "not probed (integer arithmetic)")
-    if problem.dtype in FLOAT4:
-        return Measured(assumed_arithmetic(problem.dtype), cell, key,
-                        "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)")
-    if not hasattr(problem.spec, "probe_params"):
-        return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed ({problem.op} has no probes)")
-    probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic  # an op may bring its own
+    reason = not_probed(problem)
+    if reason is not None:
+        return Measured(assumed_arithmetic(problem.dtype), cell, key, reason)
     try:
-        findings = probes(probe_problem(problem), kernel, device, impl)
+        findings = probe_cell(problem, kernel, device, impl)
     except (KernelFailure, Skip) as failure:
         reason = getattr(failure, "reason", str(failure))
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed (the probes could not run: {reason})")

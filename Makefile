@@ -33,7 +33,7 @@ gen: | $(VENV)/.installed
 	$(E2EGEN) gen $(CATALOGUE) --out $(OUT)
 
 pr: gen warm
-	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --kernel-time first $(PYTEST_ARGS)
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest tests -n $(WORKERS) -q $(PYTEST_ARGS)

@@ -83,8 +83,10 @@ def _quote(text: str) -> str:
 
 
 def execute(case: Case, device: str | None = None, catalogue: str | None = None,
-            timeout: float | None = None) -> Outcome:
+            timeout: float | None = None, warm_kernel: bool = True) -> Outcome:
     """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides).
+
+    warm_kernel: the recorded kernel time is a warm call (runner.run); False: its first call, no repeat.
 
     timeout: seconds the case may take (inputs, probes, kernel, reference, compare), enforced here with
     SIGALRM (main thread only); None: no limit here (under pytest, pytest-timeout's applies).
@@ -99,13 +101,13 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None,
     outcome = Outcome(case, "failed", "", device_name, repro_command(case, device_name, catalogue))
     try:
         with time_limit(timeout):
-            _run_case(case, torch_device, outcome)
+            _run_case(case, torch_device, outcome, warm_kernel)
     except CaseTimedOut as expired:
         return timed_out(case, device_name, catalogue, expired.seconds, outcome.timings)
     return outcome
 
 
-def _run_case(case: Case, torch_device: Any, outcome: Outcome) -> None:
+def _run_case(case: Case, torch_device: Any, outcome: Outcome, warm_kernel: bool = True) -> None:
     """Fill `outcome` with what running `case` gives."""
     from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
     from e2egen import runner
@@ -117,6 +119,7 @@ def _run_case(case: Case, torch_device: Any, outcome: Outcome) -> None:
             reference=case.reference,
             bound=case.bound,
             measure=True,
+            warm_kernel=warm_kernel,
         )
     except runner.Skip as skip:
         outcome.status, outcome.reason = "skipped", skip.reason

@@ -31,6 +31,9 @@ import pytest
 OUTCOME = pytest.StashKey["e2egen.generator.execute.Outcome"]()
 
 
+KERNEL_TIMES = ("warm", "first")
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
     group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
@@ -39,6 +42,10 @@ def pytest_addoption(parser):
     group.addoption("--global-seed", type=seed_argument, default=None, help="derive every case's seed from this global seed instead of the generated one")
     group.addoption("--run-slow", action="store_true", default=False,
                     help="run the cases marked slow on the CPU too (skipped there by default; they always run on CUDA)")
+    group.addoption("--kernel-time", default="warm", choices=KERNEL_TIMES,
+                    help="the kernel time a case records: 'warm' (default) repeats a kernel's first call under 1 s "
+                         "and records the repeat, so JIT compilation is not counted; 'first' records the first "
+                         "call and repeats nothing (make pr: it judges numerics, and runs about a sixth faster)")
 
 
 def pytest_configure(config):
@@ -209,7 +216,8 @@ def e2e_case(request):
         # pytest-timeout limits the case when present; without it, the runner does.
         own_limit = None if _has_pytest_timeout(request.config) else (_run_timeout(request.config) or case.time_limit)
         try:
-            outcome = execute(case, device=device, catalogue=catalogue, timeout=own_limit)
+            outcome = execute(case, device=device, catalogue=catalogue, timeout=own_limit,
+                              warm_kernel=request.config.getoption("--kernel-time") == "warm")
         except pytest.fail.Exception as err:
             seconds = _expired_time_limit(err)
             if seconds is None:

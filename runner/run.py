@@ -76,8 +76,11 @@ class RunResult:
 
 def run(problem: Problem, *, impl: str | None = None, device: str | torch.device | None = None,
         reference: ReferenceOptions = ReferenceOptions(), bound: BoundModel | None = None,
-        timing: TimingOptions | None = None, measure: bool | None = None) -> RunResult:
+        timing: TimingOptions | None = None, measure: bool | None = None, warm_kernel: bool = True) -> RunResult:
     """Run one problem; raises Skip (missing capability), KernelFailure, ImplError.
+
+    warm_kernel: record a warm call of the kernel (_call_warm); False records its first call, with no
+    repeat, where the time is not what the run is for (a PR run that judges numerics).
 
     measure: look up (or probe) the kernel's arithmetic; by default when there is a bound to follow it.
     The bound then follows it, and a kernel that flushes subnormals gets a flushing reference.
@@ -113,7 +116,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     kernel_timing = None
     with tf32_mode(problem.dtype == "tf32"):
         if timing is None:
-            out = _call_warm(problem, kernel, kernel_tensors, dev, label, timings)
+            out = _call_warm(problem, kernel, kernel_tensors, dev, label, timings, repeat=warm_kernel)
         else:  # timed after its warm-up calls: the median is the recorded time
             started = time.perf_counter()
             out = call_kernel(problem, kernel, kernel_tensors, dev, label=label, is_torch=label == TORCH_IMPL)
@@ -143,7 +146,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
 
 
 def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
-               timings: dict[str, float]) -> dict[str, torch.Tensor]:
+               timings: dict[str, float], repeat: bool = True) -> dict[str, torch.Tensor]:
     """The kernel's outputs, and its time in timings["kernel"] from a warm call where that is cheap.
 
     JIT kernels (XLA, Triton, torch.compile) compile on their first call of each shape: 38-84 ms per new
@@ -151,7 +154,7 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
     WARM_CALL_LIMIT_S is therefore repeated and the repeat recorded ("kernel_first_call" keeps the first);
     a longer one is recorded as it is, since there compilation is a small share and a repeat would double
     the case's time. Nor is a call repeated whose signature this process has run already (warm_calls):
-    another range or seed of the same shape finds the kernel warm.
+    another range or seed of the same shape finds the kernel warm. With repeat=False no call is repeated.
     """
     signature = warm_calls.signature(problem, label, tensors)
     warm_already = warm_calls.seen(signature)
@@ -159,7 +162,7 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
     out = call_kernel(problem, kernel, tensors, dev, label=label, is_torch=label == TORCH_IMPL)
     first = time.perf_counter() - started
     warm_calls.remember(signature)
-    if warm_already or first >= WARM_CALL_LIMIT_S:
+    if warm_already or not repeat or first >= WARM_CALL_LIMIT_S:
         timings["kernel"] = first
         return out
     del out  # the repeat's outputs replace these; both alive at once would double the outputs' memory

@@ -75,3 +75,9 @@ def test_the_oldest_signature_is_forgotten_past_the_limit(monkeypatch):
     assert len(CALLS) == 1
     run(problem(3), impl=f"{HERE}:jit_like_gemm")  # dropped: called twice again
     assert len(CALLS) == 3
+
+
+def test_without_a_warm_time_the_first_call_is_recorded_and_nothing_repeated():
+    result = run(problem(11), impl=f"{HERE}:jit_like_gemm", warm_kernel=False)
+    assert CALLS == ["compile"]
+    assert "kernel" in result.timings and "kernel_first_call" not in result.timings

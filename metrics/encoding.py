@@ -14,6 +14,8 @@ f8e5m2 15); the elements are then round_elem(x / scale).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from e2egen.metrics.formats import Format, float_format
@@ -54,9 +56,24 @@ def encode(x, dtype, *, saturate: bool = False) -> torch.Tensor:
 
 
 def decode(codes, dtype) -> torch.Tensor:
-    """The float64 values of codes (any integer tensor; only the low `bits` bits are read)."""
+    """The float64 values of codes (any integer tensor; only the low `bits` bits are read): one look-up in
+    the format's table of every code's value."""
     fmt = _byte_format(dtype)
-    bits = torch.as_tensor(codes).to(torch.int64) & ((1 << fmt.bits) - 1)
+    codes = torch.as_tensor(codes)
+    bits = codes.to(torch.int64) & ((1 << fmt.bits) - 1)
+    return _value_table(fmt.name, codes.device)[bits]
+
+
+@functools.lru_cache(maxsize=None)
+def _value_table(name: str, device: torch.device) -> torch.Tensor:
+    """Every code's value (float64, indexed by the code), from its fields (_decode_fields)."""
+    fmt = _byte_format(name)
+    return _decode_fields(torch.arange(1 << fmt.bits, device=device), fmt)
+
+
+def _decode_fields(bits: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The float64 values of the codes `bits` (int64, inside the format's width) from sign, exponent and
+    mantissa."""
     if not fmt.signed:
         values = pow2(bits - E8M0_BIAS)
         return torch.where(bits == E8M0_NAN, float("nan"), values)

@@ -212,8 +212,12 @@ class ConvOp(ProductSumOp):
 
     def scratch_elements(self, params: ConvParams, direction: str) -> int:
         """torch's float64 convolutions on the CPU unfold every window of the batch (im2col/col2im): C·R·S
-        values per output position, in every direction."""
-        return params.n * params.c * math.prod(params.kernel) * math.prod(params.out_size)
+        values per output position, in every direction. A 3-d one (conv_depth) unfolds 1/depth-taps of that
+        per call, and copies the padded input's depths a tap meets, up to the padded input."""
+        windows = params.n * params.c * math.prod(params.kernel) * math.prod(params.out_size)
+        if params.spatial_dims != 3:
+            return windows
+        return windows + params.n * params.c * math.prod(size + b + e for size, (b, e) in zip(params.size, params.pads))
 
     def flops(self, params: ConvParams, direction: str) -> int:
         # Every direction performs the forward pass's multiply-adds (bwd_data's
@@ -290,6 +294,17 @@ class ConvOp(ProductSumOp):
         if not splits_groups(layout):
             return super().arrange_inputs(params, tensors, layout)
         return {name: arrange(name, t, layout, self.spatial_dims, params.groups) for name, t in tensors.items()}
+
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """torch's conv on the float64 inputs; a 3-d one on the CPU as 2-d convs per depth tap (conv_depth:
+        torch's CPU conv3d is several times slower per product than its conv2d). Also the bound's Σ|x|·|w|
+        in f32 (magnitude.widened_sum), which then sums in f32 as analysed whatever out_dtype says."""
+        if self.spatial_dims == 3 and all(t.device.type == "cpu" for t in inputs64.values()):
+            from .conv_depth import conv3d_by_depth
+
+            (name,) = self.output_names(problem.params, problem.direction)
+            return {name: conv3d_by_depth(problem.direction, problem.params, inputs64)}
+        return super().reference(problem, inputs64)
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
         kernel = {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]

@@ -6,32 +6,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from e2egen.runner.errors import ProblemError
+from conv_geometries import geometries
 from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_fwd
 from e2egen.runner.ops.conv_taps import tap_offsets, tap_partial
-
-
-@st.composite
-def geometries(draw) -> ConvParams:
-    dims = draw(st.integers(1, 3))
-    groups = draw(st.sampled_from([1, 2, 3]))
-    kernel = tuple(draw(st.integers(1, 3)) for _ in range(dims))
-    dilation = tuple(draw(st.integers(1, 2)) for _ in range(dims))
-    stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
-    pad = tuple(draw(st.integers(0, 2)) for _ in range(dims))
-    pad_end = tuple(draw(st.integers(0, 2)) for _ in range(dims)) if draw(st.booleans()) else ()
-    span = [d * (r - 1) + 1 for r, d in zip(kernel, dilation)]
-    size = tuple(draw(st.integers(max(1, s - 1), s + 5)) for s in span)
-    try:
-        params = ConvParams(n=draw(st.integers(1, 2)), c=groups * draw(st.integers(1, 3)),
-                            k=groups * draw(st.integers(1, 3)), size=size, kernel=kernel, stride=stride, pad=pad,
-                            dilation=dilation, groups=groups, pad_end=pad_end)
-    except ProblemError:  # an output smaller than one position: not a convolution
-        assume(False)
-    return params
 
 
 def _masked(w: torch.Tensor, tap: int) -> torch.Tensor:

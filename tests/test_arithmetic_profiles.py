@@ -163,3 +163,21 @@ def test_the_arithmetic_command_probes_every_kind_of_op_as_runs_do(tmp_path):
     ops = {name.split("/")[0] for name in cells}
     assert {"attention", "exp", "sum", "gemm"} <= ops
     assert not any(name.split("/")[2] == "i8" for name in cells)  # integer arithmetic: nothing to probe
+
+
+def test_findings_of_another_probes_revision_are_not_used(tmp_path, monkeypatch):
+    """Profiles carry the probes' revision: the shipped one this code's, and a cache written by older probes
+    is probed again rather than trusted."""
+    import torch
+
+    from e2egen.runner.arithmetic.probes import REVISION
+    from e2egen.runner.arithmetic.profile import shipped_profiles
+
+    assert all(dict(p.key.versions).get("probes") == str(REVISION) for p in shipped_profiles())
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
+    lookup.forget()
+    current = lookup.device_key(torch.device("cpu"), "torch")
+    assert dict(current.versions)["probes"] == str(REVISION)
+    older = DeviceKey.of(current.device, current.impl, {**dict(current.versions), "probes": str(REVISION - 1)})
+    record_in_cache(older, CellKey("gemm", "fwd", "f32", "nn"), Arithmetic(acc_bits=11))
+    assert not any(p.path == Path(tmp_path) / current.file_name for p in find_profiles(current))

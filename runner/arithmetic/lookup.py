@@ -14,6 +14,7 @@ from ..kernels import TORCH_IMPL
 from ..problem import Problem
 from .model import Arithmetic, CellKey, assumed_arithmetic
 from ..dtypes import FLOAT4, INTEGER_DTYPES
+from .probes import REVISION as PROBES_REVISION
 from .probes import probe_arithmetic
 from .profile import DeviceKey, find_profiles, forget_parsed_profiles, record_in_cache
 
@@ -33,9 +34,9 @@ class Measured:
 
 @functools.lru_cache(maxsize=None)  # every case asks; the versions and a plug-in's source hash do not change
 def device_key(device: torch.device, impl: str) -> DeviceKey:
-    """The device, impl and what decides their arithmetic: versions, and a plug-in kernel's source (so an
-    edited kernel is probed again)."""
-    versions = {"torch": torch.__version__.split("+")[0]}
+    """The device, impl and what decides their findings: versions, the probes' revision, and a plug-in
+    kernel's source (so an edited kernel is probed again)."""
+    versions = {"torch": torch.__version__.split("+")[0], "probes": str(PROBES_REVISION)}
     if impl != TORCH_IMPL:
         versions["impl_source"] = _source_digest(impl)
     if device.type == "cuda":

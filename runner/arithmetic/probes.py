@@ -38,6 +38,12 @@ import torch
 
 from e2egen import metrics
 
+# The probes' revision, part of every profile's versions: bump it with any change that can alter what a
+# probe finds (this module, experiments.py, an op's own probe_arithmetic), so that cached and shipped
+# findings of the old probes are not used (runs probe again; the shipped profiles must be written again:
+# `e2egen arithmetic --out runner/arithmetic/profiles`).
+REVISION = 1
+
 from ..problem import Problem
 from ..ops.conv import ConvParams
 from .experiments import Experiment, IndexStructure, observe

@@ -37,7 +37,7 @@ HEADER = ("# e2egen arithmetic profile: what the probes measured for one kernel 
 class DeviceKey:
     device: str  # "cpu" or the GPU's name
     impl: str
-    versions: tuple[tuple[str, str], ...] = ()  # sorted (name, version): torch, cuda, cudnn, cpu_capability
+    versions: tuple[tuple[str, str], ...] = ()  # sorted (name, version): torch, cuda, cudnn, cpu_capability, probes
 
     @classmethod
     def of(cls, device: str, impl: str, versions: Mapping[str, str]) -> "DeviceKey":

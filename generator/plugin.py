@@ -45,7 +45,7 @@ def pytest_addoption(parser):
     group.addoption("--kernel-time", default="warm", choices=KERNEL_TIMES,
                     help="the kernel time a case records: 'warm' (default) repeats a kernel's first call under 1 s "
                          "and records the repeat, so JIT compilation is not counted; 'first' records the first "
-                         "call and repeats nothing (make pr: it judges numerics, and runs about a sixth faster)")
+                         "call and repeats nothing (make pr: it judges numerics, and runs about a fifth faster)")
 
 
 def pytest_configure(config):

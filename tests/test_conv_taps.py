@@ -58,3 +58,17 @@ def test_bwd_weight_has_no_taps() -> None:
     params = ConvParams(n=1, c=1, k=1, size=(4,), kernel=(3,), stride=(1,), pad=(0,), dilation=(1,))
     with pytest.raises(ValueError, match="bwd_weight"):
         tap_partial("bwd_weight", params, _inputs(params, torch.Generator().manual_seed(0)), 0)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_a_depthwise_tap_is_the_convolution_with_one_tap(dims: int) -> None:
+    """Depthwise convs (one channel per group) take the per-channel product: the same values."""
+    params = ConvParams(n=2, c=6, k=6, size=(7,) * dims, kernel=(3,) * dims, stride=(2,) * dims, pad=(1,) * dims,
+                        dilation=(1,) * dims, groups=6, pad_end=(0,) * dims)
+    inputs = _inputs(params, torch.Generator().manual_seed(dims))
+    for tap in range(math.prod(params.kernel)):
+        w = _masked(inputs["w"], tap)
+        fwd = torch_conv_fwd(inputs["x"], w, **params.geometry)
+        bwd = torch_conv_bwd_data(inputs["dy"], w, input_shape=params.x_shape, **params.geometry)
+        torch.testing.assert_close(tap_partial("fwd", params, inputs, tap), fwd, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(tap_partial("bwd_data", params, inputs, tap), bwd, rtol=1e-12, atol=1e-12)

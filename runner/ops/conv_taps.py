@@ -39,17 +39,25 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     offsets = tap_offsets(tap, params.kernel)
     w = inputs64["w"][(slice(None), slice(None), *offsets)]
     unit = w.reshape(*w.shape, *([1] * dims))  # (K, C/groups, 1, …): a 1×1 weight
+    # depthwise (one input and one output channel per group): the 1×1 convolution is a product per channel,
+    # which torch's grouped float64 convolutions run one group at a time
+    per_channel = w.reshape(1, -1, *([1] * dims)) if params.c == params.k == params.groups else None
     window = _tap_window(params, offsets)
     if direction == "fwd":
         from .conv import _pad_explicitly
 
-        x = _pad_explicitly(inputs64["x"], params.pads)
+        x = _pad_explicitly(inputs64["x"], params.pads)[(..., *window)]
+        if per_channel is not None:
+            return x * per_channel
         convolve = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
-        return convolve(x[(..., *window)], unit, groups=params.groups)
+        return convolve(x, unit, groups=params.groups)
     if direction != "bwd_data":
         raise ValueError(f"taps cut fwd and bwd_data, not {direction}")
-    transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
-    gathered = transpose(inputs64["dy"], unit, groups=params.groups)  # (N, C, *out_size)
+    if per_channel is not None:
+        gathered = inputs64["dy"] * per_channel
+    else:
+        transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
+        gathered = transpose(inputs64["dy"], unit, groups=params.groups)  # (N, C, *out_size)
     padded_size = [size + b + e for size, (b, e) in zip(params.size, params.pads)]
     padded = gathered.new_zeros((params.n, params.c, *padded_size))
     padded[(..., *window)] = gathered

@@ -44,7 +44,8 @@ def pytest_addoption(parser):
                     help="run the cases marked slow on the CPU too (skipped there by default; they always run on CUDA)")
     group.addoption("--kernel-time", default="warm", choices=KERNEL_TIMES,
                     help="the kernel time a case records: 'warm' (default) repeats a kernel's first call under 1 s "
-                         "and records the repeat, so JIT compilation is not counted; 'first' records the first "
+                         "(once per kernel signature and process) and records the repeat, so JIT compilation is "
+                         "not counted; 'first' records the first "
                          "call and repeats nothing (make pr: it judges numerics, and runs about a fifth faster)")
 
 

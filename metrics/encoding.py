@@ -61,7 +61,7 @@ def decode(codes, dtype) -> torch.Tensor:
     fmt = _byte_format(dtype)
     codes = torch.as_tensor(codes)
     bits = codes.to(torch.int64) & ((1 << fmt.bits) - 1)
-    return _value_table(fmt.name, codes.device)[bits]
+    return _value_table(fmt.name, codes.device).take(bits)  # a copy, also for a 0-d code: the table is shared
 
 
 @functools.lru_cache(maxsize=None)

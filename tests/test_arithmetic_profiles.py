@@ -30,7 +30,7 @@ def test_runs_look_past_a_damaged_cache_and_rewrite_it(tmp_path, monkeypatch):
     lookup.forget()
     path = Path(tmp_path) / KEY.file_name
     path.write_text(DAMAGED["not toml"], encoding="utf-8")
-    with pytest.warns(RuntimeWarning, match="probed again"):  # skipped, and said so: its cells are lost
+    with pytest.warns(RuntimeWarning, match="probe the cells it held again"):  # skipped, and said so: its cells are lost
         assert find_profiles(KEY) == []  # the shipped profiles are for other versions
     cell = CellKey("gemm", "fwd", "f32", "nn")
     record_in_cache(KEY, cell, Arithmetic(acc_bits=11))
@@ -181,3 +181,25 @@ def test_findings_of_another_probes_revision_are_not_used(tmp_path, monkeypatch)
     older = DeviceKey.of(current.device, current.impl, {**dict(current.versions), "probes": str(REVISION - 1)})
     record_in_cache(older, CellKey("gemm", "fwd", "f32", "nn"), Arithmetic(acc_bits=11))
     assert not any(p.path == Path(tmp_path) / current.file_name for p in find_profiles(current))
+
+
+def test_a_damaged_cache_is_parsed_and_said_once_even_with_warnings_as_errors(tmp_path, monkeypatch, capsys):
+    """Every case looks its cell up: a damaged cache is not parsed again for each, and a run under -W error
+    still goes on (the warning becomes a line on stderr)."""
+    import warnings
+
+    from e2egen.runner.arithmetic import profile as profiles
+
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
+    monkeypatch.setattr(profiles, "_warned", set())
+    lookup.forget()
+    (Path(tmp_path) / KEY.file_name).write_text(DAMAGED["bad finding"], encoding="utf-8")
+    parsed = []
+    original = profiles.Profile.from_toml
+    monkeypatch.setattr(profiles.Profile, "from_toml", staticmethod(lambda *a, **k: parsed.append(1) or original(*a, **k)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(5):
+            assert find_profiles(KEY) == []
+    assert len(parsed) == 1
+    assert capsys.readouterr().err.count("warning: ") == 1

@@ -444,3 +444,12 @@ def test_compare_fp4_takes_codes_or_packed_pairs():
     assert a.worst["max_abs_diff"].out == -3.0
     with pytest.raises(ValueError, match="4-bit codes, one a byte"):
         compare(ref, ref.to(torch.float32), "f4e2m1")
+
+
+def test_a_decoded_value_is_a_copy_of_the_shared_table():
+    """decode looks values up in one table per format: changing a result, even a 0-d one, leaves it alone."""
+    one = decode(torch.tensor(0x38, dtype=torch.uint8), "f8e4m3fn")
+    assert one.item() == 1.0
+    one.add_(100)
+    assert decode(torch.tensor([0x38], dtype=torch.uint8), "f8e4m3fn").tolist() == [1.0]
+    assert decode(0x38, "f8e4m3fn").item() == 1.0

@@ -32,7 +32,7 @@ def arithmetic(args) -> int:
     from e2egen.generator.cases import expand
     from e2egen.generator.loader import load_catalogue
     from e2egen.runner.arithmetic.lookup import cell_of, device_key, not_probed, probe_cell
-    from e2egen.runner.arithmetic.profile import Profile, cache_dir, describe_key, read_profile
+    from e2egen.runner.arithmetic.profile import Profile, cache_dir, describe_key, other_writers_excluded, read_profile
     from e2egen.runner.device import tf32_mode
     from e2egen.runner.kernels import TORCH_IMPL, case_kernel
 
@@ -77,15 +77,16 @@ def arithmetic(args) -> int:
             print(f"{'':44s}          note: {note}")
     for impl, profile in profiles.items():
         path = out_dir / profile.key.file_name
-        before = read_profile(path)
-        if before is not None and before.key == profile.key:
-            for name, findings in sorted(profile.cells.items()):
-                old = before.cells.get(name)
-                if old is not None and old.differences(findings):
-                    print(f"CHANGED {name}: " + ", ".join(old.differences(findings)))
-            merged = dict(before.cells)
-            merged.update(profile.cells)
-            profile.cells = merged
-        profile.write(path)
+        with other_writers_excluded(path):  # runs may be adding cells to the same cache file
+            before = read_profile(path)
+            if before is not None and before.key == profile.key:
+                for name, findings in sorted(profile.cells.items()):
+                    old = before.cells.get(name)
+                    if old is not None and old.differences(findings):
+                        print(f"CHANGED {name}: " + ", ".join(old.differences(findings)))
+                merged = dict(before.cells)
+                merged.update(profile.cells)
+                profile.cells = merged
+            profile.write(path)
         print(f"profile of {describe_key(profile.key)}: {len(profile.cells)} cells -> {path}")
     return EXIT_FAILED if failed else EXIT_OK

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import re
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -152,12 +153,12 @@ def _shipped() -> tuple[Profile, ...]:
     return tuple(shipped_profiles())
 
 
-_parsed: dict[Path, tuple[tuple[int, int, int], Profile | None]] = {}
+_parsed: dict[Path, tuple[tuple[int, int, int], "Profile | ProfileError | None"]] = {}
 
 
 def _read_if_changed(path: Path) -> Profile | None:
     """read_profile, parsed again only when the file changed (profiles are written atomically: a new
-    inode each time), so a run does not parse its cached profile for every case."""
+    inode each time), so a run does not parse its cached profile, nor fail to, for every case."""
     try:
         status = path.stat()
     except FileNotFoundError:
@@ -166,11 +167,15 @@ def _read_if_changed(path: Path) -> Profile | None:
         return read_profile(path)  # its error names the file
     stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
     seen = _parsed.get(path)
-    if seen is not None and seen[0] == stamp:
-        return seen[1]
-    profile = read_profile(path)
-    _parsed[path] = (stamp, profile)
-    return profile
+    if seen is None or seen[0] != stamp:
+        try:
+            seen = (stamp, read_profile(path))
+        except ProfileError as err:
+            seen = (stamp, err)
+        _parsed[path] = seen
+    if isinstance(seen[1], ProfileError):
+        raise seen[1]
+    return seen[1]
 
 
 def forget_parsed_profiles() -> None:
@@ -196,15 +201,20 @@ _warned: set[str] = set()
 
 
 def _warn_once(err: ProfileError) -> None:
-    """Say so (once per file and process) when the cache is damaged: its cells are probed again and lost."""
+    """Say so (once per file and process) when the cache is damaged: its cells are lost."""
     text = str(err)
-    if text not in _warned:
-        _warned.add(text)
-        warnings.warn(f"{text}; its cells are probed again and the file is rewritten", RuntimeWarning, stacklevel=3)
+    if text in _warned:
+        return
+    _warned.add(text)
+    message = f"{text}; runs probe the cells it held again, and the first cell probed rewrites it"
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    except RuntimeWarning:  # warnings made errors (-W error): the run still goes on, and says so
+        print(f"warning: {message}", file=sys.stderr)
 
 
 @contextlib.contextmanager
-def _other_processes_excluded(path: Path):
+def other_writers_excluded(path: Path):
     """An advisory lock on `path`.lock while a process reads, adds to and rewrites the profile: xdist
     workers probing at once would otherwise each write back what they read, dropping the others' new cells.
     Where the lock cannot be had (no fcntl, a read-only folder) the write goes ahead unlocked: a lost cell is
@@ -228,7 +238,7 @@ def _other_processes_excluded(path: Path):
 def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:
     """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
     path = cache_dir() / key.file_name
-    with _lock, _other_processes_excluded(path):
+    with _lock, other_writers_excluded(path):
         try:
             profile = read_profile(path)
         except ProfileError:

@@ -296,14 +296,15 @@ class ConvOp(ProductSumOp):
         return {name: arrange(name, t, layout, self.spatial_dims, params.groups) for name, t in tensors.items()}
 
     def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """torch's conv on the float64 inputs; a 3-d one on the CPU as 2-d convs per depth tap (conv_depth:
-        torch's CPU conv3d is several times slower per product than its conv2d). Also the bound's Σ|x|·|w|
-        in f32 (magnitude.widened_sum), which then sums in f32 as analysed whatever out_dtype says."""
+        """torch's conv on the float64 inputs; a 3-d one on the CPU as 2-d convs per depth tap where that is
+        faster (conv_depth). Also the bound's Σ|x|·|w| in f32 (magnitude.widened_sum)."""
         if self.spatial_dims == 3 and all(t.device.type == "cpu" for t in inputs64.values()):
-            from .conv_depth import conv3d_by_depth
+            from .conv_depth import by_depth_is_faster, conv3d_by_depth
 
-            (name,) = self.output_names(problem.params, problem.direction)
-            return {name: conv3d_by_depth(problem.direction, problem.params, inputs64)}
+            dtype = next(iter(inputs64.values())).dtype
+            if by_depth_is_faster(problem.params, problem.direction, dtype):
+                (name,) = self.output_names(problem.params, problem.direction)
+                return {name: conv3d_by_depth(problem.direction, problem.params, inputs64)}
         return super().reference(problem, inputs64)
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:

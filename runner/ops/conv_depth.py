@@ -1,12 +1,10 @@
 """A 3-d convolution as 2-d convolutions, one per depth tap: the reference's (and the bound's Σ|x|·|w|)
-way to run conv3d on the CPU.
+way to run conv3d on the CPU where that is faster than torch's conv3d (by_depth_is_faster).
 
-torch's CPU conv3d in float64 (and float32) unfolds every 3-d window (vol2col) and runs several times
-slower per product than its conv2d: a C3D layer (64→64, 8×28×28, 3×3×3) takes 57 ms in float64 as one
-conv3d and 26 ms as three conv2d calls. Depth tap t of the kernel meets input depth od·s + t·d for output
-depth od, so the output depths stack as a batch of 2-d problems: N·D_out images of C channels, convolved
-with the weight's depth slice t, summed over t. The sums run in another order than conv3d's, which moves
-the float64 result by a few float64 ulps (the reference's own error, far below any bound it meets).
+Depth tap t of the kernel meets input depth od·s + t·d for output depth od, so the output depths stack
+as a batch of 2-d problems: N·D_out images of C channels, convolved with the weight's depth slice t,
+summed over t. The sums run in another order than conv3d's, which moves the float64 result by a few
+float64 ulps (the reference's own error, far below any bound it meets).
 """
 from __future__ import annotations
 
@@ -34,6 +32,19 @@ def _as_volume(images: "torch.Tensor", n: int) -> "torch.Tensor":
     """(N·D, C, H, W) -> (N, C, D, H, W), a view."""
     nd, c, h, w = images.shape
     return images.view(n, nd // n, c, h, w).transpose(1, 2)
+
+
+def by_depth_is_faster(params: "ConvParams", direction: str, dtype: "torch.dtype") -> bool:
+    """Where the depth taps beat torch's CPU conv3d, as measured (C3D 64→64, 8×28×28, 3×3×3, torch 2.13,
+    2 cores; README): for one sample (torch unfolds its windows, vol2col, and runs it 1.2–3.5× slower:
+    float64 59 → 25–50 ms, f32 30 → 8–9 ms), and for float64 bwd_data at any batch (col2vol: 2–2.8×).
+    Larger f32 batches go to oneDNN, and larger float64 fwd and bwd_weight batches are as fast as torch's
+    (0.7–1.2×); a depth-1 kernel has no taps to gain from."""
+    import torch
+
+    if params.kernel[0] == 1:
+        return False
+    return params.n == 1 or (dtype == torch.float64 and direction == "bwd_data")
 
 
 def conv3d_by_depth(direction: str, params: "ConvParams", tensors: Mapping[str, "torch.Tensor"]) -> "torch.Tensor":
@@ -73,4 +84,4 @@ def conv3d_by_depth(direction: str, params: "ConvParams", tensors: Mapping[str, 
     return torch.stack(parts, dim=2)
 
 
-__all__ = ["conv3d_by_depth"]
+__all__ = ["by_depth_is_faster", "conv3d_by_depth"]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import catalogue_text, run_cli
+from conftest import TINY_GEMM, catalogue_text, run_cli
 
 COUNTING_KERNEL = '''
 import os
@@ -20,21 +20,8 @@ def gemm(a, b):
     return a @ b
 '''
 
-GEMMS = """
-[[suite]]
-name = "mm"
-op = "gemm"
-impl = "counting_kernel:gemm"
-dtypes = ["f32"]
-layouts = ["nn", "tt"]
-ranges = ["r0"]
-
-[[suite.config]]
-name = "small"
-m = 4
-n = 4
-k = 8
-"""
+# conftest's tiny gemms (nn and tt: two kernel signatures) through the counting kernel, one range each
+GEMMS = TINY_GEMM.replace('op = "gemm"', 'op = "gemm"\nimpl = "counting_kernel:gemm"').replace('["r0", "r4"]', '["r0"]')
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,16 @@ class ConvParams:
         return tuple(zip(self.pad, self.pad_end or self.pad))
 
     @property
+    def padded_size(self) -> tuple[int, ...]:
+        """The input's spatial sizes with its padding."""
+        return tuple(size + b + e for size, (b, e) in zip(self.size, self.pads))
+
+    def tap_positions(self, offsets: tuple[int, ...]) -> tuple[slice, ...]:
+        """The positions of the padded input that the window position `offsets` meets, one per output position."""
+        return tuple(slice(r * d, r * d + s * (o - 1) + 1, s)
+                     for r, d, s, o in zip(offsets, self.dilation, self.stride, self.out_size))
+
+    @property
     def pad_text(self) -> str:
         return str(list(self.pad)) if self.symmetric else str([list(pair) for pair in self.pads])
 
@@ -217,7 +227,7 @@ class ConvOp(ProductSumOp):
         windows = params.n * params.c * math.prod(params.kernel) * math.prod(params.out_size)
         if params.spatial_dims != 3:
             return windows
-        return windows + params.n * params.c * math.prod(size + b + e for size, (b, e) in zip(params.size, params.pads))
+        return windows + params.n * params.c * math.prod(params.padded_size)
 
     def flops(self, params: ConvParams, direction: str) -> int:
         # Every direction performs the forward pass's multiply-adds (bwd_data's
@@ -380,6 +390,11 @@ def _pad_explicitly(x: torch.Tensor, pairs: tuple[tuple[int, int], ...]) -> torc
     return F.pad(x, [q for b, e in reversed(pairs) for q in (b, e)])  # F.pad lists the last dim first
 
 
+def _unpadded(padded: torch.Tensor, size, pairs) -> torch.Tensor:
+    """The positions of a padded (N, C, *spatial) tensor that lie inside the unpadded input (a view)."""
+    return padded[(..., *(slice(b, b + n) for n, (b, _) in zip(size, pairs)))]
+
+
 def _is_grouped(tensor: torch.Tensor, stride) -> bool:
     """Whether a kernel's tensor comes with its groups split out (one rank above (N, C, *spatial))."""
     return tensor.dim() == len(stride) + 3
@@ -418,7 +433,7 @@ def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, strid
         return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
     padded_shape = [*input_shape[:2], *(size + b + e for size, (b, e) in zip(input_shape[2:], pairs))]
     dx = _torch_functions()["bwd_data"][dy.dim()](padded_shape, w, dy, stride, 0, dilation, groups)
-    return dx[(..., *(slice(b, b + size) for size, (b, _) in zip(input_shape[2:], pairs)))]
+    return _unpadded(dx, input_shape[2:], pairs)
 
 
 def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:

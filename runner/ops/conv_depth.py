@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 def _depth_rows(params: "ConvParams", tap: int) -> slice:
     """The padded input depths that depth tap `tap` meets, one per output depth."""
-    start = tap * params.dilation[0]
-    return slice(start, start + params.stride[0] * (params.out_size[0] - 1) + 1, params.stride[0])
+    return params.tap_positions((tap, 0, 0))[0]
 
 
 def _as_images(volume: "torch.Tensor") -> "torch.Tensor":
@@ -53,7 +52,7 @@ def conv3d_by_depth(direction: str, params: "ConvParams", tensors: Mapping[str, 
     import torch.nn.functional as F
     from torch.nn import grad
 
-    from .conv import _pad_explicitly
+    from .conv import _pad_explicitly, _unpadded
 
     plane = {"stride": params.stride[1:], "dilation": params.dilation[1:], "groups": params.groups}
     depth_taps, n = params.kernel[0], params.n
@@ -66,15 +65,14 @@ def conv3d_by_depth(direction: str, params: "ConvParams", tensors: Mapping[str, 
             total = part if total is None else total.add_(part)
         return _as_volume(total, n)
     dy_images = _as_images(tensors["dy"])
-    padded_size = [size + b + e for size, (b, e) in zip(params.size, params.pads)]
     if direction == "bwd_data":
         w = tensors["w"]
-        dx = dy_images.new_zeros((n, params.c, *padded_size))
-        image_shape = (dy_images.shape[0], params.c, *padded_size[1:])
+        dx = dy_images.new_zeros((n, params.c, *params.padded_size))
+        image_shape = (dy_images.shape[0], params.c, *params.padded_size[1:])
         for tap in range(depth_taps):
             part = grad.conv2d_input(image_shape, w[:, :, tap], dy_images, padding=0, **plane)
             dx[:, :, _depth_rows(params, tap)] += _as_volume(part, n)
-        return dx[(..., *(slice(b, b + size) for size, (b, _) in zip(params.size, params.pads)))]
+        return _unpadded(dx, params.size, params.pads)
     if direction != "bwd_weight":
         raise ValueError(f"a convolution's direction is fwd, bwd_data or bwd_weight, not {direction!r}")
     x = _pad_explicitly(tensors["x"], params.pads)

@@ -25,15 +25,11 @@ def tap_offsets(tap: int, kernel: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(offsets))
 
 
-def _tap_window(params: "ConvParams", offsets: tuple[int, ...]) -> tuple[slice, ...]:
-    """The positions of the padded input that tap `offsets` meets, one per output position."""
-    return tuple(slice(r * d, r * d + s * (o - 1) + 1, s)
-                 for r, d, s, o in zip(offsets, params.dilation, params.stride, params.out_size))
-
-
 def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
     """Tap `tap`'s partial sum of every output element (float64, logical layout): fwd's y or bwd_data's dx."""
     import torch.nn.functional as F
+
+    from .conv import _pad_explicitly, _unpadded
 
     dims = params.spatial_dims
     offsets = tap_offsets(tap, params.kernel)
@@ -42,10 +38,8 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     # depthwise (one input and one output channel per group): the 1×1 convolution is a product per channel,
     # which torch's grouped float64 convolutions run one group at a time
     per_channel = w.reshape(1, -1, *([1] * dims)) if params.c == params.k == params.groups else None
-    window = _tap_window(params, offsets)
+    window = params.tap_positions(offsets)
     if direction == "fwd":
-        from .conv import _pad_explicitly
-
         x = _pad_explicitly(inputs64["x"], params.pads)[(..., *window)]
         if per_channel is not None:
             return x * per_channel
@@ -58,10 +52,9 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     else:
         transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
         gathered = transpose(inputs64["dy"], unit, groups=params.groups)  # (N, C, *out_size)
-    padded_size = [size + b + e for size, (b, e) in zip(params.size, params.pads)]
-    padded = gathered.new_zeros((params.n, params.c, *padded_size))
+    padded = gathered.new_zeros((params.n, params.c, *params.padded_size))
     padded[(..., *window)] = gathered
-    return padded[(..., *(slice(b, b + size) for size, (b, _) in zip(params.size, params.pads)))]
+    return _unpadded(padded, params.size, params.pads)
 
 
 __all__ = ["tap_offsets", "tap_partial"]

@@ -34,11 +34,11 @@ def _as_volume(images: "torch.Tensor", n: int) -> "torch.Tensor":
 
 
 def by_depth_is_faster(params: "ConvParams", direction: str, dtype: "torch.dtype") -> bool:
-    """Where the depth taps beat torch's CPU conv3d, as measured (C3D 64→64, 8×28×28, 3×3×3, torch 2.13,
-    2 cores; README): for one sample (torch unfolds its windows, vol2col, and runs it 1.2–3.5× slower:
-    float64 59 → 25–50 ms, f32 30 → 8–9 ms), and for float64 bwd_data at any batch (col2vol: 2–2.8×).
-    Larger f32 batches go to oneDNN, and larger float64 fwd and bwd_weight batches are as fast as torch's
-    (0.7–1.2×); a depth-1 kernel has no taps to gain from."""
+    """Where the depth taps beat torch's CPU conv3d, as measured (benchmarks/bench_conv3d.py: C3D 64→64,
+    8×28×28, 3×3×3, torch 2.13, 2 cores): one sample, whose 3-d windows torch unfolds (vol2col) 1.7–3.7×
+    slower, and float64 bwd_data at any batch (col2vol: 2.5×). Larger f32 batches go to oneDNN and larger
+    float64 fwd and bwd_weight batches to torch's batched path, both faster than the taps (0.7–0.9×); a
+    depth-1 kernel has no taps to gain from."""
     import torch
 
     if params.kernel[0] == 1:

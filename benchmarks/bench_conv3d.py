@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_tool_work import positive  # noqa: E402  (this folder is on the path when a script runs)
+
 
 def median_ms(call, repeats: int) -> float:
     call()
@@ -29,7 +31,7 @@ def median_ms(call, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=positive, default=5)
     args = parser.parse_args()
 
     import torch

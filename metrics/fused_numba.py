@@ -306,31 +306,34 @@ if AVAILABLE:
             ints[c, P.I_OVER] = specials[4]
             ints[c, P.I_FIRST_OVER] = specials[5]
 
-    @numba.njit(cache=True, error_model="numpy")
+    @numba.njit(cache=True, error_model="numpy", nogil=True)
     def _locate(ref, out_bits, bound, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax, bits,
                 max_pattern, max_bits, min_normal_bits, mode):
-        """First index in [lo, hi) reaching each maximum in targets (by ABS..ULP; -1: not wanted)."""
-        found = np.full(targets.shape[0], -1, np.int64)
-        missing = 0
-        for k in range(targets.shape[0]):
-            missing += targets[k] >= 0
-        for i in range(lo, hi):
-            if missing == 0:
-                break
-            b = -1.0 if bound is None else bound[i]
+        """First index in [lo, hi) reaching each maximum in targets (by ABS..ULP; -1: not wanted, and no
+        element matches -1: every value here is >= 0). One branch-free pass keeping the least matching
+        position per target, so that it vectorises like _reduce_chunk; a scalar loop that stops at the
+        last find scanned half a chunk at several times the cost."""
+        n = hi - lo
+        first_abs = first_rel = first_rel_old = first_eps = first_bound = first_ulp = n
+        ref_c, out_c = ref[lo:hi], out_bits[lo:hi]  # slices from 0 (see _reduce_chunk)
+        bound_c = None if bound is None else bound[lo:hi]
+        t_abs, t_rel, t_rel_old = targets[ABS], targets[REL], targets[REL_OLD]
+        t_eps, t_bound, t_ulp = targets[EPS], targets[BOUND], targets[ULP]
+        for i in range(n):
+            b = -1.0 if bound_c is None else bound_c[i]
             (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
-             u1, u2) = _measure(ref[i], out_bits[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+             u1, u2) = _measure(ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
                                 max_bits, min_normal_bits, mode)
-            hits = (compared and _bits(d) == targets[ABS],
-                    nonzero_ref and _bits(rel) == targets[REL],
-                    rel_old_ok and _bits(rel) == targets[REL_OLD],
-                    compared and _bits(eps) == targets[EPS],
-                    compared and _bits(ratio) == targets[BOUND],
-                    compared and ulp_distance == targets[ULP])
-            for k in range(6):
-                if hits[k] and found[k] < 0:
-                    found[k] = i
-                    missing -= 1
+            first_abs = min(first_abs, i if compared and _bits(d) == t_abs else n)
+            first_rel = min(first_rel, i if nonzero_ref and _bits(rel) == t_rel else n)
+            first_rel_old = min(first_rel_old, i if rel_old_ok and _bits(rel) == t_rel_old else n)
+            first_eps = min(first_eps, i if compared and _bits(eps) == t_eps else n)
+            first_bound = min(first_bound, i if compared and _bits(ratio) == t_bound else n)
+            first_ulp = min(first_ulp, i if compared and ulp_distance == t_ulp else n)
+        found = np.full(targets.shape[0], -1, np.int64)
+        for k, first in enumerate((first_abs, first_rel, first_rel_old, first_eps, first_bound, first_ulp)):
+            if first < n and targets[k] >= 0:
+                found[k] = lo + first
         return found
 
 
@@ -343,6 +346,9 @@ def _format_args(fmt: Format, ftz: bool, rel_floor: float, mode: int) -> dict:
 
 # 21-bit packed counters (see _reduce_chunk) cap a chunk's length.
 MAX_CHUNK = (1 << 21) - 1
+# Below this many elements per thread a second thread costs more in the hand-off than it saves (measured:
+# 64K f16 elements 0.56 ms on one thread, 0.72 ms on two; 256K 1.22 ms against 1.0 ms).
+MIN_ELEMENTS_PER_THREAD = 1 << 17
 
 
 def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fmt: Format,
@@ -359,7 +365,8 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     maxima_bits = np.empty((n_chunks, BAD_BOUNDS + 1), np.int64)
     args = _format_args(fmt, ftz, rel_floor, mode)
     # one contiguous share of the chunks per thread (see threads.py)
-    edges = np.linspace(0, n_chunks, threads.thread_count(n_chunks) + 1).astype(np.int64)
+    shares = threads.thread_count(min(n_chunks, max(1, ref.shape[0] // MIN_ELEMENTS_PER_THREAD)))
+    edges = np.linspace(0, n_chunks, shares + 1).astype(np.int64)
     threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]),
                                   maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
                 range(len(edges) - 1))

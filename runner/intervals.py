@@ -31,6 +31,8 @@ from e2egen import metrics
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float64
 
+from .interval_passes import fused_outward, fused_width
+
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
 
@@ -47,6 +49,9 @@ class Allowance:
     absolute_inside: tuple[float, float] | None = None
 
     def width(self, x: torch.Tensor, y: torch.Tensor, fmt: str) -> torch.Tensor:
+        fused = fused_width(self, x, y, fmt)  # the same values in one numba pass, where it applies
+        if fused is not None:
+            return fused
         ulp_part = (self.ulps + self.ulps_per_abs_x * x.abs()) * _ulp(y, fmt)
         if self.absolute_inside is None:
             return ulp_part + self.absolute
@@ -165,7 +170,8 @@ def round_up(x: torch.Tensor, fmt: str) -> torch.Tensor:
 
 
 def outward(lo: torch.Tensor, hi: torch.Tensor, fmt: str) -> Interval:
-    return Interval(round_down(lo, fmt), round_up(hi, fmt))
+    fused = fused_outward(lo, hi, fmt)  # the same values in one numba pass, where it applies
+    return Interval(*fused) if fused is not None else Interval(round_down(lo, fmt), round_up(hi, fmt))
 
 
 def _slack(values: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,93 @@
+"""The element-wise bounds with the numba interval passes against intervals.py's torch definitions.
+
+    .venv/bin/python benchmarks/bench_intervals.py [--catalogue configs.toml] [--all] [--repeats 5]
+
+Every element-wise case (pointwise ops) of the PR subset (--all: of the catalogue) runs as a test runs it
+(runner.run with the case's bound, on the CPU), alternately with the passes of runner/interval_passes.py
+(outward rounding and allowance widths in one numba pass each; what a run uses) and with the torch
+definitions they replace (the baseline, intervals.py's ops), --repeats times each; per op the median
+bound time of each, summed over the op's cases, the speed-up, and the bound next to the case's float64
+reference and kernel (issue 20's goals: bound <= 0.5x the reference, tool work <= the kernel).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_tool_work import family_of, positive  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--catalogue", default=str(REPO / "configs.toml"))
+    parser.add_argument("--all", action="store_true", help="every element-wise case, not only the PR subset")
+    parser.add_argument("--repeats", type=positive, default=5, help="timed runs of each case per path (default 5)")
+    args = parser.parse_args()
+
+    from e2egen.errors import UserError
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+
+    try:
+        cases = expand(load_catalogue(args.catalogue))
+    except (UserError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    cases = [c for c in cases if (args.all or c.pr) and family_of(c.op) == "element-wise"]
+
+    import torch
+
+    from e2egen import runner
+    from e2egen.runner.interval_passes import torch_definitions
+
+    def bound_seconds(case, passes: bool) -> dict[str, float]:
+        problem = case.problem()
+        if passes:
+            result = runner.run(problem, impl=case.impl, device="cpu", reference=case.reference, bound=case.bound)
+        else:
+            with torch_definitions():
+                result = runner.run(problem, impl=case.impl, device="cpu", reference=case.reference, bound=case.bound)
+        return result.timings
+
+    print(f"# {args.catalogue}: {len(cases)} element-wise cases ({'all' if args.all else 'PR subset'}), median of "
+          f"{args.repeats} per path; torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for case in cases:
+        for passes in (True, False):  # compile and warm both paths before timing
+            bound_seconds(case, passes)
+        samples: dict[str, list[float]] = defaultdict(list)
+        for _ in range(args.repeats):
+            for passes in (True, False):
+                timings = bound_seconds(case, passes)
+                samples["passes" if passes else "torch"].append(timings["bound"])
+                if passes:
+                    samples["reference"].append(timings["reference"])
+                    samples["kernel"].append(timings["kernel"])
+        total = sums[case.op]
+        total["cases"] += 1
+        for key, values in samples.items():
+            total[key] += statistics.median(values)
+    header = ["op", "cases", "kernel ms", "reference ms", "bound, torch definitions ms (baseline)",
+              "bound, numba passes ms", "speed-up", "bound ÷ reference", "bound ÷ kernel"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + " --- |" * len(header))
+    grand: dict[str, float] = defaultdict(float)
+    for op, total in sorted(sums.items()):
+        for key, value in total.items():
+            grand[key] += value
+    for op, total in [*sorted(sums.items()), ("all", grand)]:
+        print(f"| {op} | {total['cases']:.0f} | {total['kernel'] * 1e3:.1f} | {total['reference'] * 1e3:.1f} | "
+              f"{total['torch'] * 1e3:.1f} | {total['passes'] * 1e3:.1f} | {total['torch'] / total['passes']:.2f} | "
+              f"{total['passes'] / total['reference']:.1f} | {total['passes'] / total['kernel']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

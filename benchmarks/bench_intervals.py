@@ -1,13 +1,14 @@
-"""The element-wise bounds with the numba interval passes against intervals.py's torch definitions.
+"""The element-wise bounds with the numba passes against the torch definitions they replace.
 
     .venv/bin/python benchmarks/bench_intervals.py [--catalogue configs.toml] [--all] [--repeats 5]
 
 Every element-wise case (pointwise ops) of the PR subset (--all: of the catalogue) runs as a test runs it
-(runner.run with the case's bound, on the CPU), alternately with the passes of runner/interval_passes.py
-(outward rounding and allowance widths in one numba pass each; what a run uses) and with the torch
-definitions they replace (the baseline, intervals.py's ops), --repeats times each; per op the median
-bound time of each, summed over the op's cases, the speed-up, and the bound next to the case's float64
-reference and kernel (issue 20's goals: bound <= 0.5x the reference, tool work <= the kernel).
+(runner.run with the case's bound, on the CPU), alternately with the numba passes (what a run uses:
+runner/interval_passes.py's outward rounding and allowance widths, metrics.round_to and metrics.ulp
+in one pass each) and with the torch definitions beside them (the baseline; E2E_METRICS_BACKEND=torch
+for those runs), --repeats times each; per op the median bound time of each, summed over the op's
+cases, the speed-up, and the bound next to the case's float64 reference and kernel (issue 20's goals:
+bound <= 0.5x the reference, tool work <= the kernel).
 """
 from __future__ import annotations
 
@@ -45,16 +46,19 @@ def main() -> None:
     import torch
 
     from e2egen import runner
-    from e2egen.runner.interval_passes import torch_definitions
+    from e2egen.metrics.backend import ENV_VAR
 
     def bound_seconds(case, passes: bool) -> dict[str, float]:
-        problem = case.problem()
-        if passes:
-            result = runner.run(problem, impl=case.impl, device="cpu", reference=case.reference, bound=case.bound)
-        else:
-            with torch_definitions():
-                result = runner.run(problem, impl=case.impl, device="cpu", reference=case.reference, bound=case.bound)
-        return result.timings
+        before = os.environ.get(ENV_VAR)
+        os.environ[ENV_VAR] = "numba" if passes else "torch"
+        try:
+            return runner.run(case.problem(), impl=case.impl, device="cpu", reference=case.reference,
+                              bound=case.bound).timings
+        finally:
+            if before is None:
+                del os.environ[ENV_VAR]
+            else:
+                os.environ[ENV_VAR] = before
 
     print(f"# {args.catalogue}: {len(cases)} element-wise cases ({'all' if args.all else 'PR subset'}), median of "
           f"{args.repeats} per path; torch {torch.__version__}, {torch.get_num_threads()} threads, load average "

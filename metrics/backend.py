@@ -1,4 +1,4 @@
-"""Which fused kernel runs a comparison.
+"""Which fused kernel runs a comparison (and the other numba passes: numba_path).
 
 numba (one parallel pass, CPU only) when it is installed, plain torch
 otherwise and on every other device. E2E_METRICS_BACKEND=torch|numba forces
@@ -52,6 +52,13 @@ def choose(requested: str | None, device: torch.device) -> str:
         notify_once("numba missing", NUMBA_MISSING)
         return "torch"
     return "numba"
+
+
+def numba_path(device: torch.device) -> bool:
+    """Whether the numba kernels run for tensors on `device`: the same choice as compare's (numba on the CPU
+    when installed, unless E2E_METRICS_BACKEND=torch), for every numba pass with a torch definition beside
+    it (rounding's round_to and ulp, the interval passes)."""
+    return choose(None, device) == "numba"
 
 
 def default_chunk(backend: str, device: torch.device) -> int:

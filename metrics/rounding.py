@@ -2,7 +2,8 @@
 
 Everything works on the IEEE layout of float64 with integer operations, so it
 is exact for every input and runs the same on any torch device. The fused
-torch path reuses the pattern helpers; the numba kernel repeats the same
+torch path reuses the pattern helpers; the numba kernels (fused_numba's
+comparison, rounding_numba's round_to and ulp on the CPU) repeat the same
 arithmetic element by element.
 
 A "pattern" below is the magnitude bit pattern of a value in the target
@@ -15,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from e2egen.metrics import rounding_numba
+from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import Format, float_format
 
 F64_MANTISSA_BITS = 52
@@ -101,8 +104,9 @@ def ulp_exponent(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> t
 _PIECE = 1 << 20
 
 
-def _elementwise(x, compute) -> torch.Tensor:
-    """compute(float64 piece) over x in pieces; numpy in, numpy out."""
+def _elementwise(x, compute, fused=None) -> torch.Tensor:
+    """compute(float64 piece) over x in pieces; numpy in, numpy out. fused(flat values, flat result), numpy
+    arrays, does the same in one numba pass where compare's numba path would run (backend.numba_path)."""
     was_numpy = isinstance(x, np.ndarray)
     tensor = torch.from_numpy(np.ascontiguousarray(x)) if was_numpy else torch.as_tensor(x)
     if not tensor.is_floating_point():
@@ -110,8 +114,11 @@ def _elementwise(x, compute) -> torch.Tensor:
     values = tensor.detach().to(torch.float64).contiguous()
     result = torch.empty_like(values)
     flat_in, flat_out = values.view(-1), result.view(-1)
-    for start in range(0, flat_in.numel(), _PIECE):
-        flat_out[start:start + _PIECE] = compute(flat_in[start:start + _PIECE])
+    if fused is not None and rounding_numba.AVAILABLE and numba_path(values.device):
+        fused(flat_in.numpy(), flat_out.numpy())
+    else:
+        for start in range(0, flat_in.numel(), _PIECE):
+            flat_out[start:start + _PIECE] = compute(flat_in[start:start + _PIECE])
     return result.numpy() if was_numpy else result
 
 
@@ -130,7 +137,9 @@ def ulp(x, dtype) -> torch.Tensor:
         result = pow2(ulp_exponent(biased, mantissa, fmt) - fmt.mantissa_bits)
         return torch.where(torch.isnan(values), values, result)
 
-    return _elementwise(x, compute)
+    max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0  # as ulp_exponent's clamp
+    return _elementwise(x, compute, lambda values, out: rounding_numba.ulp_into(
+        values, out, fmt, fmt.emax - int(max_is_power_of_two)))
 
 
 def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
@@ -175,7 +184,7 @@ def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
         result = torch.where(negative, -magnitude, magnitude)
         return torch.where(torch.isnan(values), values, result)
 
-    return _elementwise(x, compute)
+    return _elementwise(x, compute, lambda values, out: rounding_numba.round_to_into(values, out, fmt, beyond))
 
 
 def e8m0_exponent(values: torch.Tensor) -> torch.Tensor:

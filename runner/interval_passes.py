@@ -12,26 +12,25 @@ element-wise bound's time (silu on 64K elements: 7.4 ms):
   the absolute part alone where x lies inside absolute_inside (metrics.ulp's bit fields, clamps, power
   of two and NaN select, then the products).
 
-Both return None where they do not apply (no numba, another device, a layout or format they do not
-cover), and intervals.py then runs its torch definitions, which these equal bit for bit, zeros' signs,
-NaN and the ends past the largest value included (tests/test_interval_passes.py): round_down gives the
-format's max for +inf and past it, -inf below -max; round_up is -round_down(-x), so -0.0 for a zero.
+Both return None where they do not apply (no numba, another device, E2E_METRICS_BACKEND=torch, a
+layout or format they do not cover), and intervals.py then runs its torch definitions, which these
+equal bit for bit, zeros' signs, NaN and the ends past the largest value included
+(tests/test_interval_passes.py): round_down gives the format's max for +inf and past it, -inf below
+-max; round_up is -round_down(-x), so -0.0 for a zero.
 """
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
 from e2egen.metrics import fused_numba, threads
+from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 
-__all__ = ["fused_outward", "fused_width", "torch_definitions"]
+__all__ = ["fused_outward", "fused_width"]
 
 CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size)
-_switched_off = False
 
 if fused_numba.AVAILABLE:
     import numba
@@ -84,20 +83,10 @@ if fused_numba.AVAILABLE:
             out_c[i] = absolute if inside_lo <= a <= inside_hi else ulp_part + added
 
 
-@contextmanager
-def torch_definitions() -> Iterator[None]:
-    """Inside the block intervals.py runs its torch definitions (benchmarks time the two in one process)."""
-    global _switched_off
-    before, _switched_off = _switched_off, True
-    try:
-        yield
-    finally:
-        _switched_off = before
-
-
 def _on_cpu(*tensors: torch.Tensor) -> bool:
-    return (fused_numba.AVAILABLE and not _switched_off and all(t.shape == tensors[0].shape for t in tensors)
-            and all(t.dtype == torch.float64 and t.device.type == "cpu" and t.is_contiguous() for t in tensors))
+    return (fused_numba.AVAILABLE and all(t.shape == tensors[0].shape for t in tensors)
+            and all(t.dtype == torch.float64 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+            and numba_path(tensors[0].device))
 
 
 def _over_chunks(n: int, work) -> None:

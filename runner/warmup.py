@@ -5,7 +5,8 @@
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
-and without a bound, the input draw in f32 and float64, and the input rounding of f16 and bf16.
+and without a bound, the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
+passes, round_to and ulp, and the interval primitives' passes.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def warm() -> int:
         draws.uniform((257,), -1.0, 1.0, 0, 0, dtype)
         calls += 1
     calls += _warm_bound_kernels(ref)
+    calls += _warm_rounding_kernels(ref)
     return calls
 
 
@@ -61,6 +63,19 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
         ulp_terms.scaled_plus_ulps(ref.abs().float(), 2.0, ref, name, 1.0, widening=1.5)  # Σ|a·b| summed in f32
         calls += 3
     return calls
+
+
+def _warm_rounding_kernels(ref: torch.Tensor) -> int:
+    """metrics.round_to and metrics.ulp's numba passes, and the interval primitives' (runner/interval_passes.py);
+    one argument type each, whatever the format."""
+    from .interval_passes import fused_outward, fused_width
+    from .intervals import ALLOWANCES
+
+    metrics.round_to(ref, "f16")
+    metrics.ulp(ref, "f16")
+    fused_outward(ref, ref, "f32")
+    fused_width(ALLOWANCES["exp"]["f32"], ref, ref, "f32")
+    return 4
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e2egen.metrics import fused_numba
+from e2egen.metrics.backend import ENV_VAR
 from e2egen.metrics.formats import float_format
 from e2egen.runner import intervals as iv
 from e2egen.runner.interval_passes import fused_outward, fused_width
@@ -69,12 +70,15 @@ def test_outward_rounding_over_several_threads_keeps_every_element():
     assert same_bits(lo, iv.round_down(x, "f16")) and same_bits(hi, iv.round_up(x, "f16"))
 
 
-def test_where_the_pass_does_not_apply_outward_is_the_torch_definition():
+def test_where_the_pass_does_not_apply_outward_is_the_torch_definition(monkeypatch):
     x = awkward("f8e4m3fn", count=2_000)
     assert fused_outward(x, x, "f8e4m3fn") is None  # no infinities: its overflow rules are the pattern path's
     strided = awkward("f32", count=2_000)[::2]
     assert fused_outward(strided, strided, "f32") is None
     assert fused_outward(x.float(), x.float(), "f32") is None
+    with monkeypatch.context() as patch:
+        patch.setenv(ENV_VAR, "torch")  # the metrics backend's choice: the torch definitions
+        assert fused_outward(x, x, "f32") is None and fused_width(iv.ALLOWANCES["exp"]["f32"], x, x, "f32") is None
     for values, fmt in ((x, "f8e4m3fn"), (strided, "f32")):
         interval = iv.outward(values, values, fmt)
         assert same_bits(interval.lo, iv.round_down(values, fmt)) and same_bits(interval.hi, iv.round_up(values, fmt))

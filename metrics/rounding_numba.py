@@ -1,0 +1,83 @@
+"""rounding.round_to and rounding.ulp in one numba pass each, for CPU tensors.
+
+Their torch definitions take a dozen to twenty passes over the values (bit fields, shifts, clamps, a
+power of two, selects), which is most of the cost where a bound rounds a whole intermediate (a fused
+gemm→gemm's A·B, a conv→gemm's convolution, a quantized attention's score chain) or takes its ulps.
+Here numba repeats the same integer arithmetic element by element on every core; rounding.py calls
+these where they apply (numba installed, float64 on the CPU) and keeps its torch definitions for other
+devices, which these equal bit for bit (tests/test_metrics_rounding_numba.py). e8m0 (unsigned) is left
+to the torch path: it rounds by its own rule (rounding.round_e8m0).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from e2egen.metrics import fused_numba, threads
+from e2egen.metrics.formats import Format
+
+__all__ = ["AVAILABLE", "round_to_into", "ulp_into"]
+
+AVAILABLE = fused_numba.AVAILABLE
+CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size)
+MAX_SHIFT = 60  # as rounding.MAX_SHIFT: shifts past a 53-bit significand round to zero anyway
+
+if AVAILABLE:
+    import numba
+
+    from e2egen.metrics.fused_numba import _bits, _float
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _round_to(values, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero):
+        """rounding.round_to's compute(): nearest-even pattern, its value, `beyond` past max or at ±inf,
+        no -0 where the format has none, NaN kept."""
+        values_c, out_c = values[start:stop], out[start:stop]  # slices from 0: see fused_numba._reduce_chunk
+        for i in range(stop - start):
+            x = values_c[i]
+            word = _bits(x)
+            magnitude = word & ((1 << 63) - 1)
+            biased = magnitude >> 52
+            exponent = max(biased, 1) - 1023
+            significand = (magnitude & ((1 << 52) - 1)) | (np.int64(biased > 0) << 52)
+            shift = min(52 - m + max(emin - exponent, 0), MAX_SHIFT)
+            odd = (significand >> shift) & 1
+            quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
+            pattern = (max(exponent - emin, 0) << m) + quanta
+            field = min(pattern, max_pattern)
+            exponent_field = field >> m
+            value = np.float64((field & ((1 << m) - 1)) | (np.int64(exponent_field > 0) << m)) * _float(
+                (min(max(exponent_field, 1), max_pattern >> m) - bias - m + 1023) << 52)
+            value = beyond if pattern > max_pattern or biased == 0x7FF else value
+            negative = word < 0 and (negative_zero or value != 0.0)
+            result = -value if negative else value
+            out_c[i] = x if x != x else result
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _ulp(values, out, start, stop, m, emin, emax):
+        """rounding.ulp's compute(): the gap below at a power of two, clamped to [emin, emax]; NaN kept."""
+        values_c, out_c = values[start:stop], out[start:stop]
+        for i in range(stop - start):
+            x = values_c[i]
+            magnitude = _bits(x) & ((1 << 63) - 1)
+            biased = magnitude >> 52
+            power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
+            exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
+            gap = _float((exponent - m + 1023) << 52)
+            out_c[i] = x if x != x else gap
+
+
+def _over_chunks(n: int, work) -> None:
+    chunk = threads.chunk_size(n, CHUNK)
+    threads.run(lambda start: work(start, min(start + chunk, n)), range(0, n, chunk))
+
+
+def round_to_into(values: np.ndarray, out: np.ndarray, fmt: Format, beyond: float) -> None:
+    """out = round_to(values) for a signed format (flat contiguous float64 arrays); `beyond`: the value
+    an overflow takes (±inf, NaN or max, by the format's encoding and saturate)."""
+    args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(beyond), bool(fmt.has_negative_zero))
+    _over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args))
+
+
+def ulp_into(values: np.ndarray, out: np.ndarray, fmt: Format, emax: int) -> None:
+    """out = ulp_T(values) (flat contiguous float64 arrays); emax: the clamp rounding.ulp_exponent uses."""
+    args = (fmt.mantissa_bits, fmt.emin, emax)
+    _over_chunks(values.shape[0], lambda start, stop: _ulp(values, out, start, stop, *args))

@@ -71,8 +71,10 @@ class SteppedIntermediate:
 
 
 def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
+    from .ops.gemm_gemm import exact_product
+
     a, b, params = inputs64["a"], inputs64["b"], problem.params
-    exact, magnitude = torch.matmul(a, b), torch.matmul(a.abs(), b.abs())
+    exact, magnitude = exact_product(params, inputs64), torch.matmul(a.abs(), b.abs())
     if not params.has_step:
         return rounded_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], "A·B product sum",
                                    "second product sum")
@@ -108,7 +110,7 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
 def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
     """As gemm→gemm, the first product a 2-d convolution (its Σ|x·w| and its reduction length)."""
     spec, params = problem.spec, problem.params
-    exact = spec.conv_output(params, inputs64)
+    exact = spec.exact_intermediate(params, inputs64)
     magnitude = spec.conv_output(params, {"x": inputs64["x"].abs(), "w": inputs64["w"].abs()})
     return rounded_chain_bound(problem, exact, magnitude, spec.conv_reduction_size(params), inputs64["c"],
                                "convolution", "gemm product sum")

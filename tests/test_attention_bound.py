@@ -199,7 +199,7 @@ def test_matmul_kv_equals_the_product_with_repeated_kv_heads(batch, kv_heads, gr
 def test_reference_and_bound_share_one_computation_of_the_rows_while_the_inputs_live():
     import gc
 
-    from e2egen.runner.ops import attention_math
+    from e2egen.runner.ops import attention_math, shared_values
     from e2egen.runner.inputs import reference_inputs
 
     problem = make_problem("attention", "fwd", "f16", "bhsd", {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8},
@@ -212,4 +212,4 @@ def test_reference_and_bound_share_one_computation_of_the_rows_while_the_inputs_
     assert changed is not rows and not torch.equal(changed.scores, rows.scores)
     del inputs64, rows, changed
     gc.collect()
-    assert not attention_math._last_rows  # the inputs are gone: so are their rows
+    assert "attention rows" not in shared_values._last  # the inputs are gone: so are their rows

@@ -4,13 +4,13 @@ Shared by the reference, the bound (runner/softmax_bound.py) and torch's default
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Mapping
 
 import torch
 
 from .attention_params import UNBOUNDED, AttentionParams
+from .shared_values import computed_once
 
 
 def allowed_keys(params: AttentionParams, device: torch.device) -> torch.Tensor | None:
@@ -141,31 +141,9 @@ def scores_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]
     return scores
 
 
-# The reference and the bound of one case both need the rows, from the same float64 inputs: the last
-# rows computed are kept while those inputs live (finalisers on the inputs drop them).
-_last_rows: dict = {}
-
-
-def _inputs_key(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> tuple:
-    return params, tuple((name, id(t), t._version) for name, t in inputs64.items())
-
-
-def _forget(key: tuple) -> None:
-    if _last_rows.get("key") == key:
-        _last_rows.clear()
-
-
 def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
     """The rows of these inputs, computed once per set of input tensors (reference and bound share them)."""
-    key = _inputs_key(params, inputs64)
-    if _last_rows.get("key") == key:
-        return _last_rows["rows"]
-    rows = _attention_rows(params, inputs64)
-    _last_rows.clear()
-    _last_rows.update(key=key, rows=rows)
-    for tensor in inputs64.values():  # rows hold V itself: any input's end drops them
-        weakref.finalize(tensor, _forget, key)
-    return rows
+    return computed_once("attention rows", params, inputs64, lambda: _attention_rows(params, inputs64))
 
 
 def _attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:

@@ -150,7 +150,7 @@ class GemmGemmOp(Op):
 
         from e2egen import metrics
 
-        product = problem.params.exact_step(torch.matmul(inputs64["a"], inputs64["b"]))
+        product = problem.params.exact_step(exact_product(problem.params, inputs64))
         intermediate = metrics.round_to(product, problem.out_dtype)
         return {"out": torch.matmul(intermediate, inputs64["c"])}
 
@@ -158,6 +158,16 @@ class GemmGemmOp(Op):
         from ..chain_bound import gemm_gemm_bound
 
         return {"out": gemm_gemm_bound(problem, inputs64)}
+
+
+def exact_product(params: GemmGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """A·B in float64 from the case's own inputs, computed once for its reference and its bound."""
+    import torch
+
+    from .shared_values import computed_once
+
+    factors = {"a": inputs64["a"], "b": inputs64["b"]}
+    return computed_once("gemm→gemm A·B", params, factors, lambda: torch.matmul(factors["a"], factors["b"]))
 
 
 def torch_gemm_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, scale: float = 1.0,

@@ -5,9 +5,9 @@ c_out ulps of the reference in the output format. Built from metrics.ulp it
 costs a dozen passes over the outputs (bit fields, clamps, a power of two, a
 NaN select, then a multiply and an add); with small reductions that is most of
 the bound's cost. Here numba computes the same ulp from ref's bits (as the
-fused comparison does) and adds it in place, on every core. Without numba, or
-on a device, it falls back to metrics.ulp (the definition); tests check the two
-agree bit for bit.
+fused comparison does) and adds it in place, on every core. Without numba, on
+a device, or with E2E_METRICS_BACKEND=torch, it falls back to metrics.ulp (the
+definition); tests check the two agree bit for bit.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from e2egen.metrics import fused_numba, threads
+from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp
 
@@ -44,7 +45,8 @@ if fused_numba.AVAILABLE:
             total_c[i] = (np.float64(terms_c[i]) * widening) * scale + count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
 
 def _fused(*tensors: torch.Tensor) -> bool:
-    return fused_numba.AVAILABLE and all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+    return (fused_numba.AVAILABLE and all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+            and numba_path(tensors[0].device))
 
 
 def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)) -> None:

@@ -169,3 +169,19 @@ def test_the_numba_scan_and_the_torch_scan_agree(values, monkeypatch):
     plain = module._narrowed(t)
     assert fused[1:] == plain[1:] or (math.isnan(fused[2]) and fused[3] is plain[3] is False)
     assert torch.equal(fused[0].nan_to_num(7.0), plain[0].nan_to_num(7.0))
+
+
+def test_the_torch_backend_scans_in_torch(monkeypatch):
+    from e2egen.metrics.backend import ENV_VAR
+    from e2egen.runner import magnitude as module
+
+    t = torch.tensor([0.5, -1.5, 2.0 ** -126, 3.0] * 1000, dtype=torch.float64)
+    fused = module._narrowed(t)
+    monkeypatch.setenv(ENV_VAR, "torch")
+
+    def numba_scan(*args):
+        raise AssertionError("the numba scan ran under E2E_METRICS_BACKEND=torch")
+
+    monkeypatch.setattr(module, "_narrow_chunk", numba_scan)
+    plain = module._narrowed(t)
+    assert fused[1:] == plain[1:] and torch.equal(fused[0], plain[0])

@@ -87,3 +87,18 @@ def test_f32_sums_widened_in_the_pass_equal_widening_first(values, dtype, scale,
             result = scaled_plus_ulps(summed, scale, ref, dtype, 1.0, widening=widening)
             assert result.dtype == torch.float64 and same(result, expected)
     assert same(summed.to(torch.float64).mul_(widening), widened_first)  # the terms themselves untouched
+
+
+def test_the_torch_backend_takes_the_definition(monkeypatch):
+    from e2egen.metrics import ulp_terms
+    from e2egen.metrics.backend import ENV_VAR
+
+    ref = torch.tensor(SPECIAL * 100, dtype=torch.float64)
+    fused = scaled_plus_ulps(ref.abs(), 2.0, ref, "bf16", 1.0)
+    monkeypatch.setenv(ENV_VAR, "torch")  # as on a device: the numba pass must not run
+
+    def numba_pass(*args):
+        raise AssertionError("the numba pass ran under E2E_METRICS_BACKEND=torch")
+
+    monkeypatch.setattr(ulp_terms, "_run", numba_pass)
+    assert same(scaled_plus_ulps(ref.abs(), 2.0, ref, "bf16", 1.0), fused)

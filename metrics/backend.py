@@ -56,8 +56,9 @@ def choose(requested: str | None, device: torch.device) -> str:
 
 def numba_path(device: torch.device) -> bool:
     """Whether the numba kernels run for tensors on `device`: the same choice as compare's (numba on the CPU
-    when installed, unless E2E_METRICS_BACKEND=torch), for every numba pass with a torch definition beside
-    it (rounding's round_to and ulp, the interval passes)."""
+    when installed, unless E2E_METRICS_BACKEND=torch), for the comparison's and the bounds' numba passes
+    with a torch definition beside them (round_to and ulp, the interval passes, the bound's ulp term and
+    f32 scan). Input generation (runner/draws.py, runner/narrowing.py) keeps numba where installed."""
     return choose(None, device) == "numba"
 
 

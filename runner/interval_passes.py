@@ -7,16 +7,17 @@ element-wise bound's time (silu on 64K elements: 7.4 ms):
   smallest >= hi (torch's casts: cast, widen, compare, step, select, the +inf and zero fix-ups, per end).
   From the float64 bits: the magnitude truncated to the format's pattern (the shifted-out bits say
   whether it was exact), one pattern further from zero where a negative value was inexact, then the
-  pattern's value. IEEE formats with infinities only (f32, f16, bf16, f8e5m2).
+  pattern's value. IEEE formats with infinities only (f32, tf32, f16, bf16, f8e5m2).
 * fused_width: an allowance's width at each end, (ulps + ulps_per_abs_x·|x|)·ulp_T(y) + absolute, or
   the absolute part alone where x lies inside absolute_inside (metrics.ulp's bit fields, clamps, power
   of two and NaN select, then the products).
 
 Both return None where they do not apply (no numba, another device, E2E_METRICS_BACKEND=torch, a
 layout or format they do not cover), and intervals.py then runs its torch definitions, which these
-equal bit for bit, zeros' signs, NaN and the ends past the largest value included
-(tests/test_interval_passes.py): round_down gives the format's max for +inf and past it, -inf below
--max; round_up is -round_down(-x), so -0.0 for a zero.
+equal bit for bit, zeros' signs and the ends past the largest value included; a NaN stays a NaN (its
+payload and sign are torch's cast's there, and nothing reads them) (tests/test_interval_passes.py):
+round_down gives the format's max for +inf and past it, -inf below -max; round_up is -round_down(-x),
+so -0.0 for a zero.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from e2egen import metrics
 from e2egen.metrics import formats, rounding_numba
 from e2egen.metrics.encoding import decode
-from e2egen.metrics.backend import ENV_VAR
+from e2egen.metrics.backend import ENV_VAR, numba_path
 
 pytestmark = pytest.mark.skipif(not rounding_numba.AVAILABLE, reason="numba is not installed")
 
@@ -62,11 +62,19 @@ def awkward(name: str, count: int = 20_000, seed: int = 0) -> torch.Tensor:
     return torch.cat([neighbours, bits, scaled, specials])
 
 
+def by_numba(operation, x, name, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setenv(ENV_VAR, "numba")  # the pass runs whatever the environment says (else this compared torch with torch)
+        assert numba_path(torch.device("cpu"))
+        return operation(x, name)
+
+
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
 def test_numba_pass_equals_the_torch_definition(name, operation, monkeypatch):
     x = awkward(name)
-    assert same_bits(OPERATIONS[operation](x, name), by_torch(OPERATIONS[operation], x, name, monkeypatch))
+    assert same_bits(by_numba(OPERATIONS[operation], x, name, monkeypatch),
+                     by_torch(OPERATIONS[operation], x, name, monkeypatch))
 
 
 @given(values=st.lists(st.floats(width=64), min_size=1, max_size=40), name=st.sampled_from(FLOAT_FORMATS),
@@ -76,15 +84,23 @@ def test_numba_pass_of_any_float64(values, name, operation):
     x = torch.tensor(values, dtype=torch.float64)
     with pytest.MonkeyPatch.context() as monkeypatch:
         want = by_torch(OPERATIONS[operation], x, name, monkeypatch)
-    assert same_bits(OPERATIONS[operation](x, name), want)
+        got = by_numba(OPERATIONS[operation], x, name, monkeypatch)
+    assert same_bits(got, want)
 
 
 def test_numpy_in_numpy_out_and_several_threads(monkeypatch):
     x = awkward("bf16", count=400_000, seed=5)  # several tasks of the thread pool
-    got = metrics.round_to(x.numpy(), "bf16")
+    got = by_numba(lambda values, name: metrics.round_to(values.numpy(), name), x, "bf16", monkeypatch)
     assert isinstance(got, np.ndarray)
     assert same_bits(torch.from_numpy(got), by_torch(OPERATIONS["round_to"], x, "bf16", monkeypatch))
-    assert same_bits(metrics.ulp(x, "bf16"), by_torch(OPERATIONS["ulp"], x, "bf16", monkeypatch))
+    assert same_bits(by_numba(OPERATIONS["ulp"], x, "bf16", monkeypatch),
+                     by_torch(OPERATIONS["ulp"], x, "bf16", monkeypatch))
+
+
+def test_tensors_off_the_cpu_take_the_torch_definition_whatever_the_environment(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "numba")  # names the CPU path: other devices must not ask for it
+    x = torch.tensor([1.0, 2.0 ** -30, 70000.0], dtype=torch.float64, device="meta")
+    assert metrics.round_to(x, "f16").device.type == "meta" and metrics.ulp(x, "f16").device.type == "meta"
 
 
 def test_narrow_inputs_are_widened_first():

@@ -47,6 +47,16 @@ def test_kinds_are_kept_apart_and_dropped_with_their_inputs():
     assert "one" not in shared_values._last and "other" not in shared_values._last
 
 
+def test_a_new_value_of_a_kind_detaches_the_old_ones_finalisers():
+    a = torch.ones(3, dtype=torch.float64)
+    computed_once("kind", 1, {"a": a}, lambda: "first")
+    old = list(shared_values._last["kind"].finalizers)
+    assert old and all(f.alive for f in old)
+    computed_once("kind", 2, {"a": a}, lambda: "second")  # the same long-lived tensor, other parameters
+    assert not any(f.alive for f in old)  # one finaliser per input and kind, not one per value ever made
+    assert all(f.alive for f in shared_values._last["kind"].finalizers)
+
+
 @pytest.mark.parametrize("op, params, kind", [
     ("conv_gemm", {"n": 1, "c": 4, "k": 6, "hw": [5, 5], "kernel": [3, 3], "o": 3}, "conv→gemm intermediate"),
     ("gemm_gemm", {"m": 5, "n": 6, "k": 7, "o": 4}, "gemm→gemm A·B"),
@@ -64,7 +74,7 @@ def test_a_fused_chain_computes_its_first_product_once_for_reference_and_bound(o
     compute_reference(problem, inputs64, ReferenceOptions())
     bound = error_bounds(problem, inputs64)[problem.primary_output]
     assert computed.count(kind) == 1  # computed for the reference, found again for the bound
-    assert bound.part(RoundedIntermediate).exact is shared_values._last[kind][1]  # the bound reads that value
+    assert bound.part(RoundedIntermediate).exact is shared_values._last[kind].value  # the bound reads that value
 
 
 def problem_layout(op: str) -> str:

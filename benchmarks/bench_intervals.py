@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_tool_work import family_of, positive  # noqa: E402
+from bench_tool_work import catalogue_cases, family_of, positive  # noqa: E402
 
 
 def main() -> None:
@@ -32,16 +32,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=positive, default=5, help="timed runs of each case per path (default 5)")
     args = parser.parse_args()
 
-    from e2egen.errors import UserError
-    from e2egen.generator.cases import expand
-    from e2egen.generator.loader import load_catalogue
-
-    try:
-        cases = expand(load_catalogue(args.catalogue))
-    except (UserError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    cases = [c for c in cases if (args.all or c.pr) and family_of(c.op) == "element-wise"]
+    cases = [c for c in catalogue_cases(args.catalogue) if (args.all or c.pr) and family_of(c.op) == "element-wise"]
 
     import torch
 

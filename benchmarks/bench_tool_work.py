@@ -51,6 +51,19 @@ def positive(text: str) -> int:
     return value
 
 
+def catalogue_cases(path: str) -> list:
+    """Every case of the catalogue at `path`; a bad catalogue is one line on stderr and exit status 2."""
+    from e2egen.errors import UserError
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import load_catalogue
+
+    try:
+        return expand(load_catalogue(path))
+    except (UserError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 def sample(cases, every: int, run_slow: bool) -> tuple[dict[str, list], int]:
     """family -> cases (every `every`th in id order), and how many slow cases were left out."""
     by_family: dict[str, list] = defaultdict(list)
@@ -102,16 +115,7 @@ def main() -> None:
     parser.add_argument("--run-slow", action="store_true", help="include the cases marked slow")
     args = parser.parse_args()
 
-    from e2egen.errors import UserError
-    from e2egen.generator.cases import expand
-    from e2egen.generator.loader import load_catalogue
-
-    try:
-        cases = expand(load_catalogue(args.catalogue))
-    except (UserError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    cases = [c for c in cases if args.all or c.pr]
+    cases = [c for c in catalogue_cases(args.catalogue) if args.all or c.pr]
     chosen, slow_left_out = sample(cases, args.every, args.run_slow)
 
     import torch

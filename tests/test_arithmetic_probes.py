@@ -316,13 +316,13 @@ def test_concurrent_writers_keep_every_cell(tmp_path, monkeypatch):
     for t in threads:
         t.join()
     assert failures == []
-    profile = read_profile(tmp_path / key.file_name)
+    profile = read_profile(tmp_path / key.cache_file_name)
     assert len(profile.cells) == writers * cells_each
     for worker, index in itertools.product(range(writers), range(cells_each)):
         found = profile.cells[f"conv2d/fwd/f32/nchw/w{worker}c{index}"]
         assert (found.acc_bits, found.probed_with) == (10 + index, f"writer {worker}")
     # no temporary file left behind (the writers' lock file stays, empty, for the next writer)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [key.file_name, key.file_name + ".lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [key.cache_file_name, key.cache_file_name + ".lock"]
 
 
 # -- measured_arithmetic: probe once, then the cache ---------------------------------------------------
@@ -342,7 +342,7 @@ def measure(impl: str, op="conv1d", direction="fwd", dtype="f32", layout="nchw")
 def test_measured_arithmetic_probes_once_then_reads_the_cache(fresh_cache, monkeypatch):
     impl = "arithmetic_kernels:toward_zero"
     first = measure(impl)
-    path = fresh_cache / device_key(CPU, impl).file_name
+    path = fresh_cache / device_key(CPU, impl).cache_file_name
     assert first.probed_now and first.measured
     assert first.origin == f"probed now, cached in {path}"
     assert first.arithmetic.rounding == "toward-zero"
@@ -368,7 +368,7 @@ def test_measured_arithmetic_never_caches_a_bug(fresh_cache):
     first = measure(impl)
     assert first.probed_now and first.arithmetic.unexplained
     assert "not cached" in first.origin
-    assert not (fresh_cache / device_key(CPU, impl).file_name).exists()
+    assert not (fresh_cache / device_key(CPU, impl).cache_file_name).exists()
     lookup.forget()
     again = measure(impl)
     assert again.probed_now and again.arithmetic.unexplained  # probed afresh (a fixed kernel would be seen)

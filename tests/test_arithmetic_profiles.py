@@ -28,7 +28,7 @@ def test_a_damaged_profile_is_a_user_error_naming_the_file(tmp_path, kind):
 def test_runs_look_past_a_damaged_cache_and_rewrite_it(tmp_path, monkeypatch):
     monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
     lookup.forget()
-    path = Path(tmp_path) / KEY.file_name
+    path = Path(tmp_path) / KEY.cache_file_name
     path.write_text(DAMAGED["not toml"], encoding="utf-8")
     with pytest.warns(RuntimeWarning, match="probe the cells it held again"):  # skipped, and said so: its cells are lost
         assert find_profiles(KEY) == []  # the shipped profiles are for other versions
@@ -119,7 +119,7 @@ def test_processes_recording_at_once_keep_every_cell(tmp_path):
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    cells = read_profile(Path(tmp_path) / KEY.file_name).cells
+    cells = read_profile(Path(tmp_path) / KEY.cache_file_name).cells
     assert set(cells) == {str(CellKey("gemm", "fwd", "f32", layout)) for batch in batches for layout in batch}
 
 
@@ -180,7 +180,7 @@ def test_findings_of_another_probes_revision_are_not_used(tmp_path, monkeypatch)
     assert dict(current.versions)["probes"] == str(REVISION)
     older = DeviceKey.of(current.device, current.impl, {**dict(current.versions), "probes": str(REVISION - 1)})
     record_in_cache(older, CellKey("gemm", "fwd", "f32", "nn"), Arithmetic(acc_bits=11))
-    assert not any(p.path == Path(tmp_path) / current.file_name for p in find_profiles(current))
+    assert not any(p.path == Path(tmp_path) / current.cache_file_name for p in find_profiles(current))
 
 
 def test_a_damaged_cache_is_parsed_and_said_once_even_with_warnings_as_errors(tmp_path, monkeypatch, capsys):
@@ -193,7 +193,7 @@ def test_a_damaged_cache_is_parsed_and_said_once_even_with_warnings_as_errors(tm
     monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
     monkeypatch.setattr(profiles, "_warned", set())
     lookup.forget()
-    (Path(tmp_path) / KEY.file_name).write_text(DAMAGED["bad finding"], encoding="utf-8")
+    (Path(tmp_path) / KEY.cache_file_name).write_text(DAMAGED["bad finding"], encoding="utf-8")
     parsed = []
     original = profiles.Profile.from_toml
     monkeypatch.setattr(profiles.Profile, "from_toml", staticmethod(lambda *a, **k: parsed.append(1) or original(*a, **k)))
@@ -203,3 +203,21 @@ def test_a_damaged_cache_is_parsed_and_said_once_even_with_warnings_as_errors(tm
             assert find_profiles(KEY) == []
     assert len(parsed) == 1
     assert capsys.readouterr().err.count("warning: ") == 1
+
+
+def test_environments_with_other_versions_keep_a_cache_file_each(tmp_path, monkeypatch):
+    """Two checkouts (other torch, other probes) sharing one cache directory: each keeps its own file, so
+    switching between them neither drops the other's cells nor makes either probe again."""
+    monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
+    lookup.forget()
+    other = DeviceKey.of(KEY.device, KEY.impl, {**dict(KEY.versions), "torch": "9.9"})
+    cell = CellKey("gemm", "fwd", "f32", "nn")
+    record_in_cache(KEY, cell, Arithmetic(acc_bits=11))
+    record_in_cache(other, cell, Arithmetic(acc_bits=24))
+    record_in_cache(KEY, CellKey("gemm", "fwd", "f16", "nn"), Arithmetic(acc_bits=11))
+    assert KEY.cache_file_name != other.cache_file_name and KEY.file_name == other.file_name
+    assert sorted(p.name for p in Path(tmp_path).glob("*.toml")) == sorted([KEY.cache_file_name, other.cache_file_name])
+    assert read_profile(Path(tmp_path) / other.cache_file_name).get(cell).acc_bits == 24
+    mine = read_profile(Path(tmp_path) / KEY.cache_file_name)
+    assert mine.get(cell).acc_bits == 11 and len(mine.cells) == 2
+    assert [p.get(cell).acc_bits for p in find_profiles(other) if not p.shipped] == [24]

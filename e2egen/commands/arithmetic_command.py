@@ -76,7 +76,7 @@ def arithmetic(args) -> int:
         for note in findings.notes:
             print(f"{'':44s}          note: {note}")
     for impl, profile in profiles.items():
-        path = out_dir / profile.key.file_name
+        path = out_dir / (profile.key.file_name if args.out else profile.key.cache_file_name)
         with other_writers_excluded(path):  # runs may be adding cells to the same cache file
             before = read_profile(path)
             if before is not None and before.key == profile.key:

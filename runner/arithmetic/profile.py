@@ -6,12 +6,14 @@ that decide the arithmetic (torch, CUDA, cuDNN). It is found, in order, in
 the cache directory ($E2EGEN_PROFILES, else ~/.cache/e2egen/profiles) and
 among the profiles shipped with e2egen; a profile whose versions differ from
 this machine's is not used. A run that needs a cell no profile holds probes
-it once and adds it to the cached profile (`cells_probed_now` says which).
+it once and adds it to the cached profile (`cells_probed_now` says which). The cache keeps one file
+per device, impl and set of versions (DeviceKey.cache_file_name).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -46,8 +48,17 @@ class DeviceKey:
 
     @property
     def file_name(self) -> str:
+        """The file a profile of this device and impl is written to (`e2egen arithmetic --out`, the shipped ones)."""
         slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.device}--{self.impl}").strip("-").lower()
         return f"{slug}.toml"
+
+    @property
+    def cache_file_name(self) -> str:
+        """The cache's file for this key: file_name with a digest of the versions, so that environments with
+        other torch or probe versions sharing one cache directory keep a file each, instead of replacing each
+        other's (and probing again) at every switch."""
+        digest = hashlib.sha256(repr(self.versions).encode()).hexdigest()[:12]
+        return f"{self.file_name.removesuffix('.toml')}--{digest}.toml"
 
 
 @dataclass
@@ -187,7 +198,7 @@ def find_profiles(key: DeviceKey) -> list[Profile]:
     the cached one may be shared with earlier calls)."""
     found = []
     try:
-        cached = _read_if_changed(cache_dir() / key.file_name)
+        cached = _read_if_changed(cache_dir() / key.cache_file_name)
     except ProfileError as err:  # a run does not stop for a damaged cache: it probes again and rewrites the file
         _warn_once(err)
         cached = None
@@ -237,7 +248,7 @@ def other_writers_excluded(path: Path):
 
 def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:
     """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
-    path = cache_dir() / key.file_name
+    path = cache_dir() / key.cache_file_name
     with _lock, other_writers_excluded(path):
         try:
             profile = read_profile(path)

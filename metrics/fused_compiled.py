@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from e2egen.metrics import fused_numba, fused_torch
+from e2egen.metrics.rounding import ulp_emax
 from e2egen.metrics import partials as P
 from e2egen.metrics.formats import Format
 from e2egen.metrics.names import HISTOGRAM_EDGES
@@ -81,8 +82,7 @@ class Constants:
 
     @classmethod
     def of(cls, fmt: Format) -> "Constants":
-        max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0
-        return cls(fmt.mantissa_bits, fmt.emin, fmt.emax - int(max_is_power_of_two), fmt.max, fmt.min_normal)
+        return cls(fmt.mantissa_bits, fmt.emin, ulp_emax(fmt), fmt.max, fmt.min_normal)
 
 
 def _fast_rows(ref: torch.Tensor, out: torch.Tensor, bound: torch.Tensor | None, runtime: torch.Tensor,

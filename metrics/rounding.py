@@ -95,8 +95,13 @@ def ulp_exponent(biased: torch.Tensor, mantissa: torch.Tensor, fmt: Format) -> t
     """
     is_power_of_two = (mantissa == 0) & (biased > 0)
     exponent = unbiased_exponent(biased) - is_power_of_two.to(torch.int64)
-    max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0
-    return exponent.clamp(min=fmt.emin, max=fmt.emax - int(max_is_power_of_two))
+    return exponent.clamp(min=fmt.emin, max=ulp_emax(fmt))
+
+
+def ulp_emax(fmt: Format) -> int:
+    """The exponent ulp_exponent clamps to from above: emax, or emax - 1 where max is itself a power of two
+    (e8m0), whose gap below is one binade down."""
+    return fmt.emax - int(fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0)
 
 
 # Elements per piece in the helpers below: their temporaries (a dozen int64
@@ -137,9 +142,7 @@ def ulp(x, dtype) -> torch.Tensor:
         result = pow2(ulp_exponent(biased, mantissa, fmt) - fmt.mantissa_bits)
         return torch.where(torch.isnan(values), values, result)
 
-    max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0  # as ulp_exponent's clamp
-    return _elementwise(x, compute, lambda values, out: rounding_numba.ulp_into(
-        values, out, fmt, fmt.emax - int(max_is_power_of_two)))
+    return _elementwise(x, compute, lambda values, out: rounding_numba.ulp_into(values, out, fmt, ulp_emax(fmt)))
 
 
 def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:

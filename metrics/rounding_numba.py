@@ -65,19 +65,14 @@ if AVAILABLE:
             out_c[i] = x if x != x else gap
 
 
-def _over_chunks(n: int, work) -> None:
-    chunk = threads.chunk_size(n, CHUNK)
-    threads.run(lambda start: work(start, min(start + chunk, n)), range(0, n, chunk))
-
-
 def round_to_into(values: np.ndarray, out: np.ndarray, fmt: Format, beyond: float) -> None:
     """out = round_to(values) for a signed format (flat contiguous float64 arrays); `beyond`: the value
     an overflow takes (±inf, NaN or max, by the format's encoding and saturate)."""
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(beyond), bool(fmt.has_negative_zero))
-    _over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args))
+    threads.over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args), CHUNK)
 
 
 def ulp_into(values: np.ndarray, out: np.ndarray, fmt: Format, emax: int) -> None:
-    """out = ulp_T(values) (flat contiguous float64 arrays); emax: the clamp rounding.ulp_exponent uses."""
+    """out = ulp_T(values) (flat contiguous float64 arrays); emax: rounding.ulp_emax(fmt)."""
     args = (fmt.mantissa_bits, fmt.emin, emax)
-    _over_chunks(values.shape[0], lambda start, stop: _ulp(values, out, start, stop, *args))
+    threads.over_chunks(values.shape[0], lambda start, stop: _ulp(values, out, start, stop, *args), CHUNK)

@@ -34,6 +34,13 @@ def chunk_size(length: int, smallest: int = 1 << 16) -> int:
     return max(smallest, -(-length // (threads * TASKS_PER_THREAD)))
 
 
+def over_chunks(length: int, work: Callable[[int, int], T], smallest: int = 1 << 16) -> list[T]:
+    """[work(start, stop) for each piece of [0, length)], the pieces chunk_size(length, smallest) long, spread
+    over the threads: the shape of every numba pass over a flat array."""
+    chunk = chunk_size(length, smallest)
+    return run(lambda start: work(start, min(start + chunk, length)), range(0, length, chunk))
+
+
 def run(work: Callable[[int], T], tasks: Sequence[int]) -> list[T]:
     """[work(t) for t in tasks], spread over the threads, results in order."""
     global _pool

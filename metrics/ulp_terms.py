@@ -17,7 +17,7 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
-from e2egen.metrics.rounding import ulp
+from e2egen.metrics.rounding import ulp, ulp_emax
 
 __all__ = ["add_ulps", "scaled_plus_ulps"]
 
@@ -58,12 +58,9 @@ def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)
 def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: float) -> torch.Tensor:
     fmt = float_format(dtype)
     flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
-    n = flat_ref.shape[0]
-    args = (float(count), fmt.mantissa_bits, fmt.emin, fmt.emax)
-    chunk = threads.chunk_size(n, CHUNK)
-    threads.run(lambda lo: _scaled_plus_ulps(flat_total, flat_terms, float(widening), float(scale), flat_ref, lo,
-                                             min(lo + chunk, n), *args),
-                range(0, n, chunk))
+    args = (float(count), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
+    threads.over_chunks(flat_ref.shape[0], lambda lo, hi: _scaled_plus_ulps(flat_total, flat_terms, float(widening),
+                                                                            float(scale), flat_ref, lo, hi, *args), CHUNK)
     return total
 
 

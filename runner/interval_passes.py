@@ -28,6 +28,7 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
+from e2egen.metrics.rounding import ulp_emax
 
 __all__ = ["fused_outward", "fused_width"]
 
@@ -90,11 +91,6 @@ def _on_cpu(*tensors: torch.Tensor) -> bool:
             and numba_path(tensors[0].device))
 
 
-def _over_chunks(n: int, work) -> None:
-    chunk = threads.chunk_size(n, CHUNK)
-    threads.run(lambda start: work(start, min(start + chunk, n)), range(0, n, chunk))
-
-
 def fused_outward(lo: torch.Tensor, hi: torch.Tensor, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(round_down(lo), round_up(hi)) to the format in one numba pass, or None where this path does not apply."""
     fmt = float_format(fmt_name)
@@ -104,8 +100,8 @@ def fused_outward(lo: torch.Tensor, hi: torch.Tensor, fmt_name: str) -> tuple[to
     flat_lo, flat_hi = lo.view(-1).numpy(), hi.view(-1).numpy()
     flat_out_lo, flat_out_hi = out_lo.view(-1).numpy(), out_hi.view(-1).numpy()
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
-    _over_chunks(flat_lo.shape[0], lambda start, stop: _outward(flat_lo, flat_hi, flat_out_lo, flat_out_hi, start, stop,
-                                                               *args))
+    threads.over_chunks(flat_lo.shape[0], lambda start, stop: _outward(flat_lo, flat_hi, flat_out_lo, flat_out_hi,
+                                                                      start, stop, *args), CHUNK)
     return out_lo, out_hi
 
 
@@ -118,10 +114,9 @@ def fused_width(allowance, x: torch.Tensor, y: torch.Tensor, fmt_name: str) -> t
     inside, added = allowance.absolute_inside, 0.0
     if inside is None:
         inside, added = (math.inf, -math.inf), float(allowance.absolute)
-    max_is_power_of_two = fmt.max_pattern & ((1 << fmt.mantissa_bits) - 1) == 0  # as rounding.ulp_exponent
     out = torch.empty_like(y)
     flat_x, flat_y, flat_out = x.view(-1).numpy(), y.view(-1).numpy(), out.view(-1).numpy()
     args = (float(allowance.ulps), float(allowance.ulps_per_abs_x), float(allowance.absolute), added, float(inside[0]),
-            float(inside[1]), fmt.mantissa_bits, fmt.emin, fmt.emax - int(max_is_power_of_two))
-    _over_chunks(flat_y.shape[0], lambda start, stop: _width(flat_x, flat_y, flat_out, start, stop, *args))
+            float(inside[1]), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
+    threads.over_chunks(flat_y.shape[0], lambda start, stop: _width(flat_x, flat_y, flat_out, start, stop, *args), CHUNK)
     return out

@@ -146,9 +146,8 @@ def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
     if fused_numba.AVAILABLE and t.dtype == torch.float64 and numba_path(t.device):
         source = t.contiguous().view(-1).numpy()
         narrow = torch.empty(t.shape, dtype=torch.float32)
-        target, n = narrow.view(-1).numpy(), source.shape[0]
-        chunk = threads.chunk_size(n, NARROW_CHUNK)
-        parts = threads.run(lambda lo: _narrow_chunk(source, target, lo, min(lo + chunk, n)), range(0, n, chunk))
+        target = narrow.view(-1).numpy()
+        parts = threads.over_chunks(source.shape[0], lambda lo, hi: _narrow_chunk(source, target, lo, hi), NARROW_CHUNK)
         smallest = min((part[0] for part in parts), default=math.inf)
         largest = max((part[1] for part in parts), default=0.0)
         exact = sum(part[2] for part in parts) == 0

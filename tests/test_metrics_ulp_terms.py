@@ -12,7 +12,7 @@ from e2egen import metrics
 from e2egen.metrics import fused_numba
 from e2egen.metrics.ulp_terms import CHUNK, add_ulps, scaled_plus_ulps
 
-FORMATS = ["f32", "f16", "bf16", "f8e4m3fn", "f8e5m2"]
+FORMATS = ["f32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "e8m0"]  # e8m0: max is a power of two (rounding.ulp_emax)
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -2.0, 65504.0, 65520.0, 1e300, 5e-324, 2.0 ** -24, 2.0 ** -149,
            448.0, 3.0e38, 2.0 ** -126]
 

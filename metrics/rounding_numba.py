@@ -1,8 +1,9 @@
-"""rounding.round_to and rounding.ulp in one numba pass each, for CPU tensors.
+"""rounding.round_to, rounding.ulp and encoding.encode in one numba pass each, for CPU tensors.
 
 Their torch definitions take a dozen to twenty passes over the values (bit fields, shifts, clamps, a
 power of two, selects), which is most of the cost where a bound rounds a whole intermediate (a fused
-gemm→gemm's A·B, a conv→gemm's convolution, a quantized attention's score chain) or takes its ulps.
+gemm→gemm's A·B, a conv→gemm's convolution, a quantized attention's score chain) or takes its ulps,
+and where fp4 inputs are drawn (their codes).
 Here numba repeats the same integer arithmetic element by element on every core; rounding.py calls
 these where they apply (numba installed, float64 on the CPU) and keeps its torch definitions for other
 devices, which these equal bit for bit (tests/test_metrics_rounding_numba.py). e8m0 (unsigned) is left
@@ -15,7 +16,7 @@ import numpy as np
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.formats import Format
 
-__all__ = ["AVAILABLE", "round_to_into", "ulp_into"]
+__all__ = ["AVAILABLE", "codes_into", "round_to_into", "ulp_into"]
 
 AVAILABLE = fused_numba.AVAILABLE
 CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size)
@@ -52,6 +53,33 @@ if AVAILABLE:
             out_c[i] = x if x != x else result
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _codes(values, out, start, stop, m, emin, max_pattern, bits, overflow, overflow_signed, nan_code,
+               negative_zero):
+        """encoding.encode's codes of a signed byte format: the nearest-even pattern with the sign, `overflow`
+        past max or at ±inf (signed or not), nan_code for NaN; how many NaN there were."""
+        values_c, out_c = values[start:stop], out[start:stop]
+        nans = 0
+        for i in range(stop - start):
+            x = values_c[i]
+            word = _bits(x)
+            magnitude = word & ((1 << 63) - 1)
+            biased = magnitude >> 52
+            exponent = max(biased, 1) - 1023
+            significand = (magnitude & ((1 << 52) - 1)) | (np.int64(biased > 0) << 52)
+            shift = min(52 - m + max(emin - exponent, 0), MAX_SHIFT)
+            odd = (significand >> shift) & 1
+            quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
+            pattern = (max(exponent - emin, 0) << m) + quanta
+            over = pattern > max_pattern or biased == 0x7FF
+            pattern = overflow if over else pattern
+            signed = (not over or overflow_signed) and word < 0 and (negative_zero or pattern != 0)
+            code = pattern | (np.int64(signed) << (bits - 1))
+            nan = x != x
+            nans += np.int64(nan)
+            out_c[i] = nan_code if nan else code
+        return nans
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _ulp(values, out, start, stop, m, emin, emax):
         """rounding.ulp's compute(): the gap below at a power of two, clamped to [emin, emax]; NaN kept."""
         values_c, out_c = values[start:stop], out[start:stop]
@@ -70,6 +98,22 @@ def round_to_into(values: np.ndarray, out: np.ndarray, fmt: Format, beyond: floa
     an overflow takes (±inf, NaN or max, by the format's encoding and saturate)."""
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(beyond), bool(fmt.has_negative_zero))
     threads.over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args), CHUNK)
+
+
+def codes_into(values: np.ndarray, out: np.ndarray, fmt: Format, saturate: bool) -> int:
+    """out (uint8) = encoding.encode(values) for a signed byte format (flat contiguous arrays): the codes of
+    round_to(values, saturate=saturate), NaN as the format's NaN code (0 where it has none); returns how
+    many values were NaN (encode refuses them for a format without NaN)."""
+    if saturate or fmt.encoding == "none":
+        overflow, overflow_signed = fmt.max_pattern, True  # ±max
+    elif fmt.has_inf:
+        overflow, overflow_signed = fmt.max_pattern + 1, True  # ±inf: the pattern above max
+    else:
+        overflow, overflow_signed = fmt.nan_pattern, False  # NaN, without a sign
+    nan_code = fmt.nan_pattern if fmt.nan_pattern is not None else 0
+    args = (fmt.mantissa_bits, fmt.emin, fmt.max_pattern, fmt.bits, overflow, overflow_signed, nan_code,
+            bool(fmt.has_negative_zero))
+    return sum(threads.over_chunks(values.shape[0], lambda start, stop: _codes(values, out, start, stop, *args), CHUNK))
 
 
 def ulp_into(values: np.ndarray, out: np.ndarray, fmt: Format, emax: int) -> None:

@@ -66,16 +66,19 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
 
 
 def _warm_rounding_kernels(ref: torch.Tensor) -> int:
-    """metrics.round_to and metrics.ulp's numba passes, and the interval primitives' (runner/interval_passes.py);
-    one argument type each, whatever the format."""
+    """metrics.round_to's, metrics.ulp's and encode's numba passes, and the interval primitives'
+    (runner/interval_passes.py); one argument type each, whatever the format."""
+    from e2egen.metrics.encoding import encode
+
     from .interval_passes import fused_outward, fused_width
     from .intervals import ALLOWANCES
 
     metrics.round_to(ref, "f16")
     metrics.ulp(ref, "f16")
+    encode(ref, "f4e2m1", saturate=True)
     fused_outward(ref, ref, "f32")
     fused_width(ALLOWANCES["exp"]["f32"], ref, ref, "f32")
-    return 4
+    return 5
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
-"""metrics.round_to and metrics.ulp: the numba passes (metrics/rounding_numba.py, what CPU runs use) equal
-the torch definitions (E2E_METRICS_BACKEND=torch, what other devices use) bit for bit, for every float
-format, saturating or not: NaN, infinities, zeros' signs, overflow and subnormals included."""
+"""metrics.round_to, metrics.ulp and metrics.encoding.encode: the numba passes (metrics/rounding_numba.py,
+what CPU runs use) equal the torch definitions (E2E_METRICS_BACKEND=torch, what other devices use) bit
+for bit, for every float format, saturating or not: NaN, infinities, zeros' signs, overflow and
+subnormals included."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from e2egen import metrics
 from e2egen.metrics import formats, rounding_numba
-from e2egen.metrics.encoding import decode
+from e2egen.metrics.encoding import decode, encode
 from e2egen.metrics.backend import ENV_VAR, numba_path
 
 pytestmark = pytest.mark.skipif(not rounding_numba.AVAILABLE, reason="numba is not installed")
@@ -107,3 +108,25 @@ def test_narrow_inputs_are_widened_first():
     x = torch.tensor([1.0009765625, -3.0e-5, 70000.0], dtype=torch.float32)
     assert same_bits(metrics.round_to(x, "f16"), metrics.round_to(x.double(), "f16"))
     assert metrics.round_to(x, "f16").dtype == torch.float64
+
+
+BYTE_FORMATS = [name for name in FLOAT_FORMATS if formats.get_format(name).bits <= 8 and formats.get_format(name).signed]
+
+
+@pytest.mark.parametrize("saturate", [False, True])
+@pytest.mark.parametrize("name", BYTE_FORMATS)
+def test_codes_equal_the_torch_definition(name, saturate, monkeypatch):
+    x = awkward(name)
+    if formats.get_format(name).nan_pattern is None:
+        x = x[~torch.isnan(x)]  # f4e2m1 has no NaN: encode refuses it (below)
+    def operation(values, fmt):
+        return encode(values, fmt, saturate=saturate)
+
+    assert torch.equal(by_numba(operation, x, name, monkeypatch), by_torch(operation, x, name, monkeypatch))
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_a_format_without_nan_refuses_nan_on_both_paths(backend, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, backend)
+    with pytest.raises(ValueError, match="f4e2m1 has no NaN: x has NaN at flat index 2"):
+        encode(torch.tensor([1.0, -2.0, math.nan, 3.0]), "f4e2m1")

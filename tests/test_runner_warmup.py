@@ -13,8 +13,9 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     float_formats = [name for name in formats.DTYPE_NAMES
                      if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
     draw_calls = len(draws.DRAW_DTYPES)
-    rounding_calls = 4  # round_to, ulp and the interval primitives' two passes
+    rounding_calls = 5  # round_to, ulp, encode and the interval primitives' two passes
     assert warm() == (2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 1 + 3 * 3
                       + rounding_calls)  # + the bound's
-    for kernel in (rounding_numba._round_to, rounding_numba._ulp, interval_passes._outward, interval_passes._width):
+    for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, interval_passes._outward,
+                   interval_passes._width):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()

@@ -27,6 +27,20 @@ if AVAILABLE:
 
     from e2egen.metrics.fused_numba import _bits, _float
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _nearest_pattern(x, m, emin):
+        """(x's bits, the magnitude pattern of |x| rounded to nearest even in the format (above max_pattern:
+        an overflow), whether x is ±inf or NaN): rounding.rounded_pattern, element by element."""
+        word = _bits(x)
+        magnitude = word & ((1 << 63) - 1)
+        biased = magnitude >> 52
+        exponent = max(biased, 1) - 1023
+        significand = (magnitude & ((1 << 52) - 1)) | (np.int64(biased > 0) << 52)
+        shift = min(52 - m + max(emin - exponent, 0), MAX_SHIFT)
+        odd = (significand >> shift) & 1
+        quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
+        return word, (max(exponent - emin, 0) << m) + quanta, biased == 0x7FF
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_to(values, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero):
         """rounding.round_to's compute(): nearest-even pattern, its value, `beyond` past max or at ±inf,
@@ -34,20 +48,12 @@ if AVAILABLE:
         values_c, out_c = values[start:stop], out[start:stop]  # slices from 0: see fused_numba._reduce_chunk
         for i in range(stop - start):
             x = values_c[i]
-            word = _bits(x)
-            magnitude = word & ((1 << 63) - 1)
-            biased = magnitude >> 52
-            exponent = max(biased, 1) - 1023
-            significand = (magnitude & ((1 << 52) - 1)) | (np.int64(biased > 0) << 52)
-            shift = min(52 - m + max(emin - exponent, 0), MAX_SHIFT)
-            odd = (significand >> shift) & 1
-            quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
-            pattern = (max(exponent - emin, 0) << m) + quanta
+            word, pattern, special = _nearest_pattern(x, m, emin)
             field = min(pattern, max_pattern)
             exponent_field = field >> m
             value = np.float64((field & ((1 << m) - 1)) | (np.int64(exponent_field > 0) << m)) * _float(
                 (min(max(exponent_field, 1), max_pattern >> m) - bias - m + 1023) << 52)
-            value = beyond if pattern > max_pattern or biased == 0x7FF else value
+            value = beyond if pattern > max_pattern or special else value
             negative = word < 0 and (negative_zero or value != 0.0)
             result = -value if negative else value
             out_c[i] = x if x != x else result
@@ -61,16 +67,8 @@ if AVAILABLE:
         nans = 0
         for i in range(stop - start):
             x = values_c[i]
-            word = _bits(x)
-            magnitude = word & ((1 << 63) - 1)
-            biased = magnitude >> 52
-            exponent = max(biased, 1) - 1023
-            significand = (magnitude & ((1 << 52) - 1)) | (np.int64(biased > 0) << 52)
-            shift = min(52 - m + max(emin - exponent, 0), MAX_SHIFT)
-            odd = (significand >> shift) & 1
-            quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
-            pattern = (max(exponent - emin, 0) << m) + quanta
-            over = pattern > max_pattern or biased == 0x7FF
+            word, pattern, special = _nearest_pattern(x, m, emin)
+            over = pattern > max_pattern or special
             pattern = overflow if over else pattern
             signed = (not over or overflow_signed) and word < 0 and (negative_zero or pattern != 0)
             code = pattern | (np.int64(signed) << (bits - 1))

@@ -57,8 +57,12 @@ def choose(requested: str | None, device: torch.device) -> str:
 def numba_path(device: torch.device) -> bool:
     """Whether the numba kernels run for tensors on `device`: the same choice as compare's (numba on the CPU
     when installed, unless E2E_METRICS_BACKEND=torch), for the comparison's and the bounds' numba passes
-    with a torch definition beside them (round_to and ulp, the interval passes, the bound's ulp term and
-    f32 scan). Input generation (runner/draws.py, runner/narrowing.py) keeps numba where installed."""
+    with a torch definition beside them (round_to, ulp and encode, the interval passes, the bound's ulp
+    term and f32 scan). Off the CPU, or without numba, simply no (whatever the variable asks for: those
+    passes have their torch definitions). Input generation (runner/draws.py, runner/narrowing.py) keeps
+    numba where installed."""
+    if not fused_numba.AVAILABLE or device.type != "cpu":
+        return False
     return choose(None, device) == "numba"
 
 

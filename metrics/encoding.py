@@ -42,7 +42,7 @@ def encode(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     """
     fmt = _byte_format(dtype)
     values = torch.as_tensor(x).detach().to(torch.float64)
-    if fmt.signed and rounding_numba.AVAILABLE and values.device.type == "cpu" and numba_path(values.device):
+    if fmt.signed and numba_path(values.device):
         return _encoded_by_numba(values, fmt, saturate)
     rounded = round_to(values, fmt, saturate=saturate)
     nan = torch.isnan(rounded)

@@ -119,7 +119,7 @@ def _elementwise(x, compute, fused=None) -> torch.Tensor:
     values = tensor.detach().to(torch.float64).contiguous()
     result = torch.empty_like(values)
     flat_in, flat_out = values.view(-1), result.view(-1)
-    if fused is not None and rounding_numba.AVAILABLE and values.device.type == "cpu" and numba_path(values.device):
+    if fused is not None and numba_path(values.device):
         fused(flat_in.numpy(), flat_out.numpy())
     else:
         for start in range(0, flat_in.numel(), _PIECE):

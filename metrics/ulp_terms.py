@@ -45,8 +45,7 @@ if fused_numba.AVAILABLE:
             total_c[i] = (np.float64(terms_c[i]) * widening) * scale + count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
 
 def _fused(*tensors: torch.Tensor) -> bool:
-    return (fused_numba.AVAILABLE and all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
-            and numba_path(tensors[0].device))
+    return all(t.is_contiguous() for t in tensors) and numba_path(tensors[0].device)
 
 
 def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)) -> None:

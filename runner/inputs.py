@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 
 from e2egen import metrics
-from e2egen.metrics import rounding_numba
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.encoding import encode
 
@@ -117,7 +116,7 @@ def fp4_codes(values: torch.Tensor) -> torch.Tensor:
     the CPU. Elsewhere one search among the midpoints of its eight magnitudes, equal to it for every
     non-NaN value (drawn inputs have none)."""
     values = values.to(torch.float64)  # exact from f32
-    if values.device.type == "cpu" and rounding_numba.AVAILABLE and numba_path(values.device):
+    if numba_path(values.device):
         return encode(values, "f4e2m1", saturate=True)
     magnitudes = torch.tensor(_FP4_MAGNITUDES, dtype=torch.float64)
     midpoints = (magnitudes[1:] + magnitudes[:-1]) / 2

@@ -86,9 +86,8 @@ if fused_numba.AVAILABLE:
 
 
 def _on_cpu(*tensors: torch.Tensor) -> bool:
-    return (fused_numba.AVAILABLE and all(t.shape == tensors[0].shape for t in tensors)
-            and all(t.dtype == torch.float64 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
-            and numba_path(tensors[0].device))
+    return (all(t.shape == tensors[0].shape and t.dtype == torch.float64 and t.is_contiguous() for t in tensors)
+            and all(t.device == tensors[0].device for t in tensors) and numba_path(tensors[0].device))
 
 
 def fused_outward(lo: torch.Tensor, hi: torch.Tensor, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:

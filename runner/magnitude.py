@@ -143,7 +143,7 @@ if fused_numba.AVAILABLE:
 
 def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
     """(|t| as f32, smallest non-zero |t| (1.0 if none), largest |t|, whether every |t| is an f32 value)."""
-    if fused_numba.AVAILABLE and t.dtype == torch.float64 and numba_path(t.device):
+    if t.dtype == torch.float64 and numba_path(t.device):
         source = t.contiguous().view(-1).numpy()
         narrow = torch.empty(t.shape, dtype=torch.float32)
         target = narrow.view(-1).numpy()

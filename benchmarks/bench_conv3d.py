@@ -9,24 +9,13 @@ call, and which one the reference takes (conv_depth.by_depth_is_faster).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_tool_work import positive  # noqa: E402  (this folder is on the path when a script runs)
-
-
-def median_ms(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e3
+from bench_bound import median_seconds  # noqa: E402  (this folder is on the path when a script runs)
+from bench_tool_work import positive  # noqa: E402
 
 
 def main() -> None:
@@ -56,8 +45,8 @@ def main() -> None:
                 "bwd_weight": lambda: torch_conv_bwd_weight(t["x"], t["dy"], weight_shape=params.w_shape, **geometry),
             }
             for direction, baseline in baselines.items():
-                torch_ms = median_ms(baseline, args.repeats)
-                depth_ms = median_ms(lambda: conv3d_by_depth(direction, params, t), args.repeats)
+                torch_ms = median_seconds(baseline, args.repeats) * 1e3
+                depth_ms = median_seconds(lambda: conv3d_by_depth(direction, params, t), args.repeats) * 1e3
                 takes = "depth taps" if by_depth_is_faster(params, direction, dtype) else "torch"
                 print(f"| {str(dtype).removeprefix('torch.')} | {n} | {direction} | {torch_ms:.1f} ms | {depth_ms:.1f} ms "
                       f"| {torch_ms / depth_ms:.2f} | {takes} |")

@@ -19,7 +19,6 @@ from e2egen.metrics.formats import Format
 __all__ = ["AVAILABLE", "codes_into", "round_to_into", "ulp_into"]
 
 AVAILABLE = fused_numba.AVAILABLE
-CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size)
 MAX_SHIFT = 60  # as rounding.MAX_SHIFT: shifts past a 53-bit significand round to zero anyway
 
 if AVAILABLE:
@@ -95,7 +94,7 @@ def round_to_into(values: np.ndarray, out: np.ndarray, fmt: Format, beyond: floa
     """out = round_to(values) for a signed format (flat contiguous float64 arrays); `beyond`: the value
     an overflow takes (±inf, NaN or max, by the format's encoding and saturate)."""
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(beyond), bool(fmt.has_negative_zero))
-    threads.over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args), CHUNK)
+    threads.over_chunks(values.shape[0], lambda start, stop: _round_to(values, out, start, stop, *args))
 
 
 def codes_into(values: np.ndarray, out: np.ndarray, fmt: Format, saturate: bool) -> int:
@@ -111,10 +110,10 @@ def codes_into(values: np.ndarray, out: np.ndarray, fmt: Format, saturate: bool)
     nan_code = fmt.nan_pattern if fmt.nan_pattern is not None else 0
     args = (fmt.mantissa_bits, fmt.emin, fmt.max_pattern, fmt.bits, overflow, overflow_signed, nan_code,
             bool(fmt.has_negative_zero))
-    return sum(threads.over_chunks(values.shape[0], lambda start, stop: _codes(values, out, start, stop, *args), CHUNK))
+    return sum(threads.over_chunks(values.shape[0], lambda start, stop: _codes(values, out, start, stop, *args)))
 
 
 def ulp_into(values: np.ndarray, out: np.ndarray, fmt: Format, emax: int) -> None:
     """out = ulp_T(values) (flat contiguous float64 arrays); emax: rounding.ulp_emax(fmt)."""
     args = (fmt.mantissa_bits, fmt.emin, emax)
-    threads.over_chunks(values.shape[0], lambda start, stop: _ulp(values, out, start, stop, *args), CHUNK)
+    threads.over_chunks(values.shape[0], lambda start, stop: _ulp(values, out, start, stop, *args))

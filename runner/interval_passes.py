@@ -32,7 +32,6 @@ from e2egen.metrics.rounding import ulp_emax
 
 __all__ = ["fused_outward", "fused_width"]
 
-CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size)
 
 if fused_numba.AVAILABLE:
     import numba
@@ -100,7 +99,7 @@ def fused_outward(lo: torch.Tensor, hi: torch.Tensor, fmt_name: str) -> tuple[to
     flat_out_lo, flat_out_hi = out_lo.view(-1).numpy(), out_hi.view(-1).numpy()
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
     threads.over_chunks(flat_lo.shape[0], lambda start, stop: _outward(flat_lo, flat_hi, flat_out_lo, flat_out_hi,
-                                                                      start, stop, *args), CHUNK)
+                                                                      start, stop, *args))
     return out_lo, out_hi
 
 
@@ -117,5 +116,5 @@ def fused_width(allowance, x: torch.Tensor, y: torch.Tensor, fmt_name: str) -> t
     flat_x, flat_y, flat_out = x.view(-1).numpy(), y.view(-1).numpy(), out.view(-1).numpy()
     args = (float(allowance.ulps), float(allowance.ulps_per_abs_x), float(allowance.absolute), added, float(inside[0]),
             float(inside[1]), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
-    threads.over_chunks(flat_y.shape[0], lambda start, stop: _width(flat_x, flat_y, flat_out, start, stop, *args), CHUNK)
+    threads.over_chunks(flat_y.shape[0], lambda start, stop: _width(flat_x, flat_y, flat_out, start, stop, *args))
     return out

@@ -5,12 +5,17 @@
 
 Per shape, in the same run:
   reference   the float64 reference (runner.reference.compute_reference), the baseline;
-  bound       the bound as the runner evaluates it (error_bounds + evaluate under the default model):
-              Σ|a·b| summed in f32 and widened (runner/magnitude.py), then F·Σ|a·b| + c_out·ulp_T(ref)
-              in one fused pass (metrics/ulp_terms.py);
-  float64     the earlier way, for comparison: Σ|a·b| in float64, then metrics.ulp as a separate tensor
-              (no widening: it is the time that matters here).
-Each bound is printed as a ratio to the reference (goal: <= 0.5).
+  bound       the bound as the runner hands it to compare (error_bounds + bound_for_output under the
+              default model): Σ|a·b| summed in f32 (runner/magnitude.py), kept with its recipe
+              (metrics.ulp_terms.ScaledPlusUlps), not yet formed;
+  in compare  what forming it inside the comparison's pass adds: compare with the unformed bound less
+              compare with the same bound written out (both with every metric);
+  total       bound + in compare, as a ratio to the reference (goal: <= 0.5);
+  written     the fourth round's way, for comparison: the bound formed as a float64 tensor in one fused
+              pass (ScaledPlusUlps.values), Σ|a·b| in f32;
+  float64     the earlier way: Σ|a·b| in float64, then metrics.ulp as a separate tensor (no widening: it
+              is the time that matters here).
+Large tensors reuse freed pages, as in runner.run (runner/host_memory.py).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 from e2egen import metrics  # noqa: E402
 from e2egen.runner import BoundModel, ReferenceOptions, make_problem  # noqa: E402
 from e2egen.runner.bound import error_bounds, product_sum_parts  # noqa: E402
+from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
+from e2egen.runner.interval_bound import bound_for_output  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.magnitude import f32_premises, magnitude  # noqa: E402
 from e2egen.runner.reference import compute_reference  # noqa: E402
@@ -61,22 +68,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    retain_freed_memory()  # as runner.run does: a repeat reuses the pages the last one freed
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load:.2f}; "
           f"median of {args.repeat}")
-    print(f"{'shape':<38}{'reference':>11}{'bound':>11}{'÷ ref':>8}{'float64 bound':>15}{'÷ ref':>8}  magnitude in")
+    columns = ("reference", "bound", "in compare", "total ÷ ref", "written ÷ ref", "float64 ÷ ref")
+    print(f"{'shape':<38}" + "".join(f"{c:>14}" for c in columns) + "  magnitude in")
     model = BoundModel()
     for name, (op, direction, dtype, layout, params) in SHAPES.items():
         problem = make_problem(op, direction, dtype, layout, params, (-1.0, 1.0), seed=1)
         inputs64 = {key: t.to(torch.float64) for key, t in generate_inputs(problem).items()}
         ref = compute_reference(problem, inputs64, ReferenceOptions()).value
+        out = ref.to(metrics.get_format(problem.out_dtype).torch_dtype)
+        part = error_bounds(problem, inputs64)[problem.primary_output]
+        unformed = bound_for_output(part, model, ref, out)
+        written = unformed.values
         reference = median_seconds(lambda: compute_reference(problem, inputs64, ReferenceOptions()), args.repeat)
         bound = median_seconds(
+            lambda: bound_for_output(error_bounds(problem, inputs64)[problem.primary_output], model, ref, out),
+            args.repeat)
+        in_pass = median_seconds(lambda: metrics.compare(ref, out, problem.out_dtype, bound=unformed), args.repeat)
+        after = median_seconds(lambda: metrics.compare(ref, out, problem.out_dtype, bound=written), args.repeat)
+        forming = max(in_pass - after, 0.0)
+        earlier = median_seconds(
             lambda: error_bounds(problem, inputs64)[problem.primary_output].evaluate(model, ref), args.repeat)
         old = median_seconds(lambda: float64_bound(problem, inputs64, ref, model), args.repeat)
         path = f32_premises(problem, inputs64) or "f32"
-        print(f"{name:<38}{reference * 1e3:>9.1f}ms{bound * 1e3:>9.1f}ms{bound / reference:>8.2f}"
-              f"{old * 1e3:>13.1f}ms{old / reference:>8.2f}  {path}")
+        cells = (f"{reference * 1e3:.1f}ms", f"{bound * 1e3:.1f}ms", f"{forming * 1e3:.1f}ms",
+                 f"{(bound + forming) / reference:.2f}", f"{earlier / reference:.2f}", f"{old / reference:.2f}")
+        print(f"{name:<38}" + "".join(f"{c:>14}" for c in cells) + f"  {path}")
 
 
 if __name__ == "__main__":

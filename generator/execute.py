@@ -138,7 +138,7 @@ def _run_case(case: Case, torch_device: Any, outcome: Outcome, warm_kernel: bool
     start = time.perf_counter()
     for name, output in result.outputs.items():
         rounding = result.arithmetic.arithmetic.rounding if result.arithmetic is not None else "nearest-even"
-        comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz, bound=output.bound,
+        comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz, bound=output.compare_bound,
                                      rounding=rounding)
         outcome.outputs[name] = (comparison, comparison.check(tolerances_for(case.tolerances, comparison)))
     outcome.timings["compare"] = time.perf_counter() - start

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -65,6 +66,7 @@ from e2egen.metrics.formats import Format, IntegerFormat, get_format
 from e2egen.metrics.integers import integer_totals
 from e2egen.metrics.names import HISTOGRAM_BUCKETS, ROUNDING_CODES
 from e2egen.metrics.partials import combine
+from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
 # numpy has no bf16/fp8; ml_dtypes arrays carry torch's names for them.
 _NUMPY_EXTENSION_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
@@ -126,6 +128,9 @@ def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, b
     where = torch.tensor(list(named.values()), dtype=torch.int64, device=ref.device)
     refs = ref[where].cpu().tolist()
     outs = out[where].to(torch.float64).cpu().tolist()
+    if isinstance(bound, ScaledPlusUlps):
+        bound = bound.at(where)
+        where = torch.arange(len(named), device=bound.device)
     bounds = bound[where].cpu().tolist() if bound is not None else [None] * len(named)
     return {
         name: WorstElement(index=i, position=tuple(int(p) for p in np.unravel_index(i, shape)),
@@ -139,7 +144,8 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
     """Every metric of out (the kernel's result, in format `dtype`) against ref (float64).
 
     ref, out (and bound): torch tensors on any device or numpy arrays, same
-    shape. Returns a FloatComparison, or an IntegerComparison for i8/i32.
+    shape; bound may also be a metrics.ulp_terms.ScaledPlusUlps, formed inside
+    the pass. Returns a FloatComparison, or an IntegerComparison for i8/i32.
     rounding: the kernel's final rounding ("nearest-even", "toward-zero", "up",
     "down", ...): bias_z measures the deviation from the result rounded that way; any other name: from
     the result rounded to nearest even.
@@ -164,12 +170,20 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
         if bound is not None:
             raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
         return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
-    bound_flat = None if bound is None else _flat_bound(bound, shape, device)
+    bound_flat = None if bound is None else _flat_bound(bound, shape, device, ref)
     return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk,
                            rounding)
 
 
-def _flat_bound(bound, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def _flat_bound(bound, shape: tuple[int, ...], device: torch.device, ref) -> "torch.Tensor | ScaledPlusUlps":
+    """The bound flat on the comparison's device; a ScaledPlusUlps of this very ref, on the CPU, is kept
+    unformed (the numba pass forms it), with its terms flat (_compare_floats forms it for the torch pass)."""
+    if isinstance(bound, ScaledPlusUlps):
+        if bound.shape != shape:
+            raise ValueError(f"shape mismatch: bound {bound.shape} vs ref {shape}")
+        if bound.ref is not ref or device.type != "cpu":
+            return _flat(bound.values, device)
+        return replace(bound, terms=_flat(bound.terms, device), ref=_flat(bound.ref, device))
     bound_t = _as_tensor(bound, "bound")
     if tuple(bound_t.shape) != shape:
         raise ValueError(f"shape mismatch: bound {tuple(bound_t.shape)} vs ref {shape}")
@@ -199,9 +213,12 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     reported = fmt
     fmt, out, out_bits = _kernel_view(fmt, out)
     mode = ROUNDING_CODES.get(rounding, 0)
+    if isinstance(bound, ScaledPlusUlps) and chosen != "numba":
+        bound = bound.values  # the torch pass reads values
     if chosen == "numba":
-        floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if bound is None else bound.numpy(),
-                                            fmt, ftz, rel_floor, chunk, mode)
+        values, recipe = (bound.terms, bound.recipe()) if isinstance(bound, ScaledPlusUlps) else (bound, None)
+        floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if values is None else values.numpy(),
+                                            fmt, ftz, rel_floor, chunk, mode, recipe)
     else:
         floats, ints = fused_torch.partials(ref, out, out_bits, bound, fmt, ftz, rel_floor, chunk, mode)
     totals = combine(floats, ints)

@@ -171,7 +171,44 @@ if AVAILABLE:
 
     _measure = numba.njit(inline="always", error_model="numpy")(_measure)
 
-    def _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+    @numba.njit(error_model="numpy", fastmath=False)
+    def _scaled_plus_ulp(term, x, widening, scale, count, m, emin, emax):
+        """(term · widening) · scale + count · ulp_T(x), NaN where x is NaN: one element of a bound that
+        metrics.ulp_terms forms, here so that the comparison can form it inside its own pass. Compiled on
+        its own without _reduce_chunk's reassoc flag, which would be free to form widening · scale first
+        and change the last bit: fastmath=False is explicit because numba otherwise inherits the first
+        caller's fastmath and reuses that compilation for every caller. LLVM still inlines it into the
+        vectorised loop, flags kept per instruction. Two roundings, as the unfused torch ops."""
+        magnitude = _bits(x) & _F64_MAGNITUDE
+        biased = magnitude >> 52
+        power_of_two = ((magnitude & _F64_MANTISSA) == 0) & (biased > 0)
+        exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)  # rounding.ulp_exponent
+        gap = _float((exponent - m + 1023) << 52)
+        return (np.float64(term) * widening) * scale + count * (x if magnitude > _F64_INF_BITS else gap)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def scaled_plus_ulps_into(total, terms, widening, scale, ref, lo, hi, count, m, emin, emax):
+        """total = (terms · widening) · scale + count · ulp_T(ref) over [lo, hi), for metrics.ulp_terms
+        (terms may be total itself; f32 terms are widened to float64 first, exactly). Here, in the file of
+        _scaled_plus_ulp, because numba's cache of a function notices changes to its own file only.
+        Branch-free, so that LLVM vectorises it; slices from 0 (see _reduce_chunk)."""
+        total_c, terms_c, ref_c = total[lo:hi], terms[lo:hi], ref[lo:hi]
+        for i in range(hi - lo):
+            total_c[i] = _scaled_plus_ulp(terms_c[i], ref_c[i], widening, scale, count, m, emin, emax)
+
+    def _bound_at(bound_c, i, x, recipe):
+        """Element i's bound: -1 without one (bound_c None), bound_c[i], or formed from its terms
+        bound_c[i] by the recipe (widening, scale, count, m, emin, emax) of ulp_terms.ScaledPlusUlps."""
+        if bound_c is None:
+            return -1.0
+        if recipe is None:
+            return np.float64(bound_c[i])
+        widening, scale, count, m, emin, emax = recipe
+        return _scaled_plus_ulp(bound_c[i], x, widening, scale, count, m, emin, emax)
+
+    _bound_at = numba.njit(inline="always", error_model="numpy")(_bound_at)
+
+    def _reduce_chunk(ref, out_bits, bound, recipe, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
                       max_pattern, max_bits, min_normal_bits, mode):
         """The vectorised pass: maxima (as float bits), sums and packed counts of ref[lo:hi]."""
         best_abs = best_rel = best_eps = best_bound = best_ulp = max_ref = max_out = 0
@@ -186,9 +223,10 @@ if AVAILABLE:
         out_c = out_bits[lo:hi]
         bound_c = None if bound is None else bound[lo:hi]
         for i in range(hi - lo):
-            b = -1.0 if bound_c is None else bound_c[i]
+            x = ref_c[i]
+            b = _bound_at(bound_c, i, x, recipe)
             (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
-             u1, u2) = _measure(ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+             u1, u2) = _measure(x, out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
                                 max_bits, min_normal_bits, mode)
             # the bound's own check (>= 0, not NaN), here rather than in a pass of its own
             counts_d += 0 if bound_c is None or b >= 0.0 else (1 << 42)
@@ -258,14 +296,15 @@ if AVAILABLE:
     _field = numba.njit(inline="always")(_field)
 
     @numba.njit(cache=True, error_model="numpy", nogil=True)
-    def _kernel(ref, out_bits, bound, chunk, first_chunk, end_chunk, ftz, rel_floor_bits, m, bias, emin, emax,
-                bits, max_pattern, has_inf, max_bits, limit_bits, min_normal_bits, mode, maxima_bits, floats, ints):
+    def _kernel(ref, out_bits, bound, recipe, chunk, first_chunk, end_chunk, ftz, rel_floor_bits, m, bias, emin,
+                emax, bits, max_pattern, has_inf, max_bits, limit_bits, min_normal_bits, mode, maxima_bits, floats,
+                ints):
         """Rows first_chunk .. end_chunk - 1 of the per-chunk tables (one thread's share)."""
         n = ref.shape[0]
         for c in range(first_chunk, end_chunk):
             lo = c * chunk
             hi = min(lo + chunk, n)
-            r = _reduce_chunk(ref, out_bits, bound, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+            r = _reduce_chunk(ref, out_bits, bound, recipe, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
                               max_pattern, max_bits, min_normal_bits, mode)
             floats[c, P.F_MAX_ABS_REF] = _float(r[6])
             floats[c, P.F_MAX_ABS_OUT] = _float(r[7])
@@ -307,7 +346,7 @@ if AVAILABLE:
             ints[c, P.I_FIRST_OVER] = specials[5]
 
     @numba.njit(cache=True, error_model="numpy", nogil=True)
-    def _locate(ref, out_bits, bound, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax, bits,
+    def _locate(ref, out_bits, bound, recipe, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax, bits,
                 max_pattern, max_bits, min_normal_bits, mode):
         """First index in [lo, hi) reaching each maximum in targets (by ABS..ULP; -1: not wanted, and no
         element matches -1: every value here is >= 0). One branch-free pass keeping the least matching
@@ -320,9 +359,10 @@ if AVAILABLE:
         t_abs, t_rel, t_rel_old = targets[ABS], targets[REL], targets[REL_OLD]
         t_eps, t_bound, t_ulp = targets[EPS], targets[BOUND], targets[ULP]
         for i in range(n):
-            b = -1.0 if bound_c is None else bound_c[i]
+            x = ref_c[i]
+            b = _bound_at(bound_c, i, x, recipe)
             (compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, ao,
-             u1, u2) = _measure(ref_c[i], out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
+             u1, u2) = _measure(x, out_c[i], b, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
                                 max_bits, min_normal_bits, mode)
             first_abs = min(first_abs, i if compared and _bits(d) == t_abs else n)
             first_rel = min(first_rel, i if nonzero_ref and _bits(rel) == t_rel else n)
@@ -353,9 +393,11 @@ MIN_ELEMENTS_PER_THREAD = 1 << 17
 
 def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fmt: Format,
              ftz: bool, rel_floor: float, chunk: int,
-             mode: int = 0) -> tuple[np.ndarray, np.ndarray]:
+             mode: int = 0, recipe: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits; mode: the
-    rounding the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest)."""
+    rounding the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest). bound: the
+    bound's values (float64), or with a recipe (ulp_terms.ScaledPlusUlps.recipe) the terms it is formed
+    from, element by element, inside the pass."""
     if not AVAILABLE:
         raise RuntimeError("numba is not installed; use the torch backend")
     chunk = min(chunk, MAX_CHUNK)
@@ -367,7 +409,7 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     # one contiguous share of the chunks per thread (see threads.py)
     shares = threads.thread_count(min(n_chunks, max(1, ref.shape[0] // MIN_ELEMENTS_PER_THREAD)))
     edges = np.linspace(0, n_chunks, shares + 1).astype(np.int64)
-    threads.run(lambda k: _kernel(ref, out_bits, bound, chunk, int(edges[k]), int(edges[k + 1]),
+    threads.run(lambda k: _kernel(ref, out_bits, bound, recipe, chunk, int(edges[k]), int(edges[k + 1]),
                                   maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
                 range(len(edges) - 1))
     if bound is not None and maxima_bits[:, BAD_BOUNDS].any():
@@ -379,11 +421,11 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     if bound is None:
         floats[:, P.F_BOUND] = -1.0
         floats[:, P.F_SUM_SQ_BOUND] = 0.0
-    _fill_indices(ref, out_bits, bound, chunk, args, floats, ints)
+    _fill_indices(ref, out_bits, bound, recipe, chunk, args, floats, ints)
     return floats, ints
 
 
-def _fill_indices(ref, out_bits, bound, chunk, args, floats, ints) -> None:
+def _fill_indices(ref, out_bits, bound, recipe, chunk, args, floats, ints) -> None:
     """Set the index column of the chunk holding each global maximum (its first occurrence)."""
     wanted: dict[int, np.ndarray] = {}  # chunk -> targets for _locate
     maxima = {what: (floats[:, f].copy(), i) for what, (f, i) in _MAXIMUM_COLUMNS.items()}
@@ -396,7 +438,7 @@ def _fill_indices(ref, out_bits, bound, chunk, args, floats, ints) -> None:
     locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}
     for c, targets in wanted.items():
         lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
-        found = _locate(ref, out_bits, bound, lo, hi, targets, **locate_args)
+        found = _locate(ref, out_bits, bound, recipe, lo, hi, targets, **locate_args)
         for what, (_, index_col) in maxima.items():
             if targets[what] >= 0:
                 if found[what] < 0:  # the two loops computed different values: a bug here

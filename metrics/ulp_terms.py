@@ -8,10 +8,19 @@ the bound's cost. Here numba computes the same ulp from ref's bits (as the
 fused comparison does) and adds it in place, on every core. Without numba, on
 a device, or with E2E_METRICS_BACKEND=torch, it falls back to metrics.ulp (the
 definition); tests check the two agree bit for bit.
+
+A product-sum bound need not be written out at all: `ScaledPlusUlps` keeps
+its recipe (terms, widening, scale, count, the format), and
+`metrics.compare` forms each element inside its own pass (fused_numba's
+_scaled_plus_ulp, which this module's pass also uses), so the bound costs no
+float64 tensor of the outputs' size; `values` forms that tensor for readers
+that want one.
 """
 from __future__ import annotations
 
-import numpy as np
+import functools
+from dataclasses import dataclass
+
 import torch
 
 from e2egen.metrics import fused_numba, threads
@@ -19,30 +28,9 @@ from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp, ulp_emax
 
-__all__ = ["add_ulps", "scaled_plus_ulps"]
+__all__ = ["ScaledPlusUlps", "add_ulps", "scaled_plus_ulps"]
 
 CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size gives a few tasks per thread)
-
-if fused_numba.AVAILABLE:
-    import numba
-
-    from e2egen.metrics.fused_numba import _bits, _float
-
-    @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def _scaled_plus_ulps(total, terms, widening, scale, ref, lo, hi, count, m, emin, emax):
-        """total = (terms · widening) · scale + count · ulp_T(ref) over [lo, hi) (terms may be total itself;
-        f32 terms are widened to float64 first, exactly)."""
-        # branch-free, so that LLVM vectorises it; slices from 0 (see fused_numba._reduce_chunk)
-        total_c, terms_c, ref_c = total[lo:hi], terms[lo:hi], ref[lo:hi]
-        for i in range(hi - lo):
-            x = ref_c[i]
-            magnitude = _bits(x) & ((1 << 63) - 1)
-            biased = magnitude >> 52
-            power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
-            exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)  # rounding.ulp_exponent
-            gap = _float((exponent - m + 1023) << 52)
-            # two roundings, as the unfused torch ops (no contraction to an FMA without fastmath)
-            total_c[i] = (np.float64(terms_c[i]) * widening) * scale + count * (x if magnitude > (2047 << 52) else gap)  # NaN stays NaN
 
 def _fused(*tensors: torch.Tensor) -> bool:
     return all(t.is_contiguous() for t in tensors) and numba_path(tensors[0].device)
@@ -54,12 +42,17 @@ def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)
                          f"and {ref.dtype} {tuple(ref.shape)}")
 
 
-def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: float) -> torch.Tensor:
+def _ulp_args(dtype: str) -> tuple[int, int, int]:
+    """(mantissa bits, emin, the ulp's top exponent) of the format named `dtype`."""
     fmt = float_format(dtype)
+    return fmt.mantissa_bits, fmt.emin, ulp_emax(fmt)
+
+
+def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: float) -> torch.Tensor:
     flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
-    args = (float(count), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
-    threads.over_chunks(flat_ref.shape[0], lambda lo, hi: _scaled_plus_ulps(flat_total, flat_terms, float(widening),
-                                                                            float(scale), flat_ref, lo, hi, *args), CHUNK)
+    args = (float(count), *_ulp_args(dtype))
+    threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.scaled_plus_ulps_into(
+        flat_total, flat_terms, float(widening), float(scale), flat_ref, lo, hi, *args), CHUNK)
     return total
 
 
@@ -83,3 +76,43 @@ def scaled_plus_ulps(terms: torch.Tensor, scale: float, ref: torch.Tensor, dtype
         return terms.to(torch.float64).mul(widening).mul_(scale).add_(ulp(ref, dtype).mul_(count))
     return _run(torch.empty_like(ref, dtype=torch.float64, memory_format=torch.contiguous_format), terms, widening,
                 scale, ref, dtype, count)
+
+
+@dataclass(frozen=True, eq=False)
+class ScaledPlusUlps:
+    """The bound (terms · widening) · scale + count · ulp_T(ref), per element of ref, not yet formed.
+
+    metrics.compare(ref, out, dtype, bound=this) forms each element inside its own pass where it can (the
+    numba pass, and `ref` the very tensor given here), else forms `values` first; either way the
+    comparison is the same, bit for bit."""
+
+    terms: torch.Tensor  # f32 or float64, ref's shape
+    scale: float
+    ref: torch.Tensor  # float64
+    dtype: str  # the format whose ulp is counted
+    count: float
+    widening: float = 1.0
+
+    def __post_init__(self) -> None:
+        float_format(self.dtype)
+        _check(self.terms, self.ref, (torch.float64, torch.float32))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.ref.shape)
+
+    @functools.cached_property
+    def values(self) -> torch.Tensor:
+        """The bound as a float64 tensor of ref's shape (formed once)."""
+        return scaled_plus_ulps(self.terms, self.scale, self.ref, self.dtype, self.count, self.widening)
+
+    def recipe(self) -> tuple[float, float, float, int, int, int]:
+        """What the comparison's numba pass needs besides the terms: (widening, scale, count, m, emin, ulp
+        emax)."""
+        return (float(self.widening), float(self.scale), float(self.count), *_ulp_args(self.dtype))
+
+    def at(self, flat_indices: torch.Tensor) -> torch.Tensor:
+        """The bound's values at these indices of the flattened tensor (formed for them alone)."""
+        terms = self.terms.reshape(-1)[flat_indices.to(self.terms.device)]
+        ref = self.ref.reshape(-1)[flat_indices.to(self.ref.device)]
+        return scaled_plus_ulps(terms, self.scale, ref, self.dtype, self.count, self.widening)

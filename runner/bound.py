@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 import torch
 
@@ -76,6 +76,9 @@ from .magnitude import WidenedSum, magnitude, magnitude_bound, widened_sum
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
+
+if TYPE_CHECKING:
+    from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
 __all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
@@ -282,9 +285,19 @@ class SumOfBounds:
     parts: tuple[ErrorBound, ...]
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
-        total = self._product_sum_and_rounding(model, ref)
-        if total is not None:
-            return total
+        deferred = self._product_sum_and_rounding(model, ref)
+        if deferred is not None:
+            return deferred.values
+        return self._summed(model, ref)
+
+    def deferred(self, model: BoundModel, ref: torch.Tensor) -> "torch.Tensor | ScaledPlusUlps":
+        """The bound for metrics.compare: the usual conv/gemm bound F·Σ|a·b| + c_out·ulp_T(ref) as its
+        recipe (compare forms it inside its own pass: no float64 tensor of the outputs' size), else
+        `evaluate`'s tensor."""
+        deferred = self._product_sum_and_rounding(model, ref)
+        return deferred if deferred is not None else self._summed(model, ref)
+
+    def _summed(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         total = self.parts[0].evaluate(model, ref)
         for part in self.parts[1:]:
             if isinstance(part, OutputRounding):  # fused into the running total, not a tensor of its own
@@ -293,8 +306,8 @@ class SumOfBounds:
                 total.add_(part.evaluate(model, ref))
         return total
 
-    def _product_sum_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor | None:
-        """F·Σ|a·b| + c_out·ulp_T(ref) in one pass over the outputs (the usual conv/gemm bound), else None."""
+    def _product_sum_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> "ScaledPlusUlps | None":
+        """F·Σ|a·b| + c_out·ulp_T(ref), not yet formed (the usual conv/gemm bound), else None."""
         if len(self.parts) != 2 or not isinstance(self.parts[0], ProductSumError) or not isinstance(self.parts[1], OutputRounding):
             return None
         factor = self.parts[0].single_factor(model)
@@ -302,9 +315,9 @@ class SumOfBounds:
         if (factor is None or terms.shape != ref.shape or terms.dtype not in (torch.float64, torch.float32)
                 or ref.dtype != torch.float64):
             return None
-        from e2egen.metrics.ulp_terms import scaled_plus_ulps
+        from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
-        return scaled_plus_ulps(terms, factor, ref, self.parts[1].out_dtype, model.c_out, widening=widening_factor)
+        return ScaledPlusUlps(terms, factor, ref, self.parts[1].out_dtype, model.c_out, widening=widening_factor)
 
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""

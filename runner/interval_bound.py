@@ -63,10 +63,14 @@ class AcceptanceInterval:
         return torch.where(out64 >= ref, above, below).contiguous()
 
 
-def bound_for_output(part, model: BoundModel, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """A bound evaluated for the output it judges: two-sided ones pick the output's side."""
+def bound_for_output(part, model: BoundModel, ref: torch.Tensor, out: torch.Tensor):
+    """A bound evaluated for the output it judges, as metrics.compare takes it: two-sided ones pick the
+    output's side; one that compare can form inside its own pass (SumOfBounds.deferred) comes unformed."""
     sided = getattr(part, "evaluate_for_output", None)
-    return sided(model, ref, out) if sided is not None else part.evaluate(model, ref)
+    if sided is not None:
+        return sided(model, ref, out)
+    deferred = getattr(part, "deferred", None)
+    return deferred(model, ref) if deferred is not None else part.evaluate(model, ref)
 
 
 __all__ = ["AcceptanceInterval", "bound_for_output", "interval_context"]

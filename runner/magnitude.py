@@ -164,8 +164,8 @@ def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
 class WidenedSum:
     """An upper bound on Σ|a·b| kept as it was summed: Ŝ (f32, or float64 already widened) and the factor
     W that makes Ŝ·W a bound. The float64 product is formed once, where a reader needs it; the product-sum
-    bound's fused pass (metrics.ulp_terms.scaled_plus_ulps) widens inside its own pass instead, with the
-    same roundings, so no float64 copy of Ŝ is written when K is small and the outputs are many."""
+    bound (metrics.ulp_terms.ScaledPlusUlps) widens each element where it forms it, inside the comparison's
+    pass, with the same roundings, so neither Ŝ·W nor the bound is written out as a float64 tensor."""
 
     summed: torch.Tensor
     widening: float

@@ -2,10 +2,11 @@
 (-> error bound) (-> timing)."""
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import torch
 
@@ -23,6 +24,9 @@ from .problem import Problem
 from .reference import ReferenceOptions, compute_reference
 from .timing import KernelTiming, TimingOptions, time_kernel
 
+if TYPE_CHECKING:
+    from e2egen.metrics.ulp_terms import ScaledPlusUlps
+
 _CPU = torch.device("cpu")
 # Seconds: a kernel's first call shorter than this is repeated, and the warm repeat is its recorded time.
 WARM_CALL_LIMIT_S = 1.0
@@ -37,8 +41,16 @@ class OutputResult:
     out: torch.Tensor  # kernel output: on the device, its format, logical shape
     ref: torch.Tensor  # float64, logical shape, on the reference device
     dtype: str  # the output's format name (f32 for tf32; i32 for integer ops)
-    bound: torch.Tensor | None = None  # float64 per-element error bound under the run's model, when asked for
+    # the bound as metrics.compare takes it: a float64 tensor, or one compare forms inside its own pass
+    compare_bound: "torch.Tensor | ScaledPlusUlps | None" = None
     error_bound: ErrorBound | None = None  # the bound's parts, to evaluate under other models
+
+    @functools.cached_property
+    def bound(self) -> torch.Tensor | None:
+        """The float64 per-element error bound under the run's model, when asked for (formed on first use
+        where compare_bound is a recipe)."""
+        bound = self.compare_bound
+        return bound if bound is None or isinstance(bound, torch.Tensor) else bound.values
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,7 +142,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     timings["reference"] = time.perf_counter() - started
 
     parts: dict[str, ErrorBound] = {}
-    bounds: dict[str, torch.Tensor] = {}
+    bounds: dict = {}
     if bound is not None:
         started = time.perf_counter()
         parts = dict(error_bounds(problem, ref.inputs, bound.arithmetic))

@@ -5,7 +5,7 @@
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
-and without a bound, the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
+and without a bound (written out, or formed in the pass from f32 or float64 sums), the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
 passes, round_to and ulp, and the interval primitives' passes.
 """
 from __future__ import annotations
@@ -27,14 +27,19 @@ def warm() -> int:
     if not fused_numba.AVAILABLE:
         return 0
     calls = 0
+    from e2egen.metrics.ulp_terms import ScaledPlusUlps
+
     ref = torch.linspace(-3.0, 3.0, 257, dtype=torch.float64)
     bound = torch.full_like(ref, 1e-3)
+    # a bound the comparison forms in its pass, from f32 sums (widened) and from float64 ones
+    unformed = (ScaledPlusUlps(bound.float(), 2.0, ref, "f32", 1.0, widening=1.5),
+                ScaledPlusUlps(bound, 2.0, ref, "f16", 1.0))
     for name in formats.DTYPE_NAMES:
         fmt = formats.get_format(name)
         if fmt.is_integer or fmt.torch_dtype is None:
             continue
         out = ref.to(fmt.torch_dtype)
-        for with_bound in (None, bound):
+        for with_bound in (None, bound, *unformed):
             metrics.compare(ref, out, dtype=name, bound=with_bound, backend="numba")
             calls += 1
     for dtype in narrowing.NARROW_DTYPES:

@@ -14,8 +14,16 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
                      if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
     draw_calls = len(draws.DRAW_DTYPES)
     rounding_calls = 5  # round_to, ulp, encode and the interval primitives' two passes
-    assert warm() == (2 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 1 + 3 * 3
+    # each comparison without a bound, with one written out, and with one formed in its pass from f32 or
+    # float64 sums
+    assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 1 + 3 * 3
                       + rounding_calls)  # + the bound's
+    from e2egen.metrics import fused_numba
+
+    recipes = {str(signature[3]) for signature in fused_numba._kernel.signatures}
+    assert len(recipes) == 2 and "none" in recipes  # a comparison without a recipe, and with one
+    assert {str(signature[2].dtype) for signature in fused_numba._kernel.signatures if str(signature[3]) != "none"} \
+        == {"float32", "float64"}  # formed from f32 sums and from float64 ones
     for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, interval_passes._outward,
-                   interval_passes._width):
+                   interval_passes._width, fused_numba.scaled_plus_ulps_into):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()

@@ -7,7 +7,10 @@
     python benchmarks/bench_metrics.py --general   # also the torch path with its general kernel only (the old one)
 
 Every timing: warm-up calls, then --repeat timed calls; median and
-interquartile range. Each row is a ratio against its named baselines, measured
+interquartile range. "+ unformed bound" is the bound as the runner hands conv
+and gemm bounds over (ulp_terms.ScaledPlusUlps: f32 sums, widened, scaled and
+given their ulp term inside the pass); its floor reads the f32 sums in place of
+a float64 bound. Each row is a ratio against its named baselines, measured
 in the same run (x numba: the numba path's time with the same inputs): the floor is one plain pass over the inputs it reads (a sum
 of each: ref and out, or ref, out and the bound), the memory-bound least a
 comparison can cost; the torch path's rows use the same sums taken its way
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from e2egen import metrics  # noqa: E402
 from e2egen.metrics import fused_numba  # noqa: E402
+from e2egen.metrics.ulp_terms import ScaledPlusUlps  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -191,8 +195,11 @@ def main() -> None:
         return measure(fn, args.repeat, args.warmup, device)
 
     bound = (ref.abs() * 2.0 ** -11 + 2.0 ** -24).to(device)  # a plausible per-element bound, float64
+    # the same kind of bound as the runner hands over for conv and gemm: f32 sums, formed in the pass
+    unformed = ScaledPlusUlps(ref.abs().float(), 2.0 ** -11, ref, "f16", 1.0, widening=1.0 + 2.0 ** -20)
     floors = {"ref+out": run(lambda: (ref.sum(), out.sum())),
               "ref+out+bound": run(lambda: (ref.sum(), out.sum(), bound.sum())),
+              "ref+out+f32 terms": run(lambda: (ref.sum(), out.sum(), unformed.terms.sum())),
               "ref+out, chunked": run(lambda: chunked_sums(ref, out)),
               "ref+out+bound, chunked": run(lambda: chunked_sums(ref, out, bound))}
     assert_close = run(lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
@@ -204,6 +211,9 @@ def main() -> None:
                      run(lambda: metrics.compare(ref, out, "f16", backend=backend))))
         rows.append((f"compare [{backend}] + bound", "ref+out+bound" + chunked,
                      run(lambda: metrics.compare(ref, out, "f16", bound=bound, backend=backend))))
+        if backend == "numba":
+            rows.append(("compare [numba] + unformed bound", "ref+out+f32 terms",
+                         run(lambda: metrics.compare(ref, out, "f16", bound=unformed, backend=backend))))
     if args.general:
         rows += general_kernel_rows(ref, out, bound, run)
     if args.torch_compile:
@@ -212,7 +222,7 @@ def main() -> None:
     numba_rows = {name: timing for name, _, timing in rows if name.startswith("compare [numba]")}
 
     def versus_numba(name: str, timing: Timing) -> str:
-        baseline = numba_rows.get("compare [numba] + bound" if name.endswith("+ bound") else "compare [numba]")
+        baseline = numba_rows.get("compare [numba] + bound" if name.endswith("bound") else "compare [numba]")
         return f"{timing.median / baseline.median:>10.2f}" if baseline and name.startswith("compare") else f"{'':>10}"
 
     print(f"{'what':<34}{'median (IQR)':<36}{'floor':>24}{'x floor':>9}{'x faster than assert_close':>28}"

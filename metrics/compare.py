@@ -170,20 +170,21 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
         if bound is not None:
             raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
         return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
-    bound_flat = None if bound is None else _flat_bound(bound, shape, device, ref)
+    bound_flat = None if bound is None else _flat_bound(bound, shape, device, ref, ref_flat)
     return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk,
                            rounding)
 
 
-def _flat_bound(bound, shape: tuple[int, ...], device: torch.device, ref) -> "torch.Tensor | ScaledPlusUlps":
+def _flat_bound(bound, shape: tuple[int, ...], device: torch.device, ref, ref_flat) -> "torch.Tensor | ScaledPlusUlps":
     """The bound flat on the comparison's device; a ScaledPlusUlps of this very ref, on the CPU, is kept
-    unformed (the numba pass forms it), with its terms flat (_compare_floats forms it for the torch pass)."""
+    unformed (the numba pass forms it), with its terms flat (_compare_floats forms it for the torch pass);
+    else formed here, and not kept with the caller's object."""
     if isinstance(bound, ScaledPlusUlps):
         if bound.shape != shape:
             raise ValueError(f"shape mismatch: bound {bound.shape} vs ref {shape}")
         if bound.ref is not ref or device.type != "cpu":
-            return _flat(bound.values, device)
-        return replace(bound, terms=_flat(bound.terms, device), ref=_flat(bound.ref, device))
+            return _flat(bound.formed(), device)
+        return replace(bound, terms=_flat(bound.terms, device), ref=ref_flat)  # ref_flat: this ref, flat
     bound_t = _as_tensor(bound, "bound")
     if tuple(bound_t.shape) != shape:
         raise ValueError(f"shape mismatch: bound {tuple(bound_t.shape)} vs ref {shape}")
@@ -214,7 +215,7 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     fmt, out, out_bits = _kernel_view(fmt, out)
     mode = ROUNDING_CODES.get(rounding, 0)
     if isinstance(bound, ScaledPlusUlps) and chosen != "numba":
-        bound = bound.values  # the torch pass reads values
+        bound = bound.formed()  # the torch pass reads values
     if chosen == "numba":
         values, recipe = (bound.terms, bound.recipe()) if isinstance(bound, ScaledPlusUlps) else (bound, None)
         floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if values is None else values.numpy(),

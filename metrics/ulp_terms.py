@@ -103,7 +103,13 @@ class ScaledPlusUlps:
 
     @functools.cached_property
     def values(self) -> torch.Tensor:
-        """The bound as a float64 tensor of ref's shape (formed once)."""
+        """The bound as a float64 tensor of ref's shape (formed once, then kept with this object)."""
+        return self.formed()
+
+    def formed(self) -> torch.Tensor:
+        """The bound as a float64 tensor, not kept here (the one `values` keeps, where it has been formed)."""
+        if "values" in self.__dict__:
+            return self.__dict__["values"]
         return scaled_plus_ulps(self.terms, self.scale, self.ref, self.dtype, self.count, self.widening)
 
     def recipe(self) -> tuple[float, float, float, int, int, int]:

@@ -69,6 +69,12 @@ def test_every_other_path_forms_the_values_first():
     assert torch_pass == metrics.compare(ref, out, "f16", bound=deferred.values, backend="torch")
     assert torch_pass.bound_ratio == formed.bound_ratio and torch_pass.worst == formed.worst
     assert metrics.compare(ref.clone(), out, "f16", bound=deferred) == formed  # another ref: formed from its own
+    other = ref * 3.0  # one of other values: still the bound's own ref's B, not one formed from this ref
+    assert metrics.compare(other, out, "f16", bound=deferred) == metrics.compare(other, out, "f16",
+                                                                                bound=deferred.values)
+    fresh = ScaledPlusUlps(terms, scale, ref, "bf16", 1.0, widening=widening)
+    metrics.compare(other, out, "f16", bound=fresh)
+    assert "values" not in fresh.__dict__  # compare's fallback does not keep a tensor with the caller's object
 
 
 def test_the_bound_is_checked_as_a_written_one():

@@ -7,7 +7,9 @@ Every figure is the median of --repeats runs of run() (one kernel call each,
 as a test does); the "kernel" column is the median of an adaptive timing
 loop (runner.TimingOptions) and its TFLOP/s. Input generation includes the
 float64 draw, the correct rounding, the float64 copy for the reference and
-the transfer to the device.
+the transfer to the device. "bound" is what run() times: for conv and gemm,
+Σ|a·b| and the bound's recipe; the comparison forms the bound in its own pass
+(benchmarks/bench_bound.py counts that part).
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ every Nth case of each family in id order) runs as a test runs it (generator.exe
 the case's bound, default unless the catalogue says otherwise, then metrics.compare for each output) on
 the CPU, in this one process, twice: the table is the second pass (warm: what each further case costs);
 its last column is the first pass, as a fresh test process meets the cases (one-time compilation
-included). Tool work = inputs + reference + bound + compare; the baseline is the kernel's recorded time
+included). Tool work = inputs + reference + bound + compare (a conv or gemm bound is formed inside compare's
+pass, so that part of it is in the compare column); the baseline is the kernel's recorded time
 (a warm call) in the same pass. Goal (issue 20): tool work <= kernel time in aggregate, per family. Arithmetic probes (once per kernel and dtype, then cached on disk) are shown
 apart and not counted. Cases marked slow are left out unless --run-slow, as the default CPU run does.
 """

@@ -1,4 +1,4 @@
-"""The two element-wise steps of every interval primitive (runner/intervals.py), each in one numba pass.
+"""The element-wise steps of the interval primitives (runner/intervals.py), each in one numba pass.
 
 In torch's ops each costs a dozen passes over the elements, and together they were most of an
 element-wise bound's time (benchmarks/bench_intervals.py times both):
@@ -8,6 +8,8 @@ element-wise bound's time (benchmarks/bench_intervals.py times both):
   From the float64 bits: the magnitude truncated to the format's pattern (the shifted-out bits say
   whether it was exact), one pattern further from zero where a negative value was inexact, then the
   pattern's value. IEEE formats with infinities only (f32, tf32, f16, bf16, f8e5m2).
+* fused_product: intervals.mul whole (four corner products, 0·inf as 0, the float64 slack, then the
+  outward rounding above), a dozen torch passes and four temporaries in one pass.
 * fused_width: an allowance's width at each end, (ulps + ulps_per_abs_x·|x|)·ulp_T(y) + absolute, or
   the absolute part alone where x lies inside absolute_inside (metrics.ulp's bit fields, clamps, power
   of two and NaN select, then the products).
@@ -30,7 +32,7 @@ from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp_emax
 
-__all__ = ["fused_outward", "fused_width"]
+__all__ = ["fused_outward", "fused_product", "fused_width"]
 
 
 if fused_numba.AVAILABLE:
@@ -67,6 +69,26 @@ if fused_numba.AVAILABLE:
             out_hi_c[i] = -_round_down(-hi_c[i], m, emin, bias, max_pattern, largest)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _product(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
+        """intervals.mul's ends: the least and greatest of the four corner products (a NaN corner, 0·inf,
+        read as 0), each moved out by |end|·slack, then rounded outward as _outward rounds."""
+        a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
+        out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
+        for i in range(stop - start):
+            corner_1, corner_2 = a_lo_c[i] * b_lo_c[i], a_lo_c[i] * b_hi_c[i]
+            corner_3, corner_4 = a_hi_c[i] * b_lo_c[i], a_hi_c[i] * b_hi_c[i]
+            corner_1 = corner_1 if corner_1 == corner_1 else 0.0
+            corner_2 = corner_2 if corner_2 == corner_2 else 0.0
+            corner_3 = corner_3 if corner_3 == corner_3 else 0.0
+            corner_4 = corner_4 if corner_4 == corner_4 else 0.0
+            low = min(min(corner_1, corner_2), min(corner_3, corner_4))
+            high = max(max(corner_1, corner_2), max(corner_3, corner_4))
+            # a zero's sign may differ from torch's amin/amax here; _round_down makes every zero +0 (and
+            # the upper end -0) either way
+            out_lo_c[i] = _round_down(low - abs(low) * slack, m, emin, bias, max_pattern, largest)
+            out_hi_c[i] = -_round_down(-(high + abs(high) * slack), m, emin, bias, max_pattern, largest)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _width(x, y, out, start, stop, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax):
         """(ulps + per_abs_x·|x|)·ulp_T(y) + added, or absolute where inside_lo <= x <= inside_hi (an empty
         range: never); the roundings in the torch ops' order; ulp as metrics.ulp (rounding.ulp_exponent)
@@ -100,6 +122,21 @@ def fused_outward(lo: torch.Tensor, hi: torch.Tensor, fmt_name: str) -> tuple[to
     args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
     threads.over_chunks(flat_lo.shape[0], lambda start, stop: _outward(flat_lo, flat_hi, flat_out_lo, flat_out_hi,
                                                                       start, stop, *args))
+    return out_lo, out_hi
+
+
+def fused_product(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_hi: torch.Tensor, slack: float,
+                  fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """intervals.mul's (lo, hi) for [a_lo, a_hi]·[b_lo, b_hi] in one numba pass, or None where this path does
+    not apply. Ends broadcast from a scalar (intervals.constant) are written out first."""
+    fmt = float_format(fmt_name)
+    ends = [t.contiguous() for t in torch.broadcast_tensors(a_lo, a_hi, b_lo, b_hi)]
+    if not (fmt.encoding == "ieee" and fmt.has_inf and _on_cpu(*ends)):
+        return None
+    out_lo, out_hi = torch.empty_like(ends[0]), torch.empty_like(ends[0])
+    flat = [t.view(-1).numpy() for t in (*ends, out_lo, out_hi)]
+    args = (float(slack), fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
+    threads.over_chunks(flat[0].shape[0], lambda start, stop: _product(*flat, start, stop, *args))
     return out_lo, out_hi
 
 

@@ -31,7 +31,7 @@ from e2egen import metrics
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float64
 
-from .interval_passes import fused_outward, fused_width
+from .interval_passes import fused_outward, fused_product, fused_width
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
@@ -202,6 +202,9 @@ def negate(a: Interval) -> Interval:
 
 
 def mul(a: Interval, b: Interval, context: IntervalContext) -> Interval:
+    fused = fused_product(a.lo, a.hi, b.lo, b.hi, F64_SLACK, context.compute)  # the same in one numba pass
+    if fused is not None:
+        return Interval(*fused)
     corners = torch.stack([a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi])
     corners = torch.nan_to_num(corners, nan=0.0, posinf=math.inf, neginf=-math.inf)  # 0·inf: the 0 end
     low, high = corners.amin(0), corners.amax(0)

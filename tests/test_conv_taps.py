@@ -72,3 +72,29 @@ def test_a_depthwise_tap_is_the_convolution_with_one_tap(dims: int) -> None:
         bwd = torch_conv_bwd_data(inputs["dy"], w, input_shape=params.x_shape, **params.geometry)
         torch.testing.assert_close(tap_partial("fwd", params, inputs, tap), fwd, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(tap_partial("bwd_data", params, inputs, tap), bwd, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(params=geometries(), seed=st.integers(0, 2**31 - 1))
+def test_a_bwd_data_tap_is_placed_as_in_the_padded_input(params: ConvParams, seed: int) -> None:
+    """Written straight into the unpadded input's shape, contiguous: bit for bit the tap's results placed
+    in a zero padded input at its positions, then the unpadded part taken."""
+    from e2egen.runner.ops.conv import _unpadded
+    from e2egen.runner.ops.conv_taps import _scattered_into_input
+
+    generator = torch.Generator().manual_seed(seed)
+    gathered = torch.randn((params.n, params.c, *params.out_size), dtype=torch.float64, generator=generator)
+    for tap in range(math.prod(params.kernel)):
+        window = params.tap_positions(tap_offsets(tap, params.kernel))
+        padded = gathered.new_zeros((params.n, params.c, *params.padded_size))
+        padded[(..., *window)] = gathered
+        placed = _scattered_into_input(gathered, params, window)
+        assert placed.is_contiguous() and torch.equal(placed, _unpadded(padded, params.size, params.pads))
+
+
+def test_a_tap_that_meets_only_padding_contributes_zeros() -> None:
+    params = ConvParams(n=1, c=2, k=3, size=(1,), kernel=(3,), stride=(2,), pad=(2,), dilation=(1,))
+    inputs = _inputs(params, torch.Generator().manual_seed(1))
+    middle = tap_partial("bwd_data", params, inputs, 1)  # reads padded positions 1 and 3; the input is at 2
+    assert middle.shape == params.x_shape and not middle.any()
+    assert tap_partial("bwd_data", params, inputs, 0).any()  # positions 0 and 2: the input's one element

@@ -29,7 +29,7 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     """Tap `tap`'s partial sum of every output element (float64, logical layout): fwd's y or bwd_data's dx."""
     import torch.nn.functional as F
 
-    from .conv import _pad_explicitly, _unpadded
+    from .conv import _pad_explicitly
 
     dims = params.spatial_dims
     offsets = tap_offsets(tap, params.kernel)
@@ -52,9 +52,26 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     else:
         transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
         gathered = transpose(inputs64["dy"], unit, groups=params.groups)  # (N, C, *out_size)
-    padded = gathered.new_zeros((params.n, params.c, *params.padded_size))
-    padded[(..., *window)] = gathered
-    return _unpadded(padded, params.size, params.pads)
+    return _scattered_into_input(gathered, params, window)
+
+
+def _scattered_into_input(gathered: "torch.Tensor", params: "ConvParams", window: tuple[slice, ...]) -> "torch.Tensor":
+    """gathered (N, C, *out_size) placed at the padded input's positions `window`, as a contiguous tensor of
+    the unpadded input's shape: each dimension's positions moved by its begin padding and cut to the
+    input (padding positions are dropped), zeros elsewhere. A padded tensor and the view of it that the
+    input is would cost an allocation the size of the padded input and strided arithmetic downstream."""
+    result = gathered.new_zeros((params.n, params.c, *params.size))
+    source, target = [], []
+    for positions, count, size, (begin, _) in zip(window, params.out_size, params.size, params.pads):
+        start, step = positions.start, positions.step
+        first = max(0, -((start - begin) // step))  # the first position at or after the input's start
+        last = min(count - 1, (begin + size - 1 - start) // step)  # the last one before its end
+        if last < first:
+            return result  # this tap meets only padding
+        source.append(slice(first, last + 1))
+        target.append(slice(start + first * step - begin, start + last * step - begin + 1, step))
+    result[(..., *target)] = gathered[(..., *source)]
+    return result
 
 
 __all__ = ["tap_offsets", "tap_partial"]

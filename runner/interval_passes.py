@@ -8,8 +8,9 @@ element-wise bound's time (benchmarks/bench_intervals.py times both):
   From the float64 bits: the magnitude truncated to the format's pattern (the shifted-out bits say
   whether it was exact), one pattern further from zero where a negative value was inexact, then the
   pattern's value. IEEE formats with infinities only (f32, tf32, f16, bf16, f8e5m2).
-* fused_product: intervals.mul whole (four corner products, 0·inf as 0, the float64 slack, then the
-  outward rounding above), a dozen torch passes and four temporaries in one pass.
+* fused_product and fused_sum: intervals.mul and intervals.add whole (the four corner products with
+  0·inf as 0, or the sums of the ends; the float64 slack; then the outward rounding above), up to a
+  dozen torch passes and their temporaries in one pass.
 * fused_width: an allowance's width at each end, (ulps + ulps_per_abs_x·|x|)·ulp_T(y) + absolute, or
   the absolute part alone where x lies inside absolute_inside (metrics.ulp's bit fields, clamps, power
   of two and NaN select, then the products).
@@ -32,7 +33,7 @@ from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp_emax
 
-__all__ = ["fused_outward", "fused_product", "fused_width"]
+__all__ = ["fused_outward", "fused_product", "fused_sum", "fused_width"]
 
 
 if fused_numba.AVAILABLE:
@@ -67,6 +68,17 @@ if fused_numba.AVAILABLE:
         for i in range(stop - start):  # slices from 0: see fused_numba._reduce_chunk
             out_lo_c[i] = _round_down(lo_c[i], m, emin, bias, max_pattern, largest)
             out_hi_c[i] = -_round_down(-hi_c[i], m, emin, bias, max_pattern, largest)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _sum(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
+        """intervals.add's ends: the sums of the ends, each moved out by |end|·slack, then rounded outward
+        as _outward rounds."""
+        a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
+        out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
+        for i in range(stop - start):
+            low, high = a_lo_c[i] + b_lo_c[i], a_hi_c[i] + b_hi_c[i]
+            out_lo_c[i] = _round_down(low - abs(low) * slack, m, emin, bias, max_pattern, largest)
+            out_hi_c[i] = -_round_down(-(high + abs(high) * slack), m, emin, bias, max_pattern, largest)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _product(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
@@ -129,14 +141,25 @@ def fused_product(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_
                   fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     """intervals.mul's (lo, hi) for [a_lo, a_hi]·[b_lo, b_hi] in one numba pass, or None where this path does
     not apply. Ends broadcast from a scalar (intervals.constant) are written out first."""
+    return _binary(_product if fused_numba.AVAILABLE else None, (a_lo, a_hi, b_lo, b_hi), slack, fmt_name)
+
+
+def fused_sum(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_hi: torch.Tensor, slack: float,
+              fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """intervals.add's (lo, hi) for [a_lo, a_hi] + [b_lo, b_hi], as fused_product."""
+    return _binary(_sum if fused_numba.AVAILABLE else None, (a_lo, a_hi, b_lo, b_hi), slack, fmt_name)
+
+
+def _binary(kernel, ends, slack: float, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """kernel's (lo, hi) of two intervals' ends, rounded outward to the format; None where it does not apply."""
     fmt = float_format(fmt_name)
-    ends = [t.contiguous() for t in torch.broadcast_tensors(a_lo, a_hi, b_lo, b_hi)]
-    if not (fmt.encoding == "ieee" and fmt.has_inf and _on_cpu(*ends)):
+    ends = [t.contiguous() for t in torch.broadcast_tensors(*ends)]
+    if kernel is None or not (fmt.encoding == "ieee" and fmt.has_inf and _on_cpu(*ends)):
         return None
     out_lo, out_hi = torch.empty_like(ends[0]), torch.empty_like(ends[0])
     flat = [t.view(-1).numpy() for t in (*ends, out_lo, out_hi)]
     args = (float(slack), fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
-    threads.over_chunks(flat[0].shape[0], lambda start, stop: _product(*flat, start, stop, *args))
+    threads.over_chunks(flat[0].shape[0], lambda start, stop: kernel(*flat, start, stop, *args))
     return out_lo, out_hi
 
 

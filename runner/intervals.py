@@ -31,7 +31,7 @@ from e2egen import metrics
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float64
 
-from .interval_passes import fused_outward, fused_product, fused_width
+from .interval_passes import fused_outward, fused_product, fused_sum, fused_width
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
@@ -193,6 +193,9 @@ def monotone(arg: Interval, function: Callable[[torch.Tensor], torch.Tensor], pr
 
 
 def add(a: Interval, b: Interval, context: IntervalContext) -> Interval:
+    fused = fused_sum(a.lo, a.hi, b.lo, b.hi, F64_SLACK, context.compute)  # the same in one numba pass
+    if fused is not None:
+        return Interval(*fused)
     low, high = a.lo + b.lo, a.hi + b.hi
     return outward(low - _slack(low), high + _slack(high), context.compute)
 

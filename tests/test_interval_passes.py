@@ -15,7 +15,7 @@ from e2egen.metrics import fused_numba
 from e2egen.metrics.backend import ENV_VAR
 from e2egen.metrics.formats import float_format
 from e2egen.runner import intervals as iv
-from e2egen.runner.interval_passes import fused_outward, fused_product, fused_width
+from e2egen.runner.interval_passes import fused_outward, fused_product, fused_sum, fused_width
 
 pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
 
@@ -123,11 +123,14 @@ def test_width_where_the_pass_does_not_apply_is_the_torch_definition():
     assert same_bits(allowance.width(x[::2], y[::2], "f32"), torch_width(allowance, x[::2], y[::2], "f32"))
 
 
-def torch_product(a: iv.Interval, b: iv.Interval, fmt: str) -> iv.Interval:
-    """intervals.mul with the numba pass turned off: its torch definition."""
+BINARY = {"product": (iv.mul, fused_product), "sum": (iv.add, fused_sum)}  # op, its numba pass
+
+
+def torch_definition(op, a: iv.Interval, b: iv.Interval, fmt: str) -> iv.Interval:
+    """op (intervals.mul or add) with the numba pass turned off: its torch definition."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(ENV_VAR, "torch")
-        return iv.mul(a, b, iv.IntervalContext(compute=fmt))
+        return op(a, b, iv.IntervalContext(compute=fmt))
 
 
 def interval_from(ends: torch.Tensor, seed: int) -> iv.Interval:
@@ -136,53 +139,61 @@ def interval_from(ends: torch.Tensor, seed: int) -> iv.Interval:
     return iv.Interval(torch.fmin(ends, other), torch.fmax(ends, other))
 
 
+@pytest.mark.parametrize("name", BINARY)
 @pytest.mark.parametrize("fmt", OUTWARD_FORMATS)
-def test_interval_product_equals_the_torch_definition(fmt):
-    """Zeros times infinities, infinities, NaN ends, the format's extremes and random bit patterns."""
+def test_interval_product_and_sum_equal_the_torch_definition(fmt, name):
+    """Zeros times infinities, opposite infinities, NaN ends, the format's extremes and random bit patterns."""
+    op, fused = BINARY[name]
     ends = awkward(fmt, count=20_000, seed=5)
     a, b = interval_from(ends, 1), interval_from(ends.flip(0).contiguous(), 2)
-    got = iv.mul(a, b, iv.IntervalContext(compute=fmt))
-    want = torch_product(a, b, fmt)
-    assert fused_product(a.lo, a.hi, b.lo, b.hi, iv.F64_SLACK, fmt) is not None  # the pass ran above
+    got, want = op(a, b, iv.IntervalContext(compute=fmt)), torch_definition(op, a, b, fmt)
+    assert fused(a.lo, a.hi, b.lo, b.hi, iv.F64_SLACK, fmt) is not None  # the pass ran above
     assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
 
 
+@pytest.mark.parametrize("name", BINARY)
 @pytest.mark.parametrize("fmt", OUTWARD_FORMATS)
-def test_interval_product_of_every_pairing_of_special_ends(fmt):
-    """Every corner meets 0·inf, NaN and the extremes: each end of a and of b runs over the specials."""
+def test_interval_product_and_sum_of_every_pairing_of_special_ends(fmt, name):
+    """Every corner meets 0·inf, inf - inf, NaN and the extremes: each end of a and of b runs over the
+    specials."""
+    op, _ = BINARY[name]
     spec = float_format(fmt)
     specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.5, 5e-324, spec.max, -spec.max * 4],
                             dtype=torch.float64)
     a_lo, a_hi, b_lo, b_hi = (end.reshape(-1) for end in torch.meshgrid(specials, specials, specials, specials,
                                                                        indexing="ij"))
-    a, b = iv.Interval(a_lo, a_hi), iv.Interval(b_lo, b_hi)  # unordered ends too: the corners do not care
-    got, want = iv.mul(a, b, iv.IntervalContext(compute=fmt)), torch_product(a, b, fmt)
+    a, b = iv.Interval(a_lo, a_hi), iv.Interval(b_lo, b_hi)  # unordered ends too: the passes do not care
+    got, want = op(a, b, iv.IntervalContext(compute=fmt)), torch_definition(op, a, b, fmt)
     assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
 
 
 @given(values=st.lists(st.tuples(*[st.floats(width=64)] * 4), min_size=1, max_size=30),
-       fmt=st.sampled_from(OUTWARD_FORMATS))
+       fmt=st.sampled_from(OUTWARD_FORMATS), name=st.sampled_from(sorted(BINARY)))
 @settings(max_examples=200, deadline=None)
-def test_interval_product_of_any_float64_ends(values, fmt):
+def test_interval_product_and_sum_of_any_float64_ends(values, fmt, name):
+    op, _ = BINARY[name]
     ends = torch.tensor(values, dtype=torch.float64)
     a = iv.Interval(torch.fmin(ends[:, 0], ends[:, 1]), torch.fmax(ends[:, 0], ends[:, 1]))
     b = iv.Interval(torch.fmin(ends[:, 2], ends[:, 3]), torch.fmax(ends[:, 2], ends[:, 3]))
-    got, want = iv.mul(a, b, iv.IntervalContext(compute=fmt)), torch_product(a, b, fmt)
+    got, want = op(a, b, iv.IntervalContext(compute=fmt)), torch_definition(op, a, b, fmt)
     assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
 
 
-def test_interval_product_with_a_constant_and_strided_ends_over_several_threads():
+@pytest.mark.parametrize("name", BINARY)
+def test_interval_product_and_sum_with_a_constant_and_strided_ends_over_several_threads(name):
     """A constant's ends broadcast from a scalar, a strided x, and enough elements for several tasks."""
+    op, _ = BINARY[name]
     context = iv.IntervalContext(compute="f16")
     x = awkward("f16", count=400_000, seed=7)[::2]  # strided
     point = iv.Interval.point(x)
     half = iv.constant(0.5, x, context)
-    got = iv.mul(half, point, context)
-    want = torch_product(half, point, "f16")
+    got, want = op(half, point, context), torch_definition(op, half, point, "f16")
     assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
 
 
-def test_where_the_product_pass_does_not_apply_it_says_so():
+@pytest.mark.parametrize("name", BINARY)
+def test_where_the_product_and_sum_passes_do_not_apply_they_say_so(name):
+    _, fused = BINARY[name]
     x = torch.linspace(-2, 2, 11, dtype=torch.float64)
-    assert fused_product(x, x, x, x, iv.F64_SLACK, "f8e4m3fn") is None  # no infinities
-    assert fused_product(x.float(), x.float(), x.float(), x.float(), iv.F64_SLACK, "f16") is None  # not float64
+    assert fused(x, x, x, x, iv.F64_SLACK, "f8e4m3fn") is None  # no infinities
+    assert fused(x.float(), x.float(), x.float(), x.float(), iv.F64_SLACK, "f16") is None  # not float64

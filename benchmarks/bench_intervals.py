@@ -4,12 +4,11 @@
 
 Every element-wise case (pointwise ops) of the PR subset (--all: of the catalogue) runs as a test runs it
 (runner.run with the case's bound, on the CPU), alternately with the numba passes (what a run uses:
-runner/interval_passes.py's outward rounding, interval products and sums, allowance widths, metrics.round_to and
-metrics.ulp
-in one pass each) and with the torch definitions beside them (the baseline; E2E_METRICS_BACKEND=torch
-for those runs), --repeats times each; per op the median bound time of each, summed over the op's
-cases, the speed-up, and the bound next to the case's float64 reference and kernel (issue 20's goals:
-bound <= 0.5x the reference, tool work <= the kernel).
+runner/interval_passes.py's outward rounding, interval products and sums, allowance widths,
+metrics.round_to and metrics.ulp in one pass each) and with the torch definitions beside them (the
+baseline; E2E_METRICS_BACKEND=torch for those runs), --repeats times each; per op the median bound
+time of each, summed over the op's cases, the speed-up, and the bound next to the case's float64
+reference and kernel (issue 20's goals: bound <= 0.5x the reference, tool work <= the kernel).
 """
 from __future__ import annotations
 

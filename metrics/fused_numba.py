@@ -79,6 +79,14 @@ if AVAILABLE:
             return builder.bitcast(args[0], ir.DoubleType())
         return types.float64(types.int64), codegen
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _ulp_exponent(magnitude, emin, emax):
+        """The exponent of ulp_T at a float64 of these bits without the sign: its binade's, the one below
+        at a power of two, clamped to [emin, emax] (rounding.ulp_exponent). Integer arithmetic only."""
+        biased = magnitude >> 52
+        power_of_two = ((magnitude & _F64_MANTISSA) == 0) & (biased > 0)
+        return min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
+
     def _classify(x, raw_out, max_pattern, bits, has_inf, max_bits, limit_bits):
         """(nan_mismatch, inf_mismatch, overflow) of one element (rules: compare.py)."""
         rb = _bits(x)
@@ -114,7 +122,6 @@ if AVAILABLE:
         rmag = rb & _F64_MAGNITUDE
         rsign = rb >> 63  # 0 or -1
         biased = rmag >> 52
-        mantissa = rmag & _F64_MANTISSA
         ob = np.int64(raw_out) & ((1 << bits) - 1)
         osign = ob >> (bits - 1)  # 0 or 1
         op = ob & ((1 << (bits - 1)) - 1)
@@ -137,8 +144,8 @@ if AVAILABLE:
         rel = d / ax if nonzero_ref else 0.0
 
         exponent = max(biased, 1) - 1023
-        # 1/ulp_T(x): at a power of two the gap below (rounding.ulp_exponent)
-        ulp_exp = min(max(exponent - ((mantissa == 0) & (biased > 0)), emin), emax)
+        # 1/ulp_T(x): at a power of two the gap below
+        ulp_exp = _ulp_exponent(rmag, emin, emax)
         inverse_ulp = _float((m - ulp_exp + 1023) << 52)
         eps = d * inverse_ulp
         # round_T(x) as a pattern: |x| in units of T's quantum at x (an exact
@@ -180,10 +187,7 @@ if AVAILABLE:
         caller's fastmath and reuses that compilation for every caller. LLVM still inlines it into the
         vectorised loop, flags kept per instruction. Two roundings, as the unfused torch ops."""
         magnitude = _bits(x) & _F64_MAGNITUDE
-        biased = magnitude >> 52
-        power_of_two = ((magnitude & _F64_MANTISSA) == 0) & (biased > 0)
-        exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)  # rounding.ulp_exponent
-        gap = _float((exponent - m + 1023) << 52)
+        gap = _float((_ulp_exponent(magnitude, emin, emax) - m + 1023) << 52)
         return (np.float64(term) * widening) * scale + count * (x if magnitude > _F64_INF_BITS else gap)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")

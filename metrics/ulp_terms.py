@@ -38,7 +38,7 @@ def _fused(*tensors: torch.Tensor) -> bool:
 
 def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)) -> None:
     if total.dtype not in terms_dtypes or ref.dtype != torch.float64 or total.shape != ref.shape:
-        raise ValueError(f"add_ulps needs float64 tensors of one shape, got {total.dtype} {tuple(total.shape)} "
+        raise ValueError(f"the ulp terms need float64 tensors of one shape, got {total.dtype} {tuple(total.shape)} "
                          f"and {ref.dtype} {tuple(ref.shape)}")
 
 

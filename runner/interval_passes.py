@@ -69,21 +69,26 @@ if fused_numba.AVAILABLE:
             out_lo_c[i] = _round_down(lo_c[i], m, emin, bias, max_pattern, largest)
             out_hi_c[i] = -_round_down(-hi_c[i], m, emin, bias, max_pattern, largest)
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _widened_outward(low, high, slack, m, emin, bias, max_pattern, largest):
+        """intervals.py's outward(low - _slack(low), high + _slack(high)): each end moved out by
+        |end|·slack, then rounded outward as _outward rounds."""
+        return (_round_down(low - abs(low) * slack, m, emin, bias, max_pattern, largest),
+                -_round_down(-(high + abs(high) * slack), m, emin, bias, max_pattern, largest))
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _sum(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
-        """intervals.add's ends: the sums of the ends, each moved out by |end|·slack, then rounded outward
-        as _outward rounds."""
+        """intervals.add's ends: the sums of the ends, widened and rounded outward (_widened_outward)."""
         a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
-            low, high = a_lo_c[i] + b_lo_c[i], a_hi_c[i] + b_hi_c[i]
-            out_lo_c[i] = _round_down(low - abs(low) * slack, m, emin, bias, max_pattern, largest)
-            out_hi_c[i] = -_round_down(-(high + abs(high) * slack), m, emin, bias, max_pattern, largest)
+            out_lo_c[i], out_hi_c[i] = _widened_outward(a_lo_c[i] + b_lo_c[i], a_hi_c[i] + b_hi_c[i], slack, m, emin,
+                                                        bias, max_pattern, largest)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _product(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
         """intervals.mul's ends: the least and greatest of the four corner products (a NaN corner, 0·inf,
-        read as 0), each moved out by |end|·slack, then rounded outward as _outward rounds."""
+        read as 0), widened and rounded outward (_widened_outward)."""
         a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
@@ -97,8 +102,7 @@ if fused_numba.AVAILABLE:
             high = max(max(corner_1, corner_2), max(corner_3, corner_4))
             # a zero's sign may differ from torch's amin/amax here; _round_down makes every zero +0 (and
             # the upper end -0) either way
-            out_lo_c[i] = _round_down(low - abs(low) * slack, m, emin, bias, max_pattern, largest)
-            out_hi_c[i] = -_round_down(-(high + abs(high) * slack), m, emin, bias, max_pattern, largest)
+            out_lo_c[i], out_hi_c[i] = _widened_outward(low, high, slack, m, emin, bias, max_pattern, largest)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _width(x, y, out, start, stop, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax):

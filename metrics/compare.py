@@ -31,7 +31,8 @@ to allow.
 Aggregates over the compared elements (n of them; an ftz-accepted element
 counts with difference 0):
 
-* bound_rms = sqrt(mean((|ref - out| / B)**2)), with bound=B only (0/0 = 0).
+* bound_rms = sqrt(mean((|ref - out| / B)**2)), with bound=B only (0/0 = 0; a B of -0 is 0,
+  so a nonzero difference over it is inf, in bound_ratio as in bound_rms).
 * rounding_rms = sqrt(mean(u**2)), u below: how far, in ulps, the output is
   from the correctly rounded result on average (0 for a correctly rounded
   output; a correct kernel's level depends on its accumulation, so its

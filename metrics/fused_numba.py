@@ -172,7 +172,7 @@ if AVAILABLE:
         ulp_distance = abs(((rounded ^ rsign) - rsign) - ((op ^ -osign) + osign)) if measured else 0
         ratio = 0.0
         if bound_value >= 0.0:  # callers pass -1 when there is no bound
-            ratio = d / bound_value if d != 0.0 else 0.0
+            ratio = d / abs(bound_value) if d != 0.0 else 0.0  # a -0 bound is 0: +inf where d > 0
         rel_old_ok = compared & (rmag > rel_floor_bits)
         return compared, ftz_allowed, nonzero_ref, rel_old_ok, d, rel, eps, ulp_distance, ratio, ax, abs(os), u1, u2
 

@@ -141,7 +141,7 @@ def _chunk_general(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor:
         P.F_EPS: torch.where(compared, eps, missing),
     }
     if bound is not None:
-        ratio = torch.where(diff == 0, zero, diff / bound)
+        ratio = torch.where(diff == 0, zero, diff / bound.abs())  # a -0 bound is 0: +inf where diff > 0
         maxima[P.F_BOUND] = torch.where(compared, ratio, missing)
         sum_sq_bound = torch.where(compared, ratio * ratio, zero).sum()
     else:
@@ -298,7 +298,8 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
     torch.where(abs_ref > rel_floor, rel, ws.missing, out=f["rel_old"])
     torch.mul(diff, v.inverse, out=f["eps"])
     if bound is not None:
-        torch.div(diff, bound, out=f["ratio"]).nan_to_num_(nan=0.0, posinf=math.inf)  # 0/0 = 0
+        torch.abs(bound, out=f["ratio"])  # a -0 bound is 0: +inf where diff > 0
+        torch.div(diff, f["ratio"], out=f["ratio"]).nan_to_num_(nan=0.0, posinf=math.inf)  # 0/0 = 0
 
     # round_T(|ref|) in quanta of T at ref: |ref| * 2**(m - max(E, emin)) (exact), rounded
     torch.clamp(v.abs_bits, min=emin_bits, out=t2)

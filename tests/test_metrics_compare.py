@@ -302,3 +302,24 @@ def test_a_bad_bound_element_in_any_chunk_is_refused(backend, bad_value, where):
         compare(ref, ref.to(torch.float16), "f16", bound=bound, backend=backend, chunk=300)
     bound[where] = 0.0
     assert compare(ref, ref.to(torch.float16), "f16", bound=bound, backend=backend, chunk=300).compared == 2047
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("chunk", [None, 300])
+@pytest.mark.parametrize("with_nan", [False, True])  # the torch path's general kernel takes chunks with a NaN
+def test_a_negative_zero_bound_is_zero(backend, chunk, with_nan):
+    """A bound of -0 (an interval whose upper end is round_up's -0 at a +0 reference gives one) allows no
+    difference: an output off by anything fails bound_ratio, as a +0 bound does (|d| / -0 would be -inf,
+    below every ratio, and the element would pass)."""
+    ref = torch.zeros(2048, dtype=torch.float64)
+    out = torch.zeros(2048, dtype=torch.float16)
+    if with_nan:
+        ref[1400], out[1400] = math.nan, math.nan
+    out[1500] = 2.0 ** -24
+    for zero in (0.0, -0.0):
+        c = compare(ref, out, "f16", bound=torch.full_like(ref, zero), backend=backend, chunk=chunk)
+        assert c.bound_ratio == math.inf and c.bound_rms == math.inf
+        assert c.worst["bound_ratio"].index == 1500
+    out[1500] = 0.0
+    c = compare(ref, out, "f16", bound=torch.full_like(ref, -0.0), backend=backend, chunk=chunk)
+    assert c.bound_ratio == 0.0 and c.bound_rms == 0.0

@@ -4,7 +4,8 @@
 
 Every element-wise case (pointwise ops) of the PR subset (--all: of the catalogue) runs as a test runs it
 (runner.run with the case's bound, on the CPU), alternately with the numba passes (what a run uses:
-runner/interval_passes.py's outward rounding, interval products and sums, allowance widths,
+runner/interval_passes.py's outward rounding, interval products, sums, quotients and monotone
+functions, allowance widths, the bound for the output,
 metrics.round_to and metrics.ulp in one pass each) and with the torch definitions beside them (the
 baseline; E2E_METRICS_BACKEND=torch for those runs), --repeats times each; per op the median bound
 time of each, summed over the op's cases, the speed-up, and the bound next to the case's float64

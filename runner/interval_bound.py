@@ -16,6 +16,7 @@ from typing import Mapping
 
 import torch
 
+from .interval_passes import fused_output_side
 from .intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
 from .options import TABLE, BoundModel
 from .ops.math_functions import MathFunction
@@ -58,8 +59,12 @@ class AcceptanceInterval:
         return torch.maximum(below, above)
 
     def evaluate_for_output(self, model: BoundModel, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        below, above = self.sides(model, ref)
         out64 = out.to(device=ref.device, dtype=torch.float64).contiguous()  # the bound in ref's memory order
+        interval = self.interval(model)
+        fused = fused_output_side(interval.lo, interval.hi, ref, out64)  # the same values in one numba pass
+        if fused is not None:
+            return fused
+        below, above = self.sides(model, ref)
         return torch.where(out64 >= ref, above, below).contiguous()
 
 

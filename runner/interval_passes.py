@@ -11,11 +11,16 @@ element-wise bound's time (benchmarks/bench_intervals.py times both):
 * fused_product and fused_sum: intervals.mul and intervals.add whole (the four corner products with
   0·inf as 0, or the sums of the ends; the float64 slack; then the outward rounding above), up to a
   dozen torch passes and their temporaries in one pass.
+* fused_quotient and fused_monotone: intervals.div and intervals.monotone after the function's values
+  (the corner quotients, or the lesser and greater value with the argument that gave each), each end
+  moved out by the primitive's allowance and the slack, then rounded outward: the allowance widths,
+  selections and sums of about fifteen torch passes in one.
 * fused_width: an allowance's width at each end, (ulps + ulps_per_abs_x·|x|)·ulp_T(y) + absolute, or
   the absolute part alone where x lies inside absolute_inside (metrics.ulp's bit fields, clamps, power
   of two and NaN select, then the products).
+* fused_output_side: interval_bound's bound for an output, the side of the interval the output fell on.
 
-Both return None where they do not apply (no numba, another device, E2E_METRICS_BACKEND=torch, a
+Each returns None where it does not apply (no numba, another device, E2E_METRICS_BACKEND=torch, a
 layout or format they do not cover), and intervals.py then runs its torch definitions, which these
 equal bit for bit, zeros' signs and the ends past the largest value included; a NaN stays a NaN (its
 payload and sign are torch's cast's there, and nothing reads them) (tests/test_interval_passes.py):
@@ -30,10 +35,11 @@ import torch
 
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
-from e2egen.metrics.formats import float_format
+from e2egen.metrics.formats import Format, float_format
 from e2egen.metrics.rounding import ulp_emax
 
-__all__ = ["fused_outward", "fused_product", "fused_sum", "fused_width"]
+__all__ = ["fused_monotone", "fused_output_side", "fused_outward", "fused_product", "fused_quotient", "fused_sum",
+           "fused_width"]
 
 
 if fused_numba.AVAILABLE:
@@ -104,22 +110,91 @@ if fused_numba.AVAILABLE:
             # the upper end -0) either way
             out_lo_c[i], out_hi_c[i] = _widened_outward(low, high, slack, m, emin, bias, max_pattern, largest)
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _allowance_width(x, y, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax):
+        """Allowance.width at one element: (ulps + per_abs_x·|x|)·ulp_T(y) + added, or absolute where
+        inside_lo <= x <= inside_hi (an empty range: never); the roundings in the torch ops' order; ulp as
+        metrics.ulp (rounding.ulp_exponent) of y with NaN read as 0."""
+        magnitude = _bits(y if y == y else 0.0) & ((1 << 63) - 1)
+        biased = magnitude >> 52
+        power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
+        exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
+        gap = _float((exponent - m + 1023) << 52)
+        ulp_part = (ulps + per_abs_x * abs(x)) * gap
+        return absolute if inside_lo <= x <= inside_hi else ulp_part + added
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _width(x, y, out, start, stop, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax):
-        """(ulps + per_abs_x·|x|)·ulp_T(y) + added, or absolute where inside_lo <= x <= inside_hi (an empty
-        range: never); the roundings in the torch ops' order; ulp as metrics.ulp (rounding.ulp_exponent)
-        of y with NaN read as 0."""
         x_c, y_c, out_c = x[start:stop], y[start:stop], out[start:stop]
         for i in range(stop - start):
-            value = y_c[i]
-            magnitude = _bits(value if value == value else 0.0) & ((1 << 63) - 1)
-            biased = magnitude >> 52
-            power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
-            exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
-            gap = _float((exponent - m + 1023) << 52)
-            a = x_c[i]
-            ulp_part = (ulps + per_abs_x * abs(a)) * gap
-            out_c[i] = absolute if inside_lo <= a <= inside_hi else ulp_part + added
+            out_c[i] = _allowance_width(x_c[i], y_c[i], ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m,
+                                        emin, emax)
+
+    @numba.njit(inline="always", error_model="numpy")
+    def _allowed_outward(low, high, low_x, high_x, slack, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m,
+                         emin, emax, bias, max_pattern, largest):
+        """intervals.py's ends of an inexact primitive: low - width(low_x, low) - |low|·slack and
+        high + width(high_x, high) + |high|·slack, in that order, then rounded outward."""
+        low_width = _allowance_width(low_x, low, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin,
+                                     emax)
+        high_width = _allowance_width(high_x, high, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin,
+                                      emax)
+        return (_round_down((low - low_width) - abs(low) * slack, m, emin, bias, max_pattern, largest),
+                -_round_down(-((high + high_width) + abs(high) * slack), m, emin, bias, max_pattern, largest))
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _monotone(lo, hi, at_lo, at_hi, out_lo, out_hi, start, stop, slack, ulps, per_abs_x, absolute, added,
+                  inside_lo, inside_hi, m, emin, emax, bias, max_pattern, largest):
+        """intervals.monotone's ends from the function's values at both ends: the lesser value and its
+        argument below, the greater above (NaN if either value is), moved out by the allowance and the
+        slack and rounded outward (_allowed_outward). Where the values are equal either may be taken: they
+        differ at most in a zero's sign, which the allowance ignores and the rounding drops."""
+        lo_c, hi_c, at_lo_c, at_hi_c = lo[start:stop], hi[start:stop], at_lo[start:stop], at_hi[start:stop]
+        out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
+        for i in range(stop - start):
+            a, b = at_lo_c[i], at_hi_c[i]
+            increasing = a <= b
+            either_nan = (a != a) | (b != b)
+            low = np.nan if either_nan else (a if increasing else b)
+            high = np.nan if either_nan else (b if increasing else a)
+            out_lo_c[i], out_hi_c[i] = _allowed_outward(
+                low, high, lo_c[i] if increasing else hi_c[i], hi_c[i] if increasing else lo_c[i], slack, ulps,
+                per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax, bias, max_pattern, largest)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _quotient(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, ulps, per_abs_x, absolute, added,
+                  inside_lo, inside_hi, m, emin, emax, bias, max_pattern, largest):
+        """intervals.div's ends: the least and greatest of the four corner quotients (NaN if any is),
+        moved out by the division's allowance (at x = 0) and the slack and rounded outward; any value
+        (-inf, inf before the rounding) where b's interval holds 0."""
+        a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
+        out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
+        for i in range(stop - start):
+            corner_1, corner_2 = a_lo_c[i] / b_lo_c[i], a_lo_c[i] / b_hi_c[i]
+            corner_3, corner_4 = a_hi_c[i] / b_lo_c[i], a_hi_c[i] / b_hi_c[i]
+            any_nan = (corner_1 != corner_1) | (corner_2 != corner_2) | (corner_3 != corner_3) | (corner_4 != corner_4)
+            low = np.nan if any_nan else min(min(corner_1, corner_2), min(corner_3, corner_4))
+            high = np.nan if any_nan else max(max(corner_1, corner_2), max(corner_3, corner_4))
+            if (b_lo_c[i] <= 0.0) & (b_hi_c[i] >= 0.0):
+                low, high = -np.inf, np.inf
+            out_lo_c[i], out_hi_c[i] = _allowed_outward(low, high, 0.0, 0.0, slack, ulps, per_abs_x, absolute, added,
+                                                        inside_lo, inside_hi, m, emin, emax, bias, max_pattern,
+                                                        largest)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _output_side(lo, hi, ref, out, bound, start, stop):
+        """interval_bound's bound for the output: hi - ref where out >= ref, else ref - lo, each clamped at 0
+        as torch's clamp_(min=0) does (NaN and -0 stay), 0 where ref is NaN."""
+        lo_c, hi_c, ref_c, out_c, bound_c = lo[start:stop], hi[start:stop], ref[start:stop], out[start:stop], \
+            bound[start:stop]
+        for i in range(stop - start):
+            r = ref_c[i]
+            below = r - lo_c[i]
+            above = hi_c[i] - r
+            below = 0.0 if below < 0.0 else below
+            above = 0.0 if above < 0.0 else above
+            side = above if out_c[i] >= r else below
+            bound_c[i] = 0.0 if r != r else side
 
 
 def _on_cpu(*tensors: torch.Tensor) -> bool:
@@ -145,40 +220,79 @@ def fused_product(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_
                   fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     """intervals.mul's (lo, hi) for [a_lo, a_hi]·[b_lo, b_hi] in one numba pass, or None where this path does
     not apply. Ends broadcast from a scalar (intervals.constant) are written out first."""
-    return _binary(_product if fused_numba.AVAILABLE else None, (a_lo, a_hi, b_lo, b_hi), slack, fmt_name)
+    fmt = float_format(fmt_name)
+    return _ends_pass(_kernel("_product"), (a_lo, a_hi, b_lo, b_hi), (float(slack), fmt.mantissa_bits, fmt.emin), fmt)
 
 
 def fused_sum(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_hi: torch.Tensor, slack: float,
               fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     """intervals.add's (lo, hi) for [a_lo, a_hi] + [b_lo, b_hi], as fused_product."""
-    return _binary(_sum if fused_numba.AVAILABLE else None, (a_lo, a_hi, b_lo, b_hi), slack, fmt_name)
-
-
-def _binary(kernel, ends, slack: float, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """kernel's (lo, hi) of two intervals' ends, rounded outward to the format; None where it does not apply."""
     fmt = float_format(fmt_name)
+    return _ends_pass(_kernel("_sum"), (a_lo, a_hi, b_lo, b_hi), (float(slack), fmt.mantissa_bits, fmt.emin), fmt)
+
+
+def fused_quotient(a_lo: torch.Tensor, a_hi: torch.Tensor, b_lo: torch.Tensor, b_hi: torch.Tensor, allowance,
+                   slack: float, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """intervals.div's (lo, hi) for [a_lo, a_hi] / [b_lo, b_hi] with the division's allowance, as fused_product."""
+    fmt = float_format(fmt_name)
+    return _ends_pass(_kernel("_quotient"), (a_lo, a_hi, b_lo, b_hi), (float(slack), *_allowance_args(allowance, fmt)),
+                      fmt)
+
+
+def fused_monotone(lo: torch.Tensor, hi: torch.Tensor, at_lo: torch.Tensor, at_hi: torch.Tensor, allowance,
+                   slack: float, fmt_name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """intervals.monotone's (lo, hi) from a monotone function's values at_lo, at_hi at the argument's ends lo,
+    hi, with the primitive's allowance, in one numba pass; None where this path does not apply."""
+    fmt = float_format(fmt_name)
+    return _ends_pass(_kernel("_monotone"), (lo, hi, at_lo, at_hi), (float(slack), *_allowance_args(allowance, fmt)), fmt)
+
+
+def _kernel(name: str):
+    """The numba kernel of that name, or None without numba."""
+    return globals()[name] if fused_numba.AVAILABLE else None
+
+
+def _ends_pass(kernel, ends, args: tuple, fmt: Format) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """kernel's (lo, hi) from four end tensors, rounded outward to the format; None where it does not apply.
+    args: the kernel's arguments after its range; the format's limits for the rounding follow them."""
+    if kernel is None or not (fmt.encoding == "ieee" and fmt.has_inf):
+        return None
     ends = [t.contiguous() for t in torch.broadcast_tensors(*ends)]
-    if kernel is None or not (fmt.encoding == "ieee" and fmt.has_inf and _on_cpu(*ends)):
+    if not _on_cpu(*ends):
         return None
     out_lo, out_hi = torch.empty_like(ends[0]), torch.empty_like(ends[0])
     flat = [t.view(-1).numpy() for t in (*ends, out_lo, out_hi)]
-    args = (float(slack), fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(fmt.max))
+    args = (*args, fmt.bias, fmt.max_pattern, float(fmt.max))
     threads.over_chunks(flat[0].shape[0], lambda start, stop: kernel(*flat, start, stop, *args))
     return out_lo, out_hi
 
 
-def fused_width(allowance, x: torch.Tensor, y: torch.Tensor, fmt_name: str) -> torch.Tensor | None:
-    """intervals.Allowance.width(x, y, fmt) in one numba pass, or None where this path does not apply."""
-    fmt = float_format(fmt_name)
-    if not _on_cpu(x, y):
-        return None
-    # Allowance.width: absolute added everywhere, or instead of the ulps inside absolute_inside
+def _allowance_args(allowance, fmt: Format) -> tuple:
+    """Allowance.width's terms as _allowance_width takes them: the absolute part added everywhere, or instead
+    of the ulps inside absolute_inside."""
     inside, added = allowance.absolute_inside, 0.0
     if inside is None:
         inside, added = (math.inf, -math.inf), float(allowance.absolute)
+    return (float(allowance.ulps), float(allowance.ulps_per_abs_x), float(allowance.absolute), added, float(inside[0]),
+            float(inside[1]), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
+
+
+def fused_width(allowance, x: torch.Tensor, y: torch.Tensor, fmt_name: str) -> torch.Tensor | None:
+    """intervals.Allowance.width(x, y, fmt) in one numba pass, or None where this path does not apply."""
+    if not _on_cpu(x, y):
+        return None
     out = torch.empty_like(y)
     flat_x, flat_y, flat_out = x.view(-1).numpy(), y.view(-1).numpy(), out.view(-1).numpy()
-    args = (float(allowance.ulps), float(allowance.ulps_per_abs_x), float(allowance.absolute), added, float(inside[0]),
-            float(inside[1]), fmt.mantissa_bits, fmt.emin, ulp_emax(fmt))
+    args = _allowance_args(allowance, float_format(fmt_name))
     threads.over_chunks(flat_y.shape[0], lambda start, stop: _width(flat_x, flat_y, flat_out, start, stop, *args))
     return out
+
+
+def fused_output_side(lo: torch.Tensor, hi: torch.Tensor, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor | None:
+    """interval_bound's bound for an output (out as float64) in one numba pass, or None where it does not apply."""
+    if not _on_cpu(lo, hi, ref, out):
+        return None
+    bound = torch.empty_like(ref)
+    flat = [t.view(-1).numpy() for t in (lo, hi, ref, out, bound)]
+    threads.over_chunks(flat[0].shape[0], lambda start, stop: _output_side(*flat, start, stop))
+    return bound

@@ -31,7 +31,7 @@ from e2egen import metrics
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float64
 
-from .interval_passes import fused_outward, fused_product, fused_sum, fused_width
+from .interval_passes import fused_monotone, fused_outward, fused_product, fused_quotient, fused_sum, fused_width
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")
@@ -182,11 +182,15 @@ def _slack(values: torch.Tensor) -> torch.Tensor:
 def monotone(arg: Interval, function: Callable[[torch.Tensor], torch.Tensor], primitive: str,
              context: IntervalContext) -> Interval:
     """A monotone primitive (increasing or decreasing) on an interval, with its allowance at both ends."""
-    at_lo, at_hi = function(arg.lo), function(arg.hi)
+    at_lo = function(arg.lo)
+    at_hi = at_lo if arg.hi is arg.lo else function(arg.hi)  # a point (an input): one evaluation
+    allowance = context.allowance(primitive)
+    fused = fused_monotone(arg.lo, arg.hi, at_lo, at_hi, allowance, F64_SLACK, context.compute)  # the same, one pass
+    if fused is not None:
+        return Interval(*fused)
     increasing = at_lo <= at_hi
     low_x, high_x = torch.where(increasing, arg.lo, arg.hi), torch.where(increasing, arg.hi, arg.lo)
     low, high = torch.minimum(at_lo, at_hi), torch.maximum(at_lo, at_hi)
-    allowance = context.allowance(primitive)
     low = low - allowance.width(low_x, low, context.compute) - _slack(low)
     high = high + allowance.width(high_x, high, context.compute) + _slack(high)
     return outward(low, high, context.compute)
@@ -216,9 +220,12 @@ def mul(a: Interval, b: Interval, context: IntervalContext) -> Interval:
 
 def div(a: Interval, b: Interval, context: IntervalContext) -> Interval:
     """a / b with the division's allowance; any value when b's interval holds 0."""
+    allowance = context.allowance("div")
+    fused = fused_quotient(a.lo, a.hi, b.lo, b.hi, allowance, F64_SLACK, context.compute)  # the same in one pass
+    if fused is not None:
+        return Interval(*fused)
     corners = torch.stack([a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi])
     low, high = corners.amin(0), corners.amax(0)
-    allowance = context.allowance("div")
     low = low - allowance.width(torch.zeros_like(low), low, context.compute) - _slack(low)
     high = high + allowance.width(torch.zeros_like(high), high, context.compute) + _slack(high)
     spans_zero = (b.lo <= 0) & (b.hi >= 0)

@@ -75,7 +75,8 @@ def _warm_rounding_kernels(ref: torch.Tensor) -> int:
     (runner/interval_passes.py); one argument type each, whatever the format."""
     from e2egen.metrics.encoding import encode
 
-    from .interval_passes import fused_outward, fused_product, fused_sum, fused_width
+    from .interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
+                                  fused_sum, fused_width)
     from .intervals import ALLOWANCES, F64_SLACK
 
     metrics.round_to(ref, "f16")
@@ -85,7 +86,10 @@ def _warm_rounding_kernels(ref: torch.Tensor) -> int:
     fused_product(ref, ref, ref, ref, F64_SLACK, "f32")
     fused_sum(ref, ref, ref, ref, F64_SLACK, "f32")
     fused_width(ALLOWANCES["exp"]["f32"], ref, ref, "f32")
-    return 7
+    fused_monotone(ref, ref, ref, ref, ALLOWANCES["exp"]["f32"], F64_SLACK, "f32")
+    fused_quotient(ref, ref, ref, ref, ALLOWANCES["div"]["f32"], F64_SLACK, "f32")
+    fused_output_side(ref, ref, ref, ref)
+    return 10
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The numba passes of the interval primitives (runner/interval_passes.py) equal intervals.py's torch
-definitions bit for bit: outward rounding and allowance widths, NaN, infinities, zeros' signs and values
-past the format's largest included."""
+definitions bit for bit: outward rounding, allowance widths, products, sums, quotients, monotone functions
+and the bound for an output, NaN, infinities, zeros' signs and values past the format's largest
+included."""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,11 @@ from e2egen.metrics import fused_numba
 from e2egen.metrics.backend import ENV_VAR
 from e2egen.metrics.formats import float_format
 from e2egen.runner import intervals as iv
-from e2egen.runner.interval_passes import fused_outward, fused_product, fused_sum, fused_width
+from e2egen.runner.interval_bound import AcceptanceInterval, interval_context
+from e2egen.runner.interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product,
+                                           fused_quotient, fused_sum, fused_width)
+from e2egen.runner.ops.math_functions import FUNCTIONS
+from e2egen.runner.options import BoundModel
 
 pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
 
@@ -123,7 +128,18 @@ def test_width_where_the_pass_does_not_apply_is_the_torch_definition():
     assert same_bits(allowance.width(x[::2], y[::2], "f32"), torch_width(allowance, x[::2], y[::2], "f32"))
 
 
-BINARY = {"product": (iv.mul, fused_product), "sum": (iv.add, fused_sum)}  # op, its numba pass
+COMPUTE_FORMATS = list(iv.COMPUTE_FORMATS)  # where the primitives have allowances (div, monotone)
+
+
+def _quotient_pass(a_lo, a_hi, b_lo, b_hi, fmt):
+    return fused_quotient(a_lo, a_hi, b_lo, b_hi, iv.IntervalContext(compute=fmt).allowance("div"), iv.F64_SLACK, fmt)
+
+
+# op, its numba pass, the formats it is tested in
+BINARY = {"product": (iv.mul, lambda *ends, fmt: fused_product(*ends, iv.F64_SLACK, fmt), OUTWARD_FORMATS),
+          "sum": (iv.add, lambda *ends, fmt: fused_sum(*ends, iv.F64_SLACK, fmt), OUTWARD_FORMATS),
+          "quotient": (iv.div, _quotient_pass, COMPUTE_FORMATS)}
+BINARY_CASES = [(name, fmt) for name, (_, _, formats) in BINARY.items() for fmt in formats]
 
 
 def torch_definition(op, a: iv.Interval, b: iv.Interval, fmt: str) -> iv.Interval:
@@ -139,24 +155,23 @@ def interval_from(ends: torch.Tensor, seed: int) -> iv.Interval:
     return iv.Interval(torch.fmin(ends, other), torch.fmax(ends, other))
 
 
-@pytest.mark.parametrize("name", BINARY)
-@pytest.mark.parametrize("fmt", OUTWARD_FORMATS)
-def test_interval_product_and_sum_equal_the_torch_definition(fmt, name):
-    """Zeros times infinities, opposite infinities, NaN ends, the format's extremes and random bit patterns."""
-    op, fused = BINARY[name]
+@pytest.mark.parametrize("name, fmt", BINARY_CASES)
+def test_interval_products_sums_and_quotients_equal_the_torch_definition(name, fmt):
+    """Zeros times (or over) infinities, opposite infinities, NaN ends, the format's extremes and random bit
+    patterns."""
+    op, fused, _ = BINARY[name]
     ends = awkward(fmt, count=20_000, seed=5)
     a, b = interval_from(ends, 1), interval_from(ends.flip(0).contiguous(), 2)
     got, want = op(a, b, iv.IntervalContext(compute=fmt)), torch_definition(op, a, b, fmt)
-    assert fused(a.lo, a.hi, b.lo, b.hi, iv.F64_SLACK, fmt) is not None  # the pass ran above
+    assert fused(a.lo, a.hi, b.lo, b.hi, fmt=fmt) is not None  # the pass ran above
     assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
 
 
-@pytest.mark.parametrize("name", BINARY)
-@pytest.mark.parametrize("fmt", OUTWARD_FORMATS)
-def test_interval_product_and_sum_of_every_pairing_of_special_ends(fmt, name):
-    """Every corner meets 0·inf, inf - inf, NaN and the extremes: each end of a and of b runs over the
-    specials."""
-    op, _ = BINARY[name]
+@pytest.mark.parametrize("name, fmt", BINARY_CASES)
+def test_interval_products_sums_and_quotients_of_every_pairing_of_special_ends(name, fmt):
+    """Every corner meets 0·inf, inf - inf, 0/0, inf/inf, NaN and the extremes: each end of a and of b runs
+    over the specials."""
+    op, _, _ = BINARY[name]
     spec = float_format(fmt)
     specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.5, 5e-324, spec.max, -spec.max * 4],
                             dtype=torch.float64)
@@ -168,10 +183,11 @@ def test_interval_product_and_sum_of_every_pairing_of_special_ends(fmt, name):
 
 
 @given(values=st.lists(st.tuples(*[st.floats(width=64)] * 4), min_size=1, max_size=30),
-       fmt=st.sampled_from(OUTWARD_FORMATS), name=st.sampled_from(sorted(BINARY)))
-@settings(max_examples=200, deadline=None)
-def test_interval_product_and_sum_of_any_float64_ends(values, fmt, name):
-    op, _ = BINARY[name]
+       case=st.sampled_from(BINARY_CASES))
+@settings(max_examples=300, deadline=None)
+def test_interval_products_sums_and_quotients_of_any_float64_ends(values, case):
+    name, fmt = case
+    op, _, _ = BINARY[name]
     ends = torch.tensor(values, dtype=torch.float64)
     a = iv.Interval(torch.fmin(ends[:, 0], ends[:, 1]), torch.fmax(ends[:, 0], ends[:, 1]))
     b = iv.Interval(torch.fmin(ends[:, 2], ends[:, 3]), torch.fmax(ends[:, 2], ends[:, 3]))
@@ -180,9 +196,9 @@ def test_interval_product_and_sum_of_any_float64_ends(values, fmt, name):
 
 
 @pytest.mark.parametrize("name", BINARY)
-def test_interval_product_and_sum_with_a_constant_and_strided_ends_over_several_threads(name):
+def test_interval_binary_passes_with_a_constant_and_strided_ends_over_several_threads(name):
     """A constant's ends broadcast from a scalar, a strided x, and enough elements for several tasks."""
-    op, _ = BINARY[name]
+    op, _, _ = BINARY[name]
     context = iv.IntervalContext(compute="f16")
     x = awkward("f16", count=400_000, seed=7)[::2]  # strided
     point = iv.Interval.point(x)
@@ -192,8 +208,104 @@ def test_interval_product_and_sum_with_a_constant_and_strided_ends_over_several_
 
 
 @pytest.mark.parametrize("name", BINARY)
-def test_where_the_product_and_sum_passes_do_not_apply_they_say_so(name):
-    _, fused = BINARY[name]
+def test_where_the_binary_passes_do_not_apply_they_say_so(name):
+    _, fused, _ = BINARY[name]
     x = torch.linspace(-2, 2, 11, dtype=torch.float64)
-    assert fused(x, x, x, x, iv.F64_SLACK, "f8e4m3fn") is None  # no infinities
-    assert fused(x.float(), x.float(), x.float(), x.float(), iv.F64_SLACK, "f16") is None  # not float64
+    if name != "quotient":  # the division has no allowance for it
+        assert fused(x, x, x, x, fmt="f8e4m3fn") is None  # no infinities
+    assert fused(x.float(), x.float(), x.float(), x.float(), fmt="f16") is None  # not float64
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "torch")
+        assert fused(x, x, x, x, fmt="f16") is None
+
+
+MONOTONE = ["exp", "log", "tanh", "erf", "rsqrt"]
+CONTEXTS = [dict(), dict(ulps=0.5), dict(abs_error=1e-3), dict(ulps=0.0, abs_error=0.0)]  # the table, overrides
+
+
+def torch_monotone(name: str, arg: iv.Interval, context: iv.IntervalContext) -> iv.Interval:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "torch")
+        return getattr(iv, name)(arg, context)
+
+
+@pytest.mark.parametrize("fmt", COMPUTE_FORMATS)
+@pytest.mark.parametrize("name", MONOTONE)
+def test_monotone_primitives_equal_the_torch_definition(name, fmt):
+    """Increasing and decreasing functions on intervals and on points (one evaluation there), outside their
+    domains (NaN), at infinities and zeros, with the table's allowances and the catalogue's overrides."""
+    ends = awkward(fmt, count=20_000, seed=9)
+    for arguments in (interval_from(ends, 3), iv.Interval.point(ends)):
+        for overrides in CONTEXTS:
+            context = iv.IntervalContext(compute=fmt, **overrides)
+            got, want = getattr(iv, name)(arguments, context), torch_monotone(name, arguments, context)
+            assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi), overrides
+
+
+@pytest.mark.parametrize("fmt", COMPUTE_FORMATS)
+def test_monotone_pass_of_every_pairing_of_special_ends_and_values(fmt):
+    """The argument's ends and the function's values there each run over the specials: unordered values (a
+    decreasing function), equal values of either zero, NaN on either side."""
+    spec = float_format(fmt)
+    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.5, 5e-324, spec.max, -spec.max * 4],
+                            dtype=torch.float64)
+    lo, hi, at_lo, at_hi = (end.reshape(-1) for end in torch.meshgrid(specials, specials, specials, specials,
+                                                                     indexing="ij"))
+    for name in ("exp", "log"):  # an allowance without and with an absolute part inside a range
+        context = iv.IntervalContext(compute=fmt)
+
+        def values():
+            ends = iter([at_lo, at_hi])
+            return lambda _: next(ends)
+
+        got = iv.monotone(iv.Interval(lo, hi), values(), name, context)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(ENV_VAR, "torch")
+            want = iv.monotone(iv.Interval(lo, hi), values(), name, context)
+        assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
+    assert fused_monotone(lo, hi, at_lo, at_hi, context.allowance("exp"), iv.F64_SLACK, fmt) is not None
+
+
+@given(values=st.lists(st.tuples(*[st.floats(width=64)] * 2), min_size=1, max_size=30),
+       fmt=st.sampled_from(COMPUTE_FORMATS), name=st.sampled_from(MONOTONE))
+@settings(max_examples=300, deadline=None)
+def test_monotone_primitives_of_any_float64_interval(values, fmt, name):
+    ends = torch.tensor(values, dtype=torch.float64)
+    arg = iv.Interval(torch.fmin(ends[:, 0], ends[:, 1]), torch.fmax(ends[:, 0], ends[:, 1]))
+    context = iv.IntervalContext(compute=fmt)
+    got, want = getattr(iv, name)(arg, context), torch_monotone(name, arg, context)
+    assert same_bits(got.lo, want.lo) and same_bits(got.hi, want.hi)
+
+
+def test_monotone_pass_where_it_does_not_apply_says_so():
+    x = torch.linspace(-2, 2, 11, dtype=torch.float64)
+    allowance = iv.ALLOWANCES["exp"]["f32"]
+    assert fused_monotone(x[::2], x[::2], x[::2], x[::2], allowance, iv.F64_SLACK, "f32") is not None  # copied
+    assert fused_monotone(x.float(), x.float(), x.float(), x.float(), allowance, iv.F64_SLACK, "f32") is None
+
+
+def sided_bound(lo: torch.Tensor, hi: torch.Tensor, ref: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """AcceptanceInterval.evaluate_for_output for the interval [lo, hi]."""
+    model = BoundModel()
+    bound = AcceptanceInterval(FUNCTIONS["exp"], "f16", "f16", {"x": ref})
+    bound._cache[interval_context(model, "f16")] = iv.Interval(lo, hi)
+    return bound.evaluate_for_output(model, ref, out)
+
+
+def test_the_bound_for_an_output_equals_the_torch_definition():
+    """The output's side of the interval, NaN refs, NaN and -0 sides kept as torch's clamp keeps them, outputs
+    that are NaN or infinite, on every pairing of special values and on random bit patterns."""
+    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.5, 5e-324, 65504.0],
+                            dtype=torch.float64)
+    pairings = [end.reshape(-1) for end in torch.meshgrid(specials, specials, specials, specials, indexing="ij")]
+    ends = awkward("f16", count=20_000, seed=11)
+    interval = interval_from(ends, 4)
+    shuffled = ends[torch.randperm(ends.numel(), generator=torch.Generator().manual_seed(6))]
+    for lo, hi, ref, out in (pairings, (interval.lo, interval.hi, ends, shuffled)):
+        assert fused_output_side(lo, hi, ref, out) is not None
+        got = sided_bound(lo, hi, ref, out)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(ENV_VAR, "torch")
+            want = sided_bound(lo, hi, ref, out)
+        assert same_bits(got, want)
+    assert fused_output_side(lo[::2], hi[::2], ref[::2], out[::2]) is None  # strided: torch's ops

@@ -23,6 +23,7 @@ ENV_VAR = "E2E_METRICS_BACKEND"
 # most torch's grain size (32768), so that each op runs serially in one of
 # our threads (threads.py); on a device large, to keep kernel launches few.
 NUMBA_CHUNK = 1 << 14
+NUMBA_SMALLEST_CHUNK = 1 << 12
 TORCH_CPU_CHUNK = 1 << 15
 TORCH_DEVICE_CHUNK = 1 << 22
 # Told once per process: pip users get numba only with the `fast` extra, and would not know what they miss.
@@ -66,7 +67,9 @@ def numba_path(device: torch.device) -> bool:
     return choose(None, device) == "numba"
 
 
-def default_chunk(backend: str, device: torch.device) -> int:
+def default_chunk(backend: str, device: torch.device, elements: int | None = None) -> int:
+    """Elements per chunk; numba's shrink for small outputs (elements given), down to NUMBA_SMALLEST_CHUNK,
+    so that the maxima's chunks, scanned again, are a small part of them (65K elements: 16 chunks of 4K)."""
     if backend == "numba":
-        return NUMBA_CHUNK
+        return NUMBA_CHUNK if elements is None else min(NUMBA_CHUNK, max(NUMBA_SMALLEST_CHUNK, elements // 16))
     return TORCH_CPU_CHUNK if device.type == "cpu" else TORCH_DEVICE_CHUNK

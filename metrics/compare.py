@@ -122,21 +122,22 @@ def _device(ref: torch.Tensor, out: torch.Tensor) -> torch.device:
 
 def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, bound,
            shape) -> dict[str, WorstElement]:
-    """The elements behind each metric, gathered with one host copy per tensor."""
+    """The elements behind each metric, gathered with one host copy per tensor (ref, out and bound are flat)."""
     named = {name: i for name, i in indices.items() if i >= 0}
     if not named:
         return {}
-    where = torch.tensor(list(named.values()), dtype=torch.int64, device=ref.device)
-    refs = ref[where].cpu().tolist()
-    outs = out[where].to(torch.float64).cpu().tolist()
+    flat = list(named.values())
+    where = torch.tensor(flat, dtype=torch.int64, device=ref.device)
+    refs = ref.index_select(0, where).cpu().tolist()
+    outs = out.index_select(0, where).to(torch.float64).cpu().tolist()
     if isinstance(bound, ScaledPlusUlps):
         bound = bound.at(where)
         where = torch.arange(len(named), device=bound.device)
-    bounds = bound[where].cpu().tolist() if bound is not None else [None] * len(named)
+    bounds = bound.index_select(0, where).cpu().tolist() if bound is not None else [None] * len(named)
+    positions = zip(*(axis.tolist() for axis in np.unravel_index(flat, shape))) if shape else [()] * len(flat)
     return {
-        name: WorstElement(index=i, position=tuple(int(p) for p in np.unravel_index(i, shape)),
-                           ref=r, out=o, bound=b, value=values.get(name))
-        for (name, i), r, o, b in zip(named.items(), refs, outs, bounds)
+        name: WorstElement(index=i, position=position, ref=r, out=o, bound=b, value=values.get(name))
+        for (name, i), position, r, o, b in zip(named.items(), positions, refs, outs, bounds)
     }
 
 
@@ -211,7 +212,7 @@ def _z(centred_sum: float, centred_sum_sq: float) -> float:
 def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: float, backend: str | None,
                     chunk: int | None, rounding: str = "nearest-even") -> FloatComparison:
     chosen = backends.choose(backend, ref.device)
-    chunk = chunk or backends.default_chunk(chosen, ref.device)
+    chunk = chunk or backends.default_chunk(chosen, ref.device, ref.numel())
     reported = fmt
     fmt, out, out_bits = _kernel_view(fmt, out)
     mode = ROUNDING_CODES.get(rounding, 0)

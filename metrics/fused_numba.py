@@ -28,6 +28,8 @@ applies the same ones and tests check that the two agree.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from e2egen.metrics import partials as P
@@ -49,10 +51,10 @@ AVAILABLE = numba is not None
 ABS, REL, REL_OLD, EPS, BOUND, ULP = range(6)
 BAD_BOUNDS = ULP  # the kernel's per-chunk column of bound elements that are negative or NaN
 BAD_BOUND_MESSAGE = "bound must be >= 0 everywhere (it has a negative or NaN element)"
-_MAXIMUM_COLUMNS = {
-    ABS: (P.F_ABS, P.I_IDX_ABS), REL: (P.F_REL, P.I_IDX_REL), REL_OLD: (P.F_REL_OLD, P.I_IDX_REL_OLD),
-    EPS: (P.F_EPS, P.I_IDX_EPS), BOUND: (P.F_BOUND, P.I_IDX_BOUND),
-}
+# Each maximum's float column (ABS..BOUND) and index column (ABS..ULP), by position.
+_FLOAT_COLUMNS = (P.F_ABS, P.F_REL, P.F_REL_OLD, P.F_EPS, P.F_BOUND)
+_INDEX_COLUMNS = (P.I_IDX_ABS, P.I_IDX_REL, P.I_IDX_REL_OLD, P.I_IDX_EPS, P.I_IDX_BOUND, P.I_IDX_ULP)
+_BAD_BOUND, _NOT_LOCATED = -1, -2  # _finish's failures
 
 _E1, _E2, _E3, _E4, _E5, _E6, _E7 = HISTOGRAM_EDGES
 _F64_MAGNITUDE = (1 << 63) - 1
@@ -380,8 +382,52 @@ if AVAILABLE:
                 found[k] = lo + first
         return found
 
+    @numba.njit(cache=True, error_model="numpy", nogil=True)
+    def _finish(ref, out_bits, bound, recipe, chunk, maxima_bits, floats, ints, ftz, rel_floor_bits, m, bias, emin,
+                emax, bits, max_pattern, max_bits, min_normal_bits, mode):
+        """After the chunks' passes: the maxima's bits back to floats (-1 stays "no element"), then, for the
+        chunk holding each global maximum (the first such chunk), its index column from _locate, one pass
+        per chunk for all the maxima it holds. Returns _BAD_BOUND where a bound element was negative or
+        NaN, _NOT_LOCATED where _locate found no element for a value (a bug), else 0."""
+        n_chunks = maxima_bits.shape[0]
+        has_bound = bound is not None
+        for c in range(n_chunks):
+            if has_bound and maxima_bits[c, BAD_BOUNDS] != 0:
+                return _BAD_BOUND
+            for k in range(BOUND + 1):
+                floats[c, _FLOAT_COLUMNS[k]] = _float(maxima_bits[c, k]) if maxima_bits[c, k] >= 0 else -1.0
+            if not has_bound:
+                floats[c, P.F_BOUND] = -1.0
+                floats[c, P.F_SUM_SQ_BOUND] = 0.0
+        # each maximum's value (bits for the floats; -1: no element) and the first chunk reaching it
+        values = np.full(ULP + 1, -1, np.int64)
+        chunks = np.full(ULP + 1, -1, np.int64)
+        for k in range(ULP + 1):
+            if k == BOUND and not has_bound:
+                continue
+            for c in range(n_chunks):
+                value = ints[c, P.I_ULP] if k == ULP else maxima_bits[c, k]
+                if value > values[k]:
+                    values[k], chunks[k] = value, c
+        for k in range(ULP + 1):
+            c = chunks[k]
+            if c < 0 or k > 0 and (chunks[:k] == c).any():
+                continue  # no element, or located with an earlier maximum of the same chunk
+            targets = np.where(chunks == c, values, -1)
+            lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
+            found = _locate(ref, out_bits, bound, recipe, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax,
+                            bits, max_pattern, max_bits, min_normal_bits, mode)
+            for k2 in range(ULP + 1):
+                if targets[k2] >= 0:
+                    if found[k2] < 0:
+                        return _NOT_LOCATED
+                    ints[c, _INDEX_COLUMNS[k2]] = found[k2]
+        return 0
 
+
+@functools.lru_cache(maxsize=256)
 def _format_args(fmt: Format, ftz: bool, rel_floor: float, mode: int) -> dict:
+    """The kernels' format arguments (the same few formats and settings come again and again)."""
     return dict(ftz=bool(ftz), rel_floor_bits=_float_bits_of(rel_floor), m=fmt.mantissa_bits, bias=fmt.bias,
                 emin=fmt.emin, emax=fmt.emax, bits=fmt.bits, max_pattern=fmt.max_pattern, has_inf=fmt.has_inf,
                 max_bits=_float_bits_of(fmt.max), limit_bits=_float_bits_of(fmt.overflow_limit),
@@ -412,39 +458,15 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     args = _format_args(fmt, ftz, rel_floor, mode)
     # one contiguous share of the chunks per thread (see threads.py)
     shares = threads.thread_count(min(n_chunks, max(1, ref.shape[0] // MIN_ELEMENTS_PER_THREAD)))
-    edges = np.linspace(0, n_chunks, shares + 1).astype(np.int64)
-    threads.run(lambda k: _kernel(ref, out_bits, bound, recipe, chunk, int(edges[k]), int(edges[k + 1]),
+    edges = [n_chunks * k // shares for k in range(shares + 1)]
+    threads.run(lambda k: _kernel(ref, out_bits, bound, recipe, chunk, edges[k], edges[k + 1],
                                   maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
-                range(len(edges) - 1))
-    if bound is not None and maxima_bits[:, BAD_BOUNDS].any():
+                range(shares))
+    status = _finish(ref, out_bits, bound, recipe, chunk, maxima_bits, floats, ints, args["ftz"],
+                     args["rel_floor_bits"], args["m"], args["bias"], args["emin"], args["emax"], args["bits"],
+                     args["max_pattern"], args["max_bits"], args["min_normal_bits"], args["mode"])
+    if status == _BAD_BOUND:
         raise ValueError(BAD_BOUND_MESSAGE)
-    # Bits of the non-negative maxima back to floats; -1 stays "no element".
-    for k, (float_col, _) in _MAXIMUM_COLUMNS.items():
-        column = maxima_bits[:, k]
-        floats[:, float_col] = np.where(column >= 0, column.view(np.float64), -1.0)
-    if bound is None:
-        floats[:, P.F_BOUND] = -1.0
-        floats[:, P.F_SUM_SQ_BOUND] = 0.0
-    _fill_indices(ref, out_bits, bound, recipe, chunk, args, floats, ints)
+    if status == _NOT_LOCATED:  # _reduce_chunk and _locate computed different values: a bug here
+        raise RuntimeError("metrics: could not locate a maximum in the chunk that holds it")
     return floats, ints
-
-
-def _fill_indices(ref, out_bits, bound, recipe, chunk, args, floats, ints) -> None:
-    """Set the index column of the chunk holding each global maximum (its first occurrence)."""
-    wanted: dict[int, np.ndarray] = {}  # chunk -> targets for _locate
-    maxima = {what: (floats[:, f].copy(), i) for what, (f, i) in _MAXIMUM_COLUMNS.items()}
-    maxima[ULP] = (ints[:, P.I_ULP], P.I_IDX_ULP)
-    for what, (column, _) in maxima.items():
-        c = int(np.argmax(column))
-        if column[c] >= 0:
-            target = _float_bits_of(column[c]) if what != ULP else int(column[c])
-            wanted.setdefault(c, np.full(len(maxima), -1, np.int64))[what] = target
-    locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}
-    for c, targets in wanted.items():
-        lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
-        found = _locate(ref, out_bits, bound, recipe, lo, hi, targets, **locate_args)
-        for what, (_, index_col) in maxima.items():
-            if targets[what] >= 0:
-                if found[what] < 0:  # the two loops computed different values: a bug here
-                    raise RuntimeError(f"metrics: could not locate the maximum {what} in chunk {c}")
-                ints[c, index_col] = found[what]

@@ -78,37 +78,52 @@ class Totals:
     histogram: tuple[int, ...]
 
 
-def _first_max(values: np.ndarray, indices: np.ndarray) -> tuple[float | int, int]:
-    chunk = int(np.argmax(values))  # first chunk holding the maximum, so the lowest index
-    value = values[chunk]
-    return (value, int(indices[chunk])) if value >= 0 else (value, -1)
+_MAXIMA = [(name, f, i) for name, (f, i) in FLOAT_MAXIMA.items()]
+_SUM_COLUMNS = [F_SUM_SQ_DIFF, F_SUM_SQ_REF, F_SUM_SQ_BOUND, F_SUM_S, F_SUM_SQ_S, F_SUM_T, F_SUM_SQ_T]
+_COUNTED_COLUMNS = [count for count, _ in COUNTS.values()]
+_FIRST_COLUMNS = [first for _, first in COUNTS.values()]
+_INT_SUM_COLUMNS = [*_COUNTED_COLUMNS, I_FTZ, I_COMPARED, *range(I_HIST, I_HIST + N_HIST)]
 
 
 def combine(floats: np.ndarray, ints: np.ndarray) -> Totals:
     """Merge per-chunk rows (float [chunks, N_FLOAT], int [chunks, N_INT]) in chunk order."""
-    maxima = {name: _first_max(floats[:, f], ints[:, i]) for name, (f, i) in FLOAT_MAXIMA.items()}
-    maxima = {name: (float(v), i) for name, (v, i) in maxima.items()}
-    ulp_value, ulp_index = _first_max(ints[:, I_ULP], ints[:, I_IDX_ULP])
-    maxima["max_ulp_diff"] = (float(ulp_value), ulp_index)
-    counts = {}
-    for name, (count_col, first_col) in COUNTS.items():
-        per_chunk = ints[:, count_col]
-        nonzero = np.flatnonzero(per_chunk)
-        first = int(ints[nonzero[0], first_col]) if nonzero.size else -1
-        counts[name] = (int(per_chunk.sum()), first)
+    if floats.shape[0] > 1:
+        floats, ints = _merged(floats, ints)
+    return _totals(floats[0].tolist(), ints[0].tolist())
+
+
+def _merged(floats: np.ndarray, ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows merged into one row of the same columns: each maximum and its index from the first chunk
+    that reaches it (so the lowest index), each count's first index from the first chunk that has one, the
+    sums as numpy sums a column (pairwise; tests/test_metrics_partials.py), the counts added."""
+    merged_floats = np.empty((1, N_FLOAT))
+    merged_ints = np.empty((1, N_INT), np.int64)
+    value_columns = [f for _, f, _ in _MAXIMA]
+    index_columns = [i for _, _, i in _MAXIMA]
+    best = np.argmax(floats[:, value_columns], axis=0)
+    merged_floats[0, value_columns] = floats[best, value_columns]
+    merged_ints[0, index_columns] = ints[best, index_columns]
+    best_ulp = int(np.argmax(ints[:, I_ULP]))
+    merged_ints[0, [I_ULP, I_IDX_ULP]] = ints[best_ulp, [I_ULP, I_IDX_ULP]]
+    merged_ints[0, _INT_SUM_COLUMNS] = ints[:, _INT_SUM_COLUMNS].sum(axis=0)
+    first_chunks = np.argmax(ints[:, _COUNTED_COLUMNS] != 0, axis=0)  # 0 where none: its first is -1 then
+    merged_ints[0, _FIRST_COLUMNS] = ints[first_chunks, _FIRST_COLUMNS]
+    merged_floats[0, _SUM_COLUMNS] = floats[:, _SUM_COLUMNS].sum(axis=0)
+    merged_floats[0, [F_MAX_ABS_REF, F_MAX_ABS_OUT]] = floats[:, [F_MAX_ABS_REF, F_MAX_ABS_OUT]].max(axis=0)
+    return merged_floats, merged_ints
+
+
+def _totals(row: list[float], counts: list[int]) -> Totals:
+    """Totals from one row of each table (a single chunk's, or the merged rows)."""
+    maxima = {name: (row[f], counts[i] if row[f] >= 0 else -1) for name, f, i in _MAXIMA}
+    maxima["max_ulp_diff"] = (float(counts[I_ULP]), counts[I_IDX_ULP] if counts[I_ULP] >= 0 else -1)
     return Totals(
         maxima=maxima,
-        counts=counts,
-        sum_sq_diff=float(floats[:, F_SUM_SQ_DIFF].sum()),
-        sum_sq_ref=float(floats[:, F_SUM_SQ_REF].sum()),
-        sum_sq_bound=float(floats[:, F_SUM_SQ_BOUND].sum()),
-        sum_s=float(floats[:, F_SUM_S].sum()),
-        sum_sq_s=float(floats[:, F_SUM_SQ_S].sum()),
-        sum_t=float(floats[:, F_SUM_T].sum()),
-        sum_sq_t=float(floats[:, F_SUM_SQ_T].sum()),
-        max_abs_ref=float(floats[:, F_MAX_ABS_REF].max()),
-        max_abs_out=float(floats[:, F_MAX_ABS_OUT].max()),
-        ftz_allowed=int(ints[:, I_FTZ].sum()),
-        compared=int(ints[:, I_COMPARED].sum()),
-        histogram=tuple(int(c) for c in ints[:, I_HIST:I_HIST + N_HIST].sum(axis=0)),
+        counts={name: (counts[count], counts[first] if counts[count] else -1)
+                for name, (count, first) in COUNTS.items()},
+        sum_sq_diff=row[F_SUM_SQ_DIFF], sum_sq_ref=row[F_SUM_SQ_REF], sum_sq_bound=row[F_SUM_SQ_BOUND],
+        sum_s=row[F_SUM_S], sum_sq_s=row[F_SUM_SQ_S], sum_t=row[F_SUM_T], sum_sq_t=row[F_SUM_SQ_T],
+        max_abs_ref=row[F_MAX_ABS_REF], max_abs_out=row[F_MAX_ABS_OUT],
+        ftz_allowed=counts[I_FTZ], compared=counts[I_COMPARED],
+        histogram=tuple(counts[I_HIST:I_HIST + N_HIST]),
     )

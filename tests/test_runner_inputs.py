@@ -105,8 +105,9 @@ def test_rounding_is_correct_where_a_plain_cast_rounds_twice():
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 @pytest.mark.parametrize("fmt", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f4e2m1"])
 def test_saturating_low_bit_rounding_equals_metrics_bit_for_bit(fmt, backend, monkeypatch):
-    """The fast paths (round to odd in f32, then torch's cast; fp4: one numba pass, or by midpoint search
-    without it) against metrics' reference rounding in its torch definition: every value of the format,
+    """The fast paths (fp8 with numba: metrics.round_to's pass, then an exact cast; without it: round to odd
+    in f32, then torch's cast; fp4: one numba pass, or by midpoint search without it) against metrics'
+    reference rounding in its torch definition: every value of the format,
     every midpoint and its neighbours, values beyond the largest, and random values across the range and
     the subnormals."""
     from e2egen import metrics

@@ -2,16 +2,20 @@
 the yardstick).
 
     .venv/bin/python benchmarks/bench_tool_work.py [--catalogue configs.toml] [--all] [--every 1] [--run-slow]
+                                                   [--repeat 1]
 
 Each case of a deterministic sample (the PR subset by default, --all for every case; --every N keeps
-every Nth case of each family in id order) runs as a test runs it (generator.execute: runner.run with
-the case's bound, default unless the catalogue says otherwise, then metrics.compare for each output) on
-the CPU, in this one process, twice: the table is the second pass (warm: what each further case costs);
-its last column is the first pass, as a fresh test process meets the cases (one-time compilation
-included). Tool work = inputs + reference + bound + compare (a conv or gemm bound is formed inside compare's
-pass, so that part of it is in the compare column); the baseline is the kernel's recorded time
-(a warm call) in the same pass. Goal (issue 20): tool work <= kernel time in aggregate, per family. Arithmetic probes (once per kernel and dtype, then cached on disk) are shown
-apart and not counted. Cases marked slow are left out unless --run-slow, as the default CPU run does.
+every Nth case of each family in id order) runs as a test runs it (generator.execute: runner.run with the
+case's bound, default unless the catalogue says otherwise, then metrics.compare for each output) on the
+CPU, in this one process, twice: the table is the second pass (warm: what each further case costs); its
+last column is the first pass, as a fresh test process meets the cases (one-time compilation included).
+With --repeat N the table takes N warm passes and each case's median, part by part (the small families'
+kernels take 0.1-0.2 ms, and single passes of them move by a quarter). Tool work = inputs + reference +
+bound + compare (a conv or gemm bound is formed inside compare's pass, so that part of it is in the
+compare column); the baseline is the kernel's recorded time (a warm call) in the same pass. Goal (issue
+20): tool work <= kernel time in aggregate, per family. Arithmetic probes (once per kernel and dtype,
+then cached on disk) are shown apart and not counted. Cases marked slow are left out unless --run-slow,
+as the default CPU run does.
 """
 from __future__ import annotations
 
@@ -78,9 +82,10 @@ def sample(cases, every: int, run_slow: bool) -> tuple[dict[str, list], int]:
     return chosen, slow
 
 
-def measure(chosen: dict[str, list]):
-    """One pass over the sample: per family the summed timings, each case's tool ÷ kernel, the case with the
-    most tool work over its kernel time, the statuses; and the seconds the pass took."""
+def measure(chosen: dict[str, list], repeat: int = 1):
+    """Passes over the sample: per family the summed timings (each case's median over `repeat` passes, part
+    by part), each case's tool ÷ kernel, the case with the most tool work over its kernel time, the
+    statuses (of the last pass); and the seconds the passes took."""
     from e2egen.generator.execute import execute
 
     sums: dict[str, dict[str, float]] = {}
@@ -88,23 +93,32 @@ def measure(chosen: dict[str, list]):
     worst: dict[str, tuple[float, str, dict]] = {}
     statuses: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
-    for family, members in chosen.items():
+    runs = {family: {case.id: [] for case in members} for family, members in chosen.items()}
+    for _ in range(repeat):
+        for family, members in chosen.items():
+            statuses[family] = defaultdict(int)
+            for case in members:
+                outcome = execute(case, device="cpu")
+                statuses[family][outcome.status] += 1
+                if "kernel" in outcome.timings and "compare" in outcome.timings:
+                    runs[family][case.id].append(outcome.timings)
+                # else skipped, or failed before comparing: no timings to add
+    for family, by_case in runs.items():
         sums[family] = defaultdict(float)
-        ratios[family], statuses[family] = [], defaultdict(int)
-        for case in members:
-            outcome = execute(case, device="cpu")
-            statuses[family][outcome.status] += 1
-            timings = outcome.timings
-            if "kernel" not in timings or "compare" not in timings:
-                continue  # skipped, or failed before comparing: no timings to add
-            tool = sum(timings.get(k, 0.0) for k in TOOL_PARTS)
-            for key in (*TOOL_PARTS, "kernel", "probes"):
-                sums[family][key] += timings.get(key, 0.0)
+        ratios[family] = []
+        for case_id, samples in by_case.items():
+            if not samples:
+                continue
+            timings = {key: statistics.median(t.get(key, 0.0) for t in samples)
+                       for key in (*TOOL_PARTS, "kernel", "probes")}
+            tool = sum(timings[k] for k in TOOL_PARTS)
+            for key, value in timings.items():
+                sums[family][key] += value
             sums[family]["cases"] += 1
             ratios[family].append(tool / max(timings["kernel"], 1e-9))
             excess = tool - timings["kernel"]
             if family not in worst or excess > worst[family][0]:
-                worst[family] = (excess, case.id, dict(timings))
+                worst[family] = (excess, case_id, timings)
     return sums, ratios, worst, statuses, time.perf_counter() - started
 
 
@@ -114,6 +128,8 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="every case of the catalogue, not only the PR subset")
     parser.add_argument("--every", type=positive, default=1, help="keep every Nth case of each family (default 1)")
     parser.add_argument("--run-slow", action="store_true", help="include the cases marked slow")
+    parser.add_argument("--repeat", type=positive, default=1,
+                        help="warm passes; each case's median part by part (default 1)")
     args = parser.parse_args()
 
     cases = [c for c in catalogue_cases(args.catalogue) if args.all or c.pr]
@@ -127,7 +143,7 @@ def main() -> None:
           f"{f' ({slow_left_out} marked slow left out)' if slow_left_out else ''}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     first = measure(chosen)  # as a fresh test process meets them: one-time compilation and caches included
-    sums, ratios, worst, statuses, elapsed = measure(chosen)  # warm: what each further case costs
+    sums, ratios, worst, statuses, elapsed = measure(chosen, args.repeat)  # warm: what each further case costs
 
     def ms(seconds: float) -> str:
         return f"{seconds * 1e3:.0f}" if seconds >= 0.01 else f"{seconds * 1e3:.1f}"
@@ -153,7 +169,7 @@ def main() -> None:
           + f" | {ms(tool)} | {tool / max(grand['kernel'], 1e-9):.2f} | "
           f"{statistics.median(r for v in ratios.values() for r in v):.2f} | {'yes' if tool <= grand['kernel'] else 'no'} | "
           f"{sum(tool_of(t) for t in first[0].values()) / max(sum(t['kernel'] for t in first[0].values()), 1e-9):.2f} |")
-    print(f"\nfirst pass {first[4]:.1f} s, second (the table) {elapsed:.1f} s; load average {os.getloadavg()[0]:.1f} at the end; "
+    print(f"\nfirst pass {first[4]:.1f} s, then {args.repeat} (the table) {elapsed:.1f} s; load average {os.getloadavg()[0]:.1f} at the end; "
           f"probes (first pass) outside the sums: {ms(sum(t['probes'] for t in first[0].values()))} ms")
     print("statuses: " + "; ".join(f"{f} {dict(s)}" for f, s in statuses.items()))
     print("\nlargest tool work over kernel, per family:")

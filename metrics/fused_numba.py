@@ -54,7 +54,8 @@ BAD_BOUND_MESSAGE = "bound must be >= 0 everywhere (it has a negative or NaN ele
 # Each maximum's float column (ABS..BOUND) and index column (ABS..ULP), by position.
 _FLOAT_COLUMNS = (P.F_ABS, P.F_REL, P.F_REL_OLD, P.F_EPS, P.F_BOUND)
 _INDEX_COLUMNS = (P.I_IDX_ABS, P.I_IDX_REL, P.I_IDX_REL_OLD, P.I_IDX_EPS, P.I_IDX_BOUND, P.I_IDX_ULP)
-_BAD_BOUND, _NOT_LOCATED = -1, -2  # _finish's failures
+_LOCATE_ARGS = ("ftz", "rel_floor_bits", "m", "bias", "emin", "emax", "bits", "max_pattern", "max_bits",
+                "min_normal_bits", "mode")  # _locate's format arguments, in its order
 
 _E1, _E2, _E3, _E4, _E5, _E6, _E7 = HISTOGRAM_EDGES
 _F64_MAGNITUDE = (1 << 63) - 1
@@ -383,46 +384,27 @@ if AVAILABLE:
         return found
 
     @numba.njit(cache=True, error_model="numpy", nogil=True)
-    def _finish(ref, out_bits, bound, recipe, chunk, maxima_bits, floats, ints, ftz, rel_floor_bits, m, bias, emin,
-                emax, bits, max_pattern, max_bits, min_normal_bits, mode):
-        """After the chunks' passes: the maxima's bits back to floats (-1 stays "no element"), then, for the
-        chunk holding each global maximum (the first such chunk), its index column from _locate, one pass
-        per chunk for all the maxima it holds. Returns _BAD_BOUND where a bound element was negative or
-        NaN, _NOT_LOCATED where _locate found no element for a value (a bug), else 0."""
+    def _maxima(maxima_bits, floats, ints, has_bound):
+        """After the chunks' passes: the maxima's bits back to floats (-1 stays "no element"), and each
+        maximum's value (bits for the floats; -1: no element) with the first chunk that reaches it (-1: none).
+        None where a bound element was negative or NaN. Small, so that it compiles in a moment; _locate
+        is called from Python (inlined here, LLVM would optimise its body a second time)."""
         n_chunks = maxima_bits.shape[0]
-        has_bound = bound is not None
+        values = np.full(ULP + 1, -1, np.int64)
+        chunks = np.full(ULP + 1, -1, np.int64)
         for c in range(n_chunks):
             if has_bound and maxima_bits[c, BAD_BOUNDS] != 0:
-                return _BAD_BOUND
+                return None
             for k in range(BOUND + 1):
                 floats[c, _FLOAT_COLUMNS[k]] = _float(maxima_bits[c, k]) if maxima_bits[c, k] >= 0 else -1.0
             if not has_bound:
                 floats[c, P.F_BOUND] = -1.0
                 floats[c, P.F_SUM_SQ_BOUND] = 0.0
-        # each maximum's value (bits for the floats; -1: no element) and the first chunk reaching it
-        values = np.full(ULP + 1, -1, np.int64)
-        chunks = np.full(ULP + 1, -1, np.int64)
-        for k in range(ULP + 1):
-            if k == BOUND and not has_bound:
-                continue
-            for c in range(n_chunks):
+            for k in range(ULP + 1):
                 value = ints[c, P.I_ULP] if k == ULP else maxima_bits[c, k]
-                if value > values[k]:
+                if value > values[k] and (has_bound or k != BOUND):
                     values[k], chunks[k] = value, c
-        for k in range(ULP + 1):
-            c = chunks[k]
-            if c < 0 or k > 0 and (chunks[:k] == c).any():
-                continue  # no element, or located with an earlier maximum of the same chunk
-            targets = np.where(chunks == c, values, -1)
-            lo, hi = c * chunk, min((c + 1) * chunk, ref.shape[0])
-            found = _locate(ref, out_bits, bound, recipe, lo, hi, targets, ftz, rel_floor_bits, m, bias, emin, emax,
-                            bits, max_pattern, max_bits, min_normal_bits, mode)
-            for k2 in range(ULP + 1):
-                if targets[k2] >= 0:
-                    if found[k2] < 0:
-                        return _NOT_LOCATED
-                    ints[c, _INDEX_COLUMNS[k2]] = found[k2]
-        return 0
+        return values, chunks
 
 
 @functools.lru_cache(maxsize=256)
@@ -462,11 +444,18 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     threads.run(lambda k: _kernel(ref, out_bits, bound, recipe, chunk, edges[k], edges[k + 1],
                                   maxima_bits=maxima_bits, floats=floats, ints=ints, **args),
                 range(shares))
-    status = _finish(ref, out_bits, bound, recipe, chunk, maxima_bits, floats, ints, args["ftz"],
-                     args["rel_floor_bits"], args["m"], args["bias"], args["emin"], args["emax"], args["bits"],
-                     args["max_pattern"], args["max_bits"], args["min_normal_bits"], args["mode"])
-    if status == _BAD_BOUND:
+    located = _maxima(maxima_bits, floats, ints, bound is not None)
+    if located is None:
         raise ValueError(BAD_BOUND_MESSAGE)
-    if status == _NOT_LOCATED:  # _reduce_chunk and _locate computed different values: a bug here
-        raise RuntimeError("metrics: could not locate a maximum in the chunk that holds it")
+    values, chunks = (array.tolist() for array in located)
+    locate_args = [args[k] for k in _LOCATE_ARGS]
+    for c in sorted(set(chunks) - {-1}):  # one pass per chunk, for every maximum it holds
+        targets = np.array([v if held == c else -1 for v, held in zip(values, chunks)], np.int64)
+        found = _locate(ref, out_bits, bound, recipe, c * chunk, min((c + 1) * chunk, ref.shape[0]), targets,
+                        *locate_args).tolist()
+        for k, held in enumerate(chunks):
+            if held == c:
+                if found[k] < 0:  # _reduce_chunk and _locate computed different values: a bug here
+                    raise RuntimeError(f"metrics: could not locate a maximum in chunk {c}, the chunk that holds it")
+                ints[c, _INDEX_COLUMNS[k]] = found[k]
     return floats, ints

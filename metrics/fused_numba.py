@@ -68,19 +68,19 @@ def _float_bits_of(value: float) -> int:
 
 
 if AVAILABLE:
-    @intrinsic
-    def _bits(typingctx, x):
-        """The int64 bit pattern of a float64 (a no-op for the CPU)."""
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(64))
-        return types.int64(types.float64), codegen
+    def _bitcast(name: str, source, target, target_ir):
+        """A numba intrinsic reading a value's bits as another type of the same width (a no-op for the CPU)."""
+        def typer(typingctx, x):
+            def codegen(context, builder, signature, args):
+                return builder.bitcast(args[0], target_ir)
+            return target(source), codegen
+        typer.__name__ = typer.__qualname__ = name
+        return intrinsic(typer)
 
-    @intrinsic
-    def _float(typingctx, x):
-        """The float64 whose bit pattern is an int64."""
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.DoubleType())
-        return types.float64(types.int64), codegen
+    _bits = _bitcast("_bits", types.float64, types.int64, ir.IntType(64))  # a float64's bits
+    _float = _bitcast("_float", types.int64, types.float64, ir.DoubleType())  # the float64 of these bits
+    _bits32 = _bitcast("_bits32", types.float32, types.int32, ir.IntType(32))  # a float32's bits
+    _float32 = _bitcast("_float32", types.int32, types.float32, ir.FloatType())  # the float32 of these bits
 
     @numba.njit(inline="always", error_model="numpy")
     def _ulp_exponent(magnitude, emin, emax):

@@ -48,25 +48,7 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _bits, _float
-
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def _bits32(typingctx, x):
-        """The int32 bit pattern of a float32."""
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(32))
-        return types.int32(types.float32), codegen
-
-    @intrinsic
-    def _float32(typingctx, x):
-        """The float32 whose bit pattern is an int32."""
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.FloatType())
-        return types.float32(types.int32), codegen
+    from e2egen.metrics.fused_numba import _bits, _bits32, _float, _float32
 
     @numba.njit(inline="always", error_model="numpy")
     def _round_down_f32(x, largest):

@@ -152,3 +152,19 @@ def test_the_sided_bound_is_exactly_interval_membership(fmt, data):
         member = float(interval.lo) <= candidate <= float(interval.hi)
         assert (ratio <= 1.0) == member, (candidate, float(ref), float(interval.lo), float(interval.hi))
         candidate = successor(candidate, fmt)
+
+
+@pytest.mark.parametrize("name", ["silu", "gelu"])
+def test_an_output_off_an_exact_zero_fails_bound_ratio(name):
+    """At x = +0 the product x·(…) is +0 and its interval [+0, -0] (round_up gives -0 for a zero), so the side
+    above has width -0: any nonzero output there must fail bound_ratio, in the element-wise suites' verdict
+    (bound_rms off), as it fails membership."""
+    x = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    function = FUNCTIONS[name]
+    ref = function.exact(x)
+    out = torch.tensor([2.0 ** -20, float(ref[1])], dtype=torch.float16)
+    bound = AcceptanceInterval(function, "f16", "f16", {"x": x}).evaluate_for_output(BoundModel(), ref, out)
+    comparison = metrics.compare(ref, out, "f16", bound=bound)
+    assert comparison.bound_ratio == math.inf and comparison.worst["bound_ratio"].index == 0
+    out[0] = 0.0
+    assert metrics.compare(ref, out, "f16", bound=bound).bound_ratio <= 1

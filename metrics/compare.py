@@ -173,7 +173,8 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
             raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
         return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
     bound_flat = None if bound is None else _flat_bound(bound, shape, device, ref, ref_flat)
-    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor), backend, chunk,
+    # + 0.0: a rel_floor of -0 is 0 (its negative bit pattern would count zero refs as above it on the numba path)
+    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor) + 0.0, backend, chunk,
                            rounding)
 
 

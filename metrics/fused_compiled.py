@@ -137,7 +137,7 @@ def _fast_rows(ref: torch.Tensor, out: torch.Tensor, bound: torch.Tensor | None,
               ulps.amax(1), u1.sum(1), (u1 * u1).sum(1), u2.sum(1), (u2 * u2).sum(1), (diff * diff).sum(1),
               (ref * ref).sum(1), count(flushed), count(ref_zero)] + [count(rel >= edge) for edge in _EDGES]
     if bound is not None:
-        ratio = torch.where(diff == 0, zero, diff / bound)  # 0/0 = 0, d/0 = inf
+        ratio = torch.where(diff == 0, zero, diff / bound.abs())  # 0/0 = 0, d/0 = inf (a -0 bound is 0)
         values += [ratio.amax(1), (ratio * ratio).sum(1), bound.amin(1)]  # amin: NaN shows
     return torch.stack(values, 1)
 

@@ -108,7 +108,8 @@ def _merged(floats: np.ndarray, ints: np.ndarray) -> tuple[np.ndarray, np.ndarra
     merged_ints[0, _INT_SUM_COLUMNS] = ints[:, _INT_SUM_COLUMNS].sum(axis=0)
     first_chunks = np.argmax(ints[:, _COUNTED_COLUMNS] != 0, axis=0)  # 0 where none: its first is -1 then
     merged_ints[0, _FIRST_COLUMNS] = ints[first_chunks, _FIRST_COLUMNS]
-    merged_floats[0, _SUM_COLUMNS] = floats[:, _SUM_COLUMNS].sum(axis=0)
+    # each column laid out as a row, so that numpy sums it along contiguous memory: pairwise, as column.sum()
+    merged_floats[0, _SUM_COLUMNS] = np.ascontiguousarray(floats[:, _SUM_COLUMNS].T).sum(axis=1)
     merged_floats[0, [F_MAX_ABS_REF, F_MAX_ABS_OUT]] = floats[:, [F_MAX_ABS_REF, F_MAX_ABS_OUT]].max(axis=0)
     return merged_floats, merged_ints
 

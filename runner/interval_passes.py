@@ -64,7 +64,7 @@ if fused_numba.AVAILABLE:
     @numba.njit(inline="always", error_model="numpy")
     def _round_down(x, m, emin, bias, max_pattern, largest):
         """The largest value of the format <= x (NaN stays; +inf and past max: max; below -max: -inf; +0 for 0)."""
-        if m == 23 and emin == -126:  # f32, whose cast the hardware has: the same value, fewer operations
+        if m == 23 and emin == -126:  # f32 (and tf32, held as f32's values): the hardware's cast, fewer operations
             return _round_down_f32(x, largest)
         word = _bits(x)
         negative = word < 0

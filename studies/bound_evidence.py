@@ -159,7 +159,7 @@ def bound_model(shape: Shape, dtype: str, kernel: str) -> runner.BoundModel:
 def _max_ratio(diff: torch.Tensor, bound: torch.Tensor, mismatch: bool) -> float:
     if mismatch:
         return math.inf
-    ratio = torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
+    ratio = torch.where(diff == 0, torch.zeros_like(diff), diff / bound.abs())  # a -0 bound is 0, as compare reads it
     return float(ratio.max()) if ratio.numel() else 0.0
 
 
@@ -202,7 +202,7 @@ def judge(record: Record, result, comparison, problem, model: runner.BoundModel,
     }
     if record.kind == "correct":
         bound = result.bound[compared]
-        full = torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
+        full = torch.where(diff == 0, torch.zeros_like(diff), diff / bound.abs())
         step = max(1, full.numel() // TIGHTNESS_SAMPLE)
         record.tightness = full[::step].numpy().copy()
 

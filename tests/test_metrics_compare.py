@@ -323,3 +323,14 @@ def test_a_negative_zero_bound_is_zero(backend, chunk, with_nan):
     out[1500] = 0.0
     c = compare(ref, out, "f16", bound=torch.full_like(ref, -0.0), backend=backend, chunk=chunk)
     assert c.bound_ratio == 0.0 and c.bound_rms == 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_negative_zero_rel_floor_is_zero(backend):
+    """rel_floor=-0.0 compares as 0.0 on both paths, whichever came first in the process (the numba path's
+    format arguments are cached): a zero ref is not above it, so max_rel_diff_old has no element."""
+    ref = torch.zeros(64, dtype=torch.float64)
+    out = torch.zeros(64, dtype=torch.float16)
+    for floor in (-0.0, 0.0, -0.0):
+        c = compare(ref, out, "f16", rel_floor=floor, backend=backend)
+        assert "max_rel_diff_old" not in c.worst and c.max_rel_diff_old == 0.0

@@ -54,8 +54,6 @@ BAD_BOUND_MESSAGE = "bound must be >= 0 everywhere (it has a negative or NaN ele
 # Each maximum's float column (ABS..BOUND) and index column (ABS..ULP), by position.
 _FLOAT_COLUMNS = (P.F_ABS, P.F_REL, P.F_REL_OLD, P.F_EPS, P.F_BOUND)
 _INDEX_COLUMNS = (P.I_IDX_ABS, P.I_IDX_REL, P.I_IDX_REL_OLD, P.I_IDX_EPS, P.I_IDX_BOUND, P.I_IDX_ULP)
-_LOCATE_ARGS = ("ftz", "rel_floor_bits", "m", "bias", "emin", "emax", "bits", "max_pattern", "max_bits",
-                "min_normal_bits", "mode")  # _locate's format arguments, in its order
 
 _E1, _E2, _E3, _E4, _E5, _E6, _E7 = HISTOGRAM_EDGES
 _F64_MAGNITUDE = (1 << 63) - 1
@@ -448,11 +446,11 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     if located is None:
         raise ValueError(BAD_BOUND_MESSAGE)
     values, chunks = (array.tolist() for array in located)
-    locate_args = [args[k] for k in _LOCATE_ARGS]
+    locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}  # _locate's
     for c in sorted(set(chunks) - {-1}):  # one pass per chunk, for every maximum it holds
         targets = np.array([v if held == c else -1 for v, held in zip(values, chunks)], np.int64)
         found = _locate(ref, out_bits, bound, recipe, c * chunk, min((c + 1) * chunk, ref.shape[0]), targets,
-                        *locate_args).tolist()
+                        **locate_args).tolist()
         for k, held in enumerate(chunks):
             if held == c:
                 if found[k] < 0:  # _reduce_chunk and _locate computed different values: a bug here

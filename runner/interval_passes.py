@@ -270,8 +270,8 @@ def _kernel(name: str):
 def _ends_pass(kernel, ends, args: tuple, fmt: Format) -> tuple[torch.Tensor, torch.Tensor] | None:
     """kernel's (lo, hi) from four end tensors, rounded outward to the format; None where it does not apply.
     args: the kernel's arguments after its range; the format's limits for the rounding follow them."""
-    if kernel is None or not (fmt.encoding == "ieee" and fmt.has_inf):
-        return None
+    if kernel is None or not (fmt.encoding == "ieee" and fmt.has_inf) or not numba_path(ends[0].device):
+        return None  # checked before broadcasting: the torch definitions take the ends as they are
     ends = [t.contiguous() for t in torch.broadcast_tensors(*ends)]
     if not _on_cpu(*ends):
         return None

@@ -76,6 +76,7 @@ from .magnitude import WidenedSum, magnitude, magnitude_bound, widened_sum
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
+from .upper_matmul import upper_matmul
 
 if TYPE_CHECKING:
     from e2egen.metrics.ulp_terms import ScaledPlusUlps
@@ -367,7 +368,7 @@ class RoundedIntermediate:
         return torch.where(error >= to_boundary, 2 * step + error, 0.0)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.matmul(self.deviation(model), self.following)
+        return upper_matmul(self.deviation(model), self.following)
 
 
 # -- coefficients: the relative error of one step of a composed computation -------------

@@ -1,6 +1,7 @@
 """Bounds of fused chains of products (gemm→gemm, conv→gemm), composed from runner.bound's pieces.
 
-out = R_T(E)·C, E the first product, the reference rounding the intermediate as the op says:
+out = R_T(E)·C, E the first product, the reference rounding the intermediate as the op says (every Σ over
+products of magnitudes below is upper_matmul's: never below the exact sum, in f32 where that is proven):
 
     B_out = Σ_n I_mn |C_no|                 the first product's error through the intermediate's
                                            rounding (RoundedIntermediate: 0 where kernel and reference
@@ -30,6 +31,7 @@ from .bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIn
 from .intervals import Interval
 from .options import BoundModel
 from .problem import Problem
+from .upper_matmul import upper_matmul
 
 
 def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
@@ -37,7 +39,7 @@ def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
     """The bound of R_T(exact)·c, given the first product's exact value, its Σ|a·b| and length."""
     dtype, fmt = problem.dtype, problem.out_dtype
     c_abs = c.abs()
-    rounded = torch.matmul(metrics.round_to(exact, fmt).abs(), c_abs)
+    rounded = upper_matmul(metrics.round_to(exact, fmt), c_abs)
     return SumOfBounds((
         RoundedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), fmt, c_abs,
                             source=f"{first}, rounded to {fmt}"),
@@ -67,14 +69,14 @@ class SteppedIntermediate:
         return torch.maximum(high - self.reference, self.reference - low).clamp_(min=0)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.matmul(self.deviation(model), self.following)
+        return upper_matmul(self.deviation(model), self.following)
 
 
 def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
     from .ops.gemm_gemm import exact_product
 
     a, b, params = inputs64["a"], inputs64["b"], problem.params
-    exact, magnitude = exact_product(params, inputs64), torch.matmul(a.abs(), b.abs())
+    exact, magnitude = exact_product(params, inputs64), upper_matmul(a, b)
     if not params.has_step:
         return rounded_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], "A·B product sum",
                                    "second product sum")
@@ -101,7 +103,7 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
     return SumOfBounds((
         SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_abs,
                             source=f"A·B product sum through {between} (scale {scale:g}), rounded to {fmt}"),
-        ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), torch.matmul(reference.abs(), c_abs),
+        ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), upper_matmul(reference, c_abs),
                         "second product sum"),
         OutputRounding(fmt),
     ))

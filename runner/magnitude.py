@@ -75,7 +75,7 @@ def widening(reduction_size: int, unit: float = F32_UNIT_ROUNDOFF) -> float:
     return math.nextafter(1.0 / (1.0 - shortfall), math.inf)
 
 
-def _reduced_precision_allowed() -> str:
+def reduced_precision_allowed() -> str:
     """Why torch might not sum in f32 here ("" when nothing allows a shortcut)."""
     if torch.get_float32_matmul_precision() != "highest":
         return f"torch.set_float32_matmul_precision({torch.get_float32_matmul_precision()!r})"
@@ -98,7 +98,7 @@ def _f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> tup
         return "inputs on a device (its kernels may not sum in f32)", {}
     if problem.reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
         return f"reduction of {problem.reduction_size} products is too long for f32", {}
-    reason = _reduced_precision_allowed()
+    reason = reduced_precision_allowed()
     if reason:
         return f"{reason} lets torch sum f32 in lower precision", {}
     if len(inputs64) != 2:

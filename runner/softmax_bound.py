@@ -44,6 +44,7 @@ the output's range (attention_math.OVERFLOWED), the comparison counts them as `o
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -52,8 +53,9 @@ import torch
 
 from .bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
                     PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
-from .ops.attention_math import AttentionRows, QuantizedScores
+from .ops.attention_math import AttentionRows, QuantizedScores, expand_kv, matmul_kv
 from .problem import Problem
+from .upper_matmul import Magnitudes, magnitudes, upper_matmul
 
 EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
 ARGUMENT_ROUNDINGS = 2  # the exponent's argument: s - m, then a multiply by log2 e (or one fma)
@@ -100,10 +102,11 @@ def score_change_factors(p: torch.Tensor, differences: torch.Tensor) -> tuple[to
 class SoftmaxTimesV:
     """The magnitudes of softmax(scores)·V that every attention bound shares, per row: the error of the
     weights P (rescaling, rounding before P·V, subnormal P), of P·V's product sum, of the row sum and of
-    the division by it, and how score errors E_j reach the output (through_softmax)."""
+    the division by it, and how score errors E_j reach the output (through_softmax). Products of
+    magnitudes are upper_matmul's: never below the exact sums, in f32 where that is proven."""
 
     p: torch.Tensor
-    v_abs: torch.Tensor  # per kv head (matmul_kv)
+    v: Magnitudes  # |V| per kv head (matmul_kv), rounded up to f32 once for every product with it
     group: int
     o_abs: torch.Tensor
     weighted_v: torch.Tensor  # Σ_j p_j |v_j|
@@ -112,24 +115,32 @@ class SoftmaxTimesV:
     tiny_terms: torch.Tensor
 
     @classmethod
-    def of(cls, rows: AttentionRows, allowed: torch.Tensor, o_abs: torch.Tensor) -> "SoftmaxTimesV":
-        from .ops.attention_math import matmul_kv
-
-        v_abs, group = rows.v.abs(), rows.group
+    def of(cls, rows: AttentionRows, o_abs: torch.Tensor) -> "SoftmaxTimesV":
+        group = rows.group
+        by_kv_head = functools.partial(matmul_kv, group=group)
+        v = magnitudes(rows.v)
         p_squared = rows.p.square()
-        rms = matmul_kv(p_squared, rows.v.square(), group).sqrt_().add_(o_abs * p_squared.sum(-1, keepdim=True).sqrt())
-        spread = (torch.where(allowed, rows.scores, -torch.inf).amax(dim=-1, keepdim=True)
-                  - torch.where(allowed, rows.scores, torch.inf).amin(dim=-1, keepdim=True))
-        rescale = rescale_roundings(torch.where(allowed.any(dim=-1, keepdim=True), spread, 0.0))
-        tiny = matmul_kv(allowed.to(v_abs.dtype), v_abs, group).div_(torch.where(rows.row_sum > 0, rows.row_sum, 1.0))
-        return cls(rows.p, v_abs, group, o_abs, matmul_kv(rows.p, v_abs, group), rms, rescale, tiny)
+        rms = upper_matmul(p_squared, rows.v.square(), by_kv_head).sqrt_().add_(
+            o_abs * p_squared.sum(-1, keepdim=True).sqrt())
+        allowed_rows = rows.row_sum > 0  # a row with an allowed key has l >= 1 (its largest weight is 1)
+        # the scores are -inf exactly where masked: their maximum is row_max, their minimum over allowed keys
+        # that of the scores with -inf read as +inf
+        spread = rows.row_max - rows.scores.nan_to_num(neginf=math.inf).amin(dim=-1, keepdim=True)
+        rescale = rescale_roundings(torch.where(allowed_rows, spread, 0.0))
+        # Σ_allowed |v_j| is the same for every q head of a kv head (the mask has no head axis): one product
+        # per kv head, then shared
+        allowed = torch.ones((1, 1, 1, rows.p.shape[-1]), dtype=torch.float64) if rows.allowed is None else rows.allowed
+        allowed_v = expand_kv(upper_matmul(allowed.to(torch.float64), v), group)
+        tiny = allowed_v.div(torch.where(allowed_rows, rows.row_sum, 1.0))
+        return cls(rows.p, v, group, o_abs, upper_matmul(rows.p, v, by_kv_head), rms, rescale, tiny)
 
-    def through_softmax(self, per_score: torch.Tensor) -> torch.Tensor:
-        """Σ_j p_j E_j (|v_j| + |o|) for score errors E_j."""
-        from .ops.attention_math import matmul_kv
-
+    def through_softmax(self, per_score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Σ_j p_j E_j (|v_j| + |o|), Σ_j p_j E_j) for score errors E_j: what they add to the output, and
+        to the row's log-sum-exp."""
         weighted = self.p * per_score
-        return matmul_kv(weighted, self.v_abs, self.group).add_(self.o_abs * weighted.sum(dim=-1, keepdim=True))
+        weighted_sum = weighted.sum(dim=-1, keepdim=True)
+        to_output = upper_matmul(weighted, self.v, functools.partial(matmul_kv, group=self.group))
+        return to_output.add_(self.o_abs * weighted_sum), weighted_sum.squeeze(-1)
 
     def lse_parts(self, rows: AttentionRows, seq_k: int, dtype: str, known: torch.Tensor) -> tuple:
         """The lse's error sources from the row sum on (online rescaling and the row sum, the log and
@@ -156,17 +167,17 @@ class SoftmaxTimesV:
 
 
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
-    from .ops.attention_math import attention_float64, matmul_kv
+    from .ops.attention_math import attention_float64
 
     params, dtype = problem.params, problem.dtype
     rows = attention_float64(params, inputs64)
     if params.quantized:
         return _quantized_bound(problem, rows)
-    allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
-    finite_scores = torch.where(allowed, rows.scores, 0.0)
+    finite_scores = rows.scores.nan_to_num(neginf=0.0)  # masked scores (-inf) as 0; every allowed one is finite
 
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
-    product_terms = matmul_kv(inputs64["q"].abs(), inputs64["k"].abs().mT, params.group).mul_(abs(params.softmax_scale))
+    by_kv_head = functools.partial(matmul_kv, group=params.group)
+    product_terms = upper_matmul(inputs64["q"], inputs64["k"].mT, by_kv_head).mul_(abs(params.softmax_scale))
     if params.score_scale:
         product_terms.mul_(inputs64["score_scale"].abs())
     bias = inputs64["score_bias"].abs() if params.score_bias else 0.0
@@ -176,13 +187,14 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
                    alpha=ARGUMENT_ROUNDINGS)
     roundings.add_(2 * EXP_ULPS)
 
-    pv = SoftmaxTimesV.of(rows, allowed, rows.o.abs())
-    through_softmax = pv.through_softmax
+    pv = SoftmaxTimesV.of(rows, rows.o.abs())
+    product_to_o, product_to_lse = pv.through_softmax(product_terms)
+    roundings_to_o, roundings_to_lse = pv.through_softmax(roundings)
 
     qk, seq_k = params.head_dim_qk, params.seq_k
     out_parts = (
-        ScaledMagnitude(ProductSumCoefficient(qk, dtype), through_softmax(product_terms), "Q·Kᵀ product sum"),
-        ScaledMagnitude(ComputeRoundings(1, dtype), through_softmax(roundings), "scores, exp"),
+        ScaledMagnitude(ProductSumCoefficient(qk, dtype), product_to_o, "Q·Kᵀ product sum"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), roundings_to_o, "scores, exp"),
         *pv.parts(seq_k, dtype),
         OutputRounding(problem.outputs["o"].dtype),
     )
@@ -191,8 +203,8 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     if params.return_lse:
         empty = empty.squeeze(-1)
         bounds["lse"] = ExactWhere(empty, SumOfBounds((
-            ScaledMagnitude(ProductSumCoefficient(qk, dtype), (rows.p * product_terms).sum(dim=-1), "Q·Kᵀ product sum"),
-            ScaledMagnitude(ComputeRoundings(1, dtype), (rows.p * roundings).sum(dim=-1), "scores, exp"),
+            ScaledMagnitude(ProductSumCoefficient(qk, dtype), product_to_lse, "Q·Kᵀ product sum"),
+            ScaledMagnitude(ComputeRoundings(1, dtype), roundings_to_lse, "scores, exp"),
             *pv.lse_parts(rows, seq_k, dtype, torch.isfinite(rows.lse)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
@@ -205,28 +217,29 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
     params = problem.params
     pv = "f16"  # P·V's operands: f16 V and P rounded to f16 (rocMLIR's), f32 sums; the compute format f32
     allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
-    finite_scores = torch.where(allowed, rows.scores, 0.0)
+    finite_scores = rows.scores.nan_to_num(neginf=0.0)  # masked scores (-inf) as 0; every allowed one is finite
     differences = torch.where(allowed & ~rows.overflow, score_differences(rows.quantized), 0.0)
     change, lse_change = score_change_factors(rows.p, differences)
 
     roundings = finite_scores.abs().add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k))
     roundings.mul_(ARGUMENT_ROUNDINGS).add_(2 * EXP_ULPS)  # exp's argument and exp, in f32
 
-    pv_terms = SoftmaxTimesV.of(rows, allowed, torch.where(rows.overflow, 0.0, rows.o).abs())
-    through_softmax = pv_terms.through_softmax
+    pv_terms = SoftmaxTimesV.of(rows, torch.where(rows.overflow, 0.0, rows.o).abs())
+    change_to_o = pv_terms.through_softmax(change)[0]
+    roundings_to_o, roundings_to_lse = pv_terms.through_softmax(roundings)
 
     seq_k = params.seq_k
     exact = (rows.row_sum == 0) | rows.overflow  # fully masked (o = 0, lse = -inf) or no exact result
     bounds = {"o": ExactWhere(exact.expand_as(rows.o), SumOfBounds((
-        ScaledMagnitude(Unscaled(), through_softmax(change), "f16 scores (quantized chain)"),
-        ScaledMagnitude(ComputeRoundings(1, pv), through_softmax(roundings), "exp and its argument"),
+        ScaledMagnitude(Unscaled(), change_to_o, "f16 scores (quantized chain)"),
+        ScaledMagnitude(ComputeRoundings(1, pv), roundings_to_o, "exp and its argument"),
         *pv_terms.parts(seq_k, pv),
         OutputRounding(problem.outputs["o"].dtype),
     )))}
     if params.return_lse:
         bounds["lse"] = ExactWhere(exact.squeeze(-1), SumOfBounds((
             ScaledMagnitude(Unscaled(), lse_change, "f16 scores (quantized chain)"),
-            ScaledMagnitude(ComputeRoundings(1, pv), (rows.p * roundings).sum(dim=-1), "exp and its argument"),
+            ScaledMagnitude(ComputeRoundings(1, pv), roundings_to_lse, "exp and its argument"),
             *pv_terms.lse_parts(rows, seq_k, pv, torch.isfinite(rows.lse) & ~exact.squeeze(-1)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))

@@ -1,0 +1,137 @@
+"""|L| @ |R| for float64 magnitudes, never below its true value, at f32 cost where that is proven.
+
+Composed bounds (attention's, the fused chains') multiply magnitudes that are not inputs: softmax weights
+p, p times a score's error, a rounded intermediate. They need a few correct digits and never less than the
+exact sum, not float64's sixteen; float64 matmuls of them cost two to three times f32's on the CPU. The
+argument (docs/error-bound.md, "Magnitude products in f32") extends runner/magnitude.py's to operands
+that are not f32 values and to sums that may underflow:
+
+* each operand is rounded up to f32 (the least f32 >= |x|), and a non-zero value below f32's smallest
+  normal becomes that normal: the f32 product then sums terms at least as large as the exact ones, and no
+  operand is subnormal, so treating subnormal operands as zero (DAZ) cannot touch them;
+* every f32 operation on non-negative values returns at least (1 - u) times its exact result less 2^-125
+  (a subnormal partial result flushed, FTZ, or a subnormal partial sum read as zero, DAZ: each 2^-126 at
+  most); a term passes at most K roundings, an output at most 2K operations, whose absolute shortfalls
+  are carried on by factors of at most (1 + u)^K < 2, so S <= (Ŝ + K·2^-122) / (1 - u)^K;
+* the result is (Ŝ + K·2^-123)·W in float64, W = widening(K + 4) rounded up: four spare roundings more
+  than magnitude.py's for the float64 operations that formed the operands (p², p·E) and this one's own.
+
+The premises are checked before the f32 product runs, else the float64 one does, with the same argument
+at u = 2^-53 and float64's smallest normal: operands on the CPU; torch summing f32 in f32 (matmul
+precision "highest", oneDNN at IEEE); K·u <= 2^-4; every rounded operand finite and K·max|L|·max|R| at
+most half of f32's largest value. On the CPU the rounding is one numba pass (the torch definition beside
+it gives the same bits, tests/test_upper_matmul.py).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable
+
+import torch
+
+from e2egen.metrics import fused_numba, threads
+from e2egen.metrics.backend import numba_path
+
+from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, MAX_REDUCTION_ROUNDOFF,
+                        reduced_precision_allowed, widening)
+
+__all__ = ["Magnitudes", "magnitudes", "upper_matmul"]
+
+F64_MIN_NORMAL = 2.0 ** -1022
+_SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
+_SPARE_ROUNDINGS = 4  # beyond widening()'s: the operands' float64 forming and this module's two operations
+F32_FROM_ROWS = 8
+ROUND_UP_CHUNK = 1 << 18  # the fewest elements per task of the numba pass (handing out smaller ones cost more)
+
+Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+if fused_numba.AVAILABLE:
+    import numba
+    import numpy as np
+
+    from e2egen.metrics.fused_numba import _bits, _bits32, _float, _float32
+
+    _F32_MIN_NORMAL_BITS = 0x00800000
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _round_up_chunk(x, out, lo, hi):
+        """The least f32 >= |x| (a non-zero one below f32's smallest normal raised to it) into out[lo:hi];
+        the largest result's bits (ordered as the values; NaN and inf above every finite one)."""
+        largest = 0
+        x_c, out_c = x[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            a = _float(_bits(x_c[i]) & ((1 << 63) - 1))
+            nearest = np.float32(a)
+            pattern = _bits32(nearest)
+            pattern += np.int32(np.float64(nearest) < a)  # one step up (nearest >= 0): the next f32
+            pattern = _F32_MIN_NORMAL_BITS if 0 < pattern < _F32_MIN_NORMAL_BITS else pattern
+            out_c[i] = _float32(pattern)
+            largest = max(largest, pattern)
+        return largest
+
+
+def _rounded_up_torch(x: torch.Tensor) -> torch.Tensor:
+    """_round_up_chunk's values in torch's passes."""
+    absolute = x.abs()
+    nearest = absolute.to(torch.float32)
+    up = torch.where(nearest.to(absolute.dtype) < absolute, torch.nextafter(nearest, torch.tensor(math.inf, dtype=torch.float32)), nearest)
+    return torch.where((up > 0) & (up < F32_MIN_NORMAL), F32_MIN_NORMAL, up)
+
+
+def rounded_up(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """(|x| rounded up to f32, subnormals raised to the smallest normal; its largest value, NaN or inf
+    where x has one) for a float64 or f32 tensor on the CPU."""
+    if x.dtype == torch.float64 and numba_path(x.device) and x.numel():
+        source = x.contiguous().view(-1).numpy()
+        up = torch.empty(x.shape, dtype=torch.float32)
+        target = up.view(-1).numpy()
+        parts = threads.over_chunks(source.shape[0], lambda lo, hi: _round_up_chunk(source, target, lo, hi),
+                                    ROUND_UP_CHUNK)
+        return up, float(np.int32(max(parts)).view(np.float32))
+    up = _rounded_up_torch(x)
+    return up, float(up.max()) if up.numel() else 0.0
+
+
+class Magnitudes:
+    """An operand of upper_matmul: |x| as given (float64 or f32), rounded up to f32 on first use by an f32
+    product (once where one operand meets several others: attention's |V|)."""
+
+    def __init__(self, values: torch.Tensor):
+        self.values = values
+
+    @functools.cached_property
+    def rounded_up(self) -> tuple[torch.Tensor, float] | None:
+        """(|x| rounded up to f32, its largest value), or None where no f32 product may run: not on the CPU,
+        or with a setting that lets torch sum f32 in less precision."""
+        if self.values.device.type != "cpu" or reduced_precision_allowed():
+            return None
+        return rounded_up(self.values)
+
+
+def magnitudes(x: torch.Tensor | Magnitudes) -> Magnitudes:
+    return x if isinstance(x, Magnitudes) else Magnitudes(x)
+
+
+def _f32_pays(left: Magnitudes) -> bool:
+    """Whether the f32 product saves more than rounding its operands costs: with fewer rows on the left than
+    this, each element of the right operand takes part in so few products that rounding it to f32 costs
+    more than the float64 product (decode attention, one query row: its bound 9.3 -> 10.7 ms)."""
+    return left.values.dim() >= 2 and left.values.shape[-2] >= F32_FROM_ROWS
+
+
+def upper_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,
+                 product: Product = torch.matmul) -> torch.Tensor:
+    """An upper bound on |left| @ |right| (float64; `product` multiplies, e.g. with grouped heads): the f32
+    product widened where the module docstring's premises hold, else the float64 one widened alike."""
+    left, right = magnitudes(left), magnitudes(right)
+    k = left.values.shape[-1]
+    rounded = (k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and _f32_pays(left) and left.rounded_up is not None
+               and right.rounded_up is not None)
+    if rounded and k * left.rounded_up[1] * right.rounded_up[1] <= F32_MAX / 2:  # False for NaN and inf
+        summed = product(left.rounded_up[0], right.rounded_up[0]).to(torch.float64)
+        unit, smallest = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
+    else:
+        summed = product(left.values.abs().to(torch.float64), right.values.abs().to(torch.float64))
+        unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
+    return summed.add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))

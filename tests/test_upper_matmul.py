@@ -1,0 +1,194 @@
+"""upper_matmul (runner/upper_matmul.py): |L| @ |R| for float64 magnitudes, never below the exact sum.
+
+Brute force: Fraction sums of the exact products of the float64 operands. The result must be >= that for
+every operand, on both paths (the f32 product where the left operand has F32_FROM_ROWS rows or more, else
+float64), with operands that underflow f32, that f32 cannot hold, and with subnormals flushed; and no
+looser than the widening says, so that a path that widens too much (or never takes f32) fails too.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e2egen.metrics import fused_numba
+from e2egen.runner.magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, widening
+from e2egen.runner.upper_matmul import F32_FROM_ROWS, Magnitudes, _rounded_up_torch, rounded_up, upper_matmul
+
+F32_SMALLEST = 2.0 ** -149
+
+
+def exact_products(left: torch.Tensor, right: torch.Tensor) -> list[list[Fraction]]:
+    rows, cols = left.shape[0], right.shape[1]
+    a = [[Fraction(abs(v)) for v in row] for row in left.tolist()]
+    b = [[Fraction(abs(v)) for v in row] for row in right.tolist()]
+    return [[sum((a[i][t] * b[t][j] for t in range(len(b))), Fraction(0)) for j in range(cols)] for i in range(rows)]
+
+
+def magnitudes_of(exponents: st.SearchStrategy[int]) -> st.SearchStrategy[float]:
+    """float64 values of either sign with the given exponents and any 53-bit significand (zeros too)."""
+    significand = st.integers(1 << 52, (1 << 53) - 1)
+    value = st.builds(lambda s, e, neg: (-1.0 if neg else 1.0) * math.ldexp(s, e - 52), significand, exponents,
+                      st.booleans())
+    return st.one_of(value, st.just(0.0), st.just(-0.0))
+
+
+@st.composite
+def operands(draw, low: int, high: int, rows: int):
+    k, cols = draw(st.integers(1, 24)), draw(st.integers(1, 3))
+    values = magnitudes_of(st.integers(low, high))
+    left = torch.tensor(draw(st.lists(values, min_size=rows * k, max_size=rows * k)), dtype=torch.float64)
+    right = torch.tensor(draw(st.lists(values, min_size=k * cols, max_size=k * cols)), dtype=torch.float64)
+    return left.reshape(rows, k), right.reshape(k, cols)
+
+
+def check_bound(left: torch.Tensor, right: torch.Tensor, unit: float) -> None:
+    """upper_matmul >= the exact sums, and at most (1 + u)^K · W above the operands rounded up to the
+    path's format (+ the underflow allowance)."""
+    k = left.shape[-1]
+    bound = upper_matmul(left, right)
+    exact = exact_products(left, right)
+    width = (1 + unit) ** k * widening(k + 4, unit) * (1 + 2.0 ** -50)
+    smallest = F32_MIN_NORMAL if unit == F32_UNIT_ROUNDOFF else 2.0 ** -1022
+    for i, row in enumerate(exact):
+        for j, value in enumerate(row):
+            assert Fraction(float(bound[i, j])) >= value, (i, j, float(bound[i, j]), float(value))
+            rounded_up_terms = float(value) * (1 + unit) ** 2 if unit == F32_UNIT_ROUNDOFF else float(value)
+            assert float(bound[i, j]) <= rounded_up_terms * width + 2 * k * 8 * smallest + 2 * k * F32_SMALLEST
+
+
+@settings(max_examples=60, deadline=None)
+@given(operands(-30, 30, F32_FROM_ROWS))
+def test_the_f32_product_is_an_upper_bound_and_close(pair):
+    check_bound(*pair, F32_UNIT_ROUNDOFF)
+
+
+@settings(max_examples=40, deadline=None)
+@given(operands(-30, 30, F32_FROM_ROWS - 1))
+def test_the_float64_product_is_an_upper_bound_and_close(pair):
+    check_bound(*pair, F64_UNIT_ROUNDOFF)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operands(-160, -60, F32_FROM_ROWS))
+def test_products_that_underflow_f32_stay_below_the_bound(pair):
+    """Operands below f32's range (raised to its smallest normal) and products that underflow it."""
+    left, right = pair
+    bound = upper_matmul(left, right)
+    for i, row in enumerate(exact_products(left, right)):
+        for j, value in enumerate(row):
+            assert Fraction(float(bound[i, j])) >= value
+
+
+def test_flushed_subnormals_stay_below_the_bound():
+    """With FTZ/DAZ on (torch.set_flush_denormal), f32 products of small normals flush to zero: the
+    absolute allowance keeps the bound above the exact sum."""
+    left = torch.full((F32_FROM_ROWS, 16), 2.0 ** -100, dtype=torch.float64)
+    right = torch.full((16, 2), 2.0 ** -40, dtype=torch.float64)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormals")
+    try:
+        bound = upper_matmul(left, right)
+        assert torch.matmul(left.float(), right.float()).eq(0).all()  # the f32 product flushed every term
+    finally:
+        torch.set_flush_denormal(False)
+    assert (bound >= 16 * 2.0 ** -140).all()
+
+
+def test_the_f32_path_is_the_rounded_up_product_widened():
+    generator = torch.Generator().manual_seed(3)
+    left = torch.rand(2, F32_FROM_ROWS, 40, dtype=torch.float64, generator=generator) - 0.5
+    right = torch.rand(2, 40, 5, dtype=torch.float64, generator=generator) - 0.5
+    summed = torch.matmul(rounded_up(left)[0], rounded_up(right)[0]).to(torch.float64)
+    expected = summed.add_(40 * 2.0 ** -123).mul_(widening(44))
+    assert torch.equal(upper_matmul(left, right), expected)
+    assert not torch.equal(expected, torch.matmul(left.abs(), right.abs()))
+
+
+@pytest.mark.parametrize("value", [3.0e38, math.inf, math.nan])
+def test_operands_f32_cannot_hold_take_float64(value):
+    left = torch.ones(F32_FROM_ROWS, 4, dtype=torch.float64)
+    left[0, 0] = value
+    right = torch.ones(4, 2, dtype=torch.float64)
+    bound = upper_matmul(left, right)
+    expected = torch.matmul(left, right).add_(4 * 8 * 2.0 ** -1022).mul_(widening(8, F64_UNIT_ROUNDOFF))
+    assert torch.allclose(bound, expected, rtol=0, atol=0, equal_nan=True)  # the same bits (NaN stays NaN)
+
+
+def test_sums_that_could_overflow_f32_take_float64():
+    left = torch.full((F32_FROM_ROWS, 4), F32_MAX / 4, dtype=torch.float64)
+    right = torch.ones(4, 1, dtype=torch.float64)
+    assert torch.isfinite(upper_matmul(left, right)).all()
+
+
+def test_a_reduced_f32_matmul_precision_takes_float64():
+    left = torch.rand(F32_FROM_ROWS, 8, dtype=torch.float64)
+    right = torch.rand(8, 3, dtype=torch.float64)
+    expected = torch.matmul(left, right).add_(8 * 8 * 2.0 ** -1022).mul_(widening(12, F64_UNIT_ROUNDOFF))
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        assert torch.equal(upper_matmul(left, right), expected)
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_a_shared_operand_is_rounded_once_and_serves_every_product():
+    right = Magnitudes(torch.rand(16, 4, dtype=torch.float64))
+    first = right.rounded_up
+    for rows in (F32_FROM_ROWS, 2 * F32_FROM_ROWS):
+        left = torch.rand(rows, 16, dtype=torch.float64)
+        assert torch.equal(upper_matmul(left, right), upper_matmul(left, right.values))
+    assert right.rounded_up is first
+
+
+# -- the rounding pass ------------------------------------------------------------------------------------
+
+def awkward_values() -> list[float]:
+    values = [0.0, -0.0, 1.0, -1.0, F32_MIN_NORMAL, F32_SMALLEST, F32_SMALLEST / 2, 2.0 ** -1074, 2.0 ** -1022,
+              F32_MAX, math.nextafter(F32_MAX, math.inf), F32_MAX * (1 + 2.0 ** -25), 1e300, math.inf, -math.inf,
+              math.nan, 1 / 3, -2 / 3, 0.1]
+    for f32 in (1.0, F32_MIN_NORMAL, 2.0 ** -140, 1.5, 1e20):  # an f32 value and its float64 neighbours
+        values += [f32, math.nextafter(f32, 0.0), math.nextafter(f32, math.inf)]
+    values.append(math.nextafter(F32_MIN_NORMAL, 0.0))
+    return values
+
+
+def check_pass(values: torch.Tensor) -> None:
+    up, largest = rounded_up(values)
+    defined = _rounded_up_torch(values)
+    assert torch.equal(up.view(torch.int32), defined.view(torch.int32))
+    absolute = values.abs()
+    finite = torch.isfinite(absolute) & (absolute <= F32_MAX)
+    assert (up[finite].double() >= absolute[finite]).all()
+    below = torch.nextafter(up, torch.tensor(0.0)).double()
+    least = (below < absolute) | (up == F32_MIN_NORMAL) | (up == 0)
+    assert least[finite].all()  # the least f32 >= |x|, or the smallest normal
+    assert not ((up > 0) & (up < F32_MIN_NORMAL)).any()
+    defined_largest = float(defined.max()) if defined.numel() else 0.0
+    assert largest == defined_largest or (math.isnan(largest) and math.isnan(defined_largest))
+
+
+def test_rounding_up_awkward_values():
+    check_pass(torch.tensor(awkward_values(), dtype=torch.float64))
+    check_pass(torch.tensor([v for v in awkward_values() if not math.isnan(v)], dtype=torch.float64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=64))
+def test_rounding_up_any_float64(values):
+    check_pass(torch.tensor(values, dtype=torch.float64))
+
+
+@pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
+def test_rounding_up_random_bit_patterns_on_several_threads():
+    patterns = np.random.default_rng(7).integers(-(2 ** 63), 2 ** 63 - 1, size=3 << 18, dtype=np.int64)
+    values = torch.from_numpy(patterns.view(np.float64))
+    values = values[~values.isnan()]
+    check_pass(values)
+    check_pass(values[: values.numel() // 2 * 2].reshape(-1, 2)[:, 0])  # strided: made contiguous first

@@ -54,14 +54,15 @@ def warm() -> int:
 
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
-    """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py) and the fused ulp term per output format,
-    for float64 and f32 sums."""
+    """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
+    (runner/upper_matmul.py) and the fused ulp term per output format, for float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
-    from . import magnitude
+    from . import magnitude, upper_matmul
 
     magnitude._narrowed(ref)
-    calls = 1
+    upper_matmul.rounded_up(ref)
+    calls = 2
     for name in ("f32", "f16", "bf16"):
         ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
         ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)

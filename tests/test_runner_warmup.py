@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from e2egen.metrics import formats, fused_numba, rounding_numba
-from e2egen.runner import draws, interval_passes, narrowing
+from e2egen.runner import draws, interval_passes, narrowing, upper_matmul
 from e2egen.runner.warmup import warm
 
 
@@ -16,7 +16,7 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     rounding_calls = 10  # round_to, ulp, encode and the interval primitives' seven passes
     # each comparison without a bound, with one written out, and with one formed in its pass from f32 or
     # float64 sums
-    assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 1 + 3 * 3
+    assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 2 + 3 * 3
                       + rounding_calls)  # + the bound's
     from e2egen.metrics import fused_numba
 
@@ -27,5 +27,6 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, interval_passes._outward,
                    interval_passes._width, interval_passes._product, interval_passes._sum,
                    interval_passes._monotone, interval_passes._quotient, interval_passes._output_side,
-                   fused_numba.scaled_plus_ulps_into, fused_numba._maxima, fused_numba._locate):
+                   fused_numba.scaled_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
+                   upper_matmul._round_up_chunk):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()

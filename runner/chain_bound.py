@@ -31,7 +31,7 @@ from .bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIn
 from .intervals import Interval
 from .options import BoundModel
 from .problem import Problem
-from .upper_matmul import upper_matmul
+from .upper_matmul import upper_matmul, upper_product
 
 
 def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
@@ -113,6 +113,8 @@ def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> S
     """As gemm→gemm, the first product a 2-d convolution (its Σ|x·w| and its reduction length)."""
     spec, params = problem.spec, problem.params
     exact = spec.exact_intermediate(params, inputs64)
-    magnitude = spec.conv_output(params, {"x": inputs64["x"].abs(), "w": inputs64["w"].abs()})
-    return rounded_chain_bound(problem, exact, magnitude, spec.conv_reduction_size(params), inputs64["c"],
+    count = spec.conv_reduction_size(params)
+    magnitude = upper_product(inputs64["x"], inputs64["w"], lambda x, w: spec.conv_output(params, {"x": x, "w": w}),
+                              count)
+    return rounded_chain_bound(problem, exact, magnitude, count, inputs64["c"],
                                "convolution", "gemm product sum")

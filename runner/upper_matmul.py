@@ -1,4 +1,5 @@
-"""|L| @ |R| for float64 magnitudes, never below its true value, at f32 cost where that is proven.
+"""|L| @ |R| (or a convolution of |L| by |R|) for float64 magnitudes, never below its true value, at f32
+cost where that is proven.
 
 Composed bounds (attention's, the fused chains') multiply magnitudes that are not inputs: softmax weights
 p, p times a score's error, a rounded intermediate. They need a few correct digits and never less than the
@@ -18,8 +19,8 @@ that are not f32 values and to sums that may underflow:
 
 The premises are checked before the f32 product runs, else the float64 one does, with the same argument
 at u = 2^-53 and float64's smallest normal: operands on the CPU; torch summing f32 in f32 (matmul
-precision "highest", oneDNN at IEEE); K·u <= 2^-4; every rounded operand finite and K·max|L|·max|R| at
-most half of f32's largest value. On the CPU the rounding is one numba pass (the torch definition beside
+precision "highest", oneDNN at IEEE, NNPACK off for the call); K·u <= 2^-4; every rounded operand finite
+and K·max|L|·max|R| at most half of f32's largest value. On the CPU the rounding is one numba pass (the torch definition beside
 it gives the same bits, tests/test_upper_matmul.py).
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ from e2egen.metrics.backend import numba_path
 from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, MAX_REDUCTION_ROUNDOFF,
                         reduced_precision_allowed, widening)
 
-__all__ = ["Magnitudes", "magnitudes", "upper_matmul"]
+__all__ = ["Magnitudes", "magnitudes", "upper_matmul", "upper_product"]
 
 F64_MIN_NORMAL = 2.0 ** -1022
 _SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
@@ -120,18 +121,29 @@ def _f32_pays(left: Magnitudes) -> bool:
     return left.values.dim() >= 2 and left.values.shape[-2] >= F32_FROM_ROWS
 
 
+def upper_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes, product: Product,
+                  reduction_size: int, f32_pays: bool = True) -> torch.Tensor:
+    """An upper bound on product(|left|, |right|) (float64), for a `product` (a matmul, a convolution) whose
+    every output sums at most `reduction_size` products of a left and a right element: the f32 product
+    widened where the module docstring's premises hold (and f32_pays), else the float64 one widened alike."""
+    left, right = magnitudes(left), magnitudes(right)
+    k = reduction_size
+    rounded = (f32_pays and k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and left.rounded_up is not None
+               and right.rounded_up is not None)
+    # NNPACK's Winograd/FFT convolutions subtract: never in a product of magnitudes (as runner/magnitude.py)
+    with torch.backends.nnpack.flags(enabled=False):
+        if rounded and k * left.rounded_up[1] * right.rounded_up[1] <= F32_MAX / 2:  # False for NaN and inf
+            summed = product(left.rounded_up[0], right.rounded_up[0]).to(torch.float64)
+            unit, smallest = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
+        else:
+            summed = product(left.values.abs().to(torch.float64), right.values.abs().to(torch.float64))
+            unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
+    return summed.add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))
+
+
 def upper_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,
                  product: Product = torch.matmul) -> torch.Tensor:
-    """An upper bound on |left| @ |right| (float64; `product` multiplies, e.g. with grouped heads): the f32
-    product widened where the module docstring's premises hold, else the float64 one widened alike."""
-    left, right = magnitudes(left), magnitudes(right)
-    k = left.values.shape[-1]
-    rounded = (k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and _f32_pays(left) and left.rounded_up is not None
-               and right.rounded_up is not None)
-    if rounded and k * left.rounded_up[1] * right.rounded_up[1] <= F32_MAX / 2:  # False for NaN and inf
-        summed = product(left.rounded_up[0], right.rounded_up[0]).to(torch.float64)
-        unit, smallest = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
-    else:
-        summed = product(left.values.abs().to(torch.float64), right.values.abs().to(torch.float64))
-        unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
-    return summed.add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))
+    """upper_product for a matmul (`product`: torch.matmul, or one with grouped heads), the reduction the
+    left operand's last axis; f32 where it pays (_f32_pays)."""
+    left = magnitudes(left)
+    return upper_product(left, right, product, left.values.shape[-1], _f32_pays(left))

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from e2egen.metrics import fused_numba
 from e2egen.runner.magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, widening
-from e2egen.runner.upper_matmul import F32_FROM_ROWS, Magnitudes, _rounded_up_torch, rounded_up, upper_matmul
+from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, _rounded_up_torch, rounded_up, upper_matmul,
+                                       upper_product)
 
 F32_SMALLEST = 2.0 ** -149
 
@@ -192,3 +193,38 @@ def test_rounding_up_random_bit_patterns_on_several_threads():
     values = values[~values.isnan()]
     check_pass(values)
     check_pass(values[: values.numel() // 2 * 2].reshape(-1, 2)[:, 0])  # strided: made contiguous first
+
+
+def exact_conv2d(x: torch.Tensor, w: torch.Tensor, pad: int) -> list:
+    """Fraction sums of |x|·|w| over each output's window (stride 1, zero padding)."""
+    _, channels, height, width = x.shape
+    filters, _, kh, kw = w.shape
+    xs, ws = x.abs().tolist(), w.abs().tolist()
+    out = []
+    for f in range(filters):
+        for i in range(height + 2 * pad - kh + 1):
+            for j in range(width + 2 * pad - kw + 1):
+                total = Fraction(0)
+                for c in range(channels):
+                    for a in range(kh):
+                        for b in range(kw):
+                            row, col = i + a - pad, j + b - pad
+                            if 0 <= row < height and 0 <= col < width:
+                                total += Fraction(xs[0][c][row][col]) * Fraction(ws[f][c][a][b])
+                out.append(total)
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(magnitudes_of(st.integers(-140, 20)), min_size=2 * 5 * 5 + 3 * 2 * 3 * 3,
+                max_size=2 * 5 * 5 + 3 * 2 * 3 * 3))
+def test_a_convolution_of_magnitudes_is_an_upper_bound(values):
+    """upper_product with a convolution (conv→gemm's first product): each output sums C·R·S products."""
+    x = torch.tensor(values[:50], dtype=torch.float64).reshape(1, 2, 5, 5)
+    w = torch.tensor(values[50:], dtype=torch.float64).reshape(3, 2, 3, 3)
+    bound = upper_product(x, w, lambda a, b: torch.nn.functional.conv2d(a, b, padding=1), 2 * 3 * 3)
+    # tiny operands raised to f32's smallest normal add up to that times the other operand per term
+    raised = 18 * F32_MIN_NORMAL * float(x.abs().max() + w.abs().max()) * 1.01
+    for got, value in zip(bound.flatten().tolist(), exact_conv2d(x, w, 1)):
+        assert Fraction(got) >= value
+        assert got <= (float(value) + raised) * (1 + F32_UNIT_ROUNDOFF) ** 20 * widening(22) + 18 * 8 * F32_MIN_NORMAL * 2

@@ -260,6 +260,10 @@ class ScaledMagnitude:
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         return self.magnitude * self.coefficient(model)
 
+    def add_to(self, total: torch.Tensor, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        """total + evaluate(), in place: one pass, no tensor of its own."""
+        return total.add_(self.magnitude, alpha=self.coefficient(model))
+
 
 @dataclass(frozen=True, eq=False)
 class IndependentRoundings:
@@ -301,10 +305,8 @@ class SumOfBounds:
     def _summed(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         total = self.parts[0].evaluate(model, ref)
         for part in self.parts[1:]:
-            if isinstance(part, OutputRounding):  # fused into the running total, not a tensor of its own
-                total = part.add_to(total, model, ref)
-            else:
-                total.add_(part.evaluate(model, ref))
+            add_to = getattr(part, "add_to", None)  # added into the running total, not a tensor of its own
+            total = add_to(total, model, ref) if add_to is not None else total.add_(part.evaluate(model, ref))
         return total
 
     def _product_sum_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> "ScaledPlusUlps | None":

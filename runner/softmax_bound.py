@@ -173,18 +173,15 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
     rows = attention_float64(params, inputs64)
     if params.quantized:
         return _quantized_bound(problem, rows)
-    finite_scores = rows.scores.nan_to_num(neginf=0.0)  # masked scores (-inf) as 0; every allowed one is finite
-
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
     by_kv_head = functools.partial(matmul_kv, group=params.group)
     product_terms = upper_matmul(inputs64["q"], inputs64["k"].mT, by_kv_head).mul_(abs(params.softmax_scale))
     if params.score_scale:
         product_terms.mul_(inputs64["score_scale"].abs())
-    bias = inputs64["score_bias"].abs() if params.score_bias else 0.0
     score_ops = 1 + params.score_scale + params.score_bias
-    roundings = (finite_scores.abs() + bias).mul_(score_ops)
-    roundings.add_(finite_scores.abs().add(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k)),
-                   alpha=ARGUMENT_ROUNDINGS)
+    scores_abs = rows.scores.nan_to_num(neginf=0.0).abs_()  # masked scores (-inf) as 0; allowed ones are finite
+    roundings = (scores_abs + inputs64["score_bias"].abs()).mul_(score_ops) if params.score_bias else scores_abs * score_ops
+    roundings.add_(scores_abs.add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k)), alpha=ARGUMENT_ROUNDINGS)
     roundings.add_(2 * EXP_ULPS)
 
     pv = SoftmaxTimesV.of(rows, rows.o.abs())

@@ -190,6 +190,25 @@ def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     return _elementwise(x, compute, lambda values, out: rounding_numba.round_to_into(values, out, fmt, beyond))
 
 
+def rounding_deviation(exact: torch.Tensor, error: torch.Tensor, dtype) -> torch.Tensor:
+    """How far a value within ±error of `exact` may round from round_to(exact) (both to nearest even in T),
+    float64: 0 where exact lies farther than error from every rounding boundary of T (both round alike),
+    else error plus two of T's gaps at |exact| + error, the wider side (2·ulp_T(|exact| + error) + error).
+    NaN in either gives 0. exact and error: float64 tensors of one shape (error >= 0)."""
+    fmt = float_format(dtype)
+    exact, error = exact.to(torch.float64).contiguous(), error.to(torch.float64).contiguous()
+    if fmt.signed and numba_path(exact.device) and exact.shape == error.shape:
+        result = torch.empty_like(exact)
+        beyond = fmt.max if fmt.encoding == "none" else (float("inf") if fmt.has_inf else float("nan"))
+        rounding_numba.deviation_into(exact.view(-1).numpy(), error.view(-1).numpy(), result.view(-1).numpy(), fmt,
+                                      beyond, ulp_emax(fmt))
+        return result
+    rounded = round_to(exact, fmt)
+    to_boundary = ulp(rounded, fmt) / 2 - (exact - rounded).abs()
+    step = ulp(exact.abs() + error, fmt)  # the gap where exact + ε may round: the wider one
+    return torch.where(error >= to_boundary, 2 * step + error, 0.0)
+
+
 def e8m0_exponent(values: torch.Tensor) -> torch.Tensor:
     """The unbiased exponent e of round_e8m0(x) = 2**e (int64; before clamping to [-127, 127]).
 

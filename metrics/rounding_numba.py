@@ -1,4 +1,5 @@
-"""rounding.round_to, rounding.ulp and encoding.encode in one numba pass each, for CPU tensors.
+"""rounding.round_to, rounding.ulp, rounding.rounding_deviation and encoding.encode in one numba pass
+each, for CPU tensors.
 
 Their torch definitions take a dozen to twenty passes over the values (bit fields, shifts, clamps, a
 power of two, selects), which is most of the cost where a bound rounds a whole intermediate (a fused
@@ -16,7 +17,7 @@ import numpy as np
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.formats import Format
 
-__all__ = ["AVAILABLE", "codes_into", "round_to_into", "ulp_into"]
+__all__ = ["AVAILABLE", "codes_into", "deviation_into", "round_to_into", "ulp_into"]
 
 AVAILABLE = fused_numba.AVAILABLE
 MAX_SHIFT = 60  # as rounding.MAX_SHIFT: shifts past a 53-bit significand round to zero anyway
@@ -40,22 +41,26 @@ if AVAILABLE:
         quanta = (significand + ((np.int64(1) << (shift - 1)) - 1) + odd) >> shift
         return word, (max(exponent - emin, 0) << m) + quanta, biased == 0x7FF
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _rounded(x, m, emin, bias, max_pattern, beyond, negative_zero):
+        """rounding.round_to's value of x: nearest-even pattern, its value, `beyond` past max or at ±inf,
+        no -0 where the format has none, NaN kept."""
+        word, pattern, special = _nearest_pattern(x, m, emin)
+        field = min(pattern, max_pattern)
+        exponent_field = field >> m
+        value = np.float64((field & ((1 << m) - 1)) | (np.int64(exponent_field > 0) << m)) * _float(
+            (min(max(exponent_field, 1), max_pattern >> m) - bias - m + 1023) << 52)
+        value = beyond if pattern > max_pattern or special else value
+        negative = word < 0 and (negative_zero or value != 0.0)
+        result = -value if negative else value
+        return x if x != x else result
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_to(values, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero):
-        """rounding.round_to's compute(): nearest-even pattern, its value, `beyond` past max or at ±inf,
-        no -0 where the format has none, NaN kept."""
+        """rounding.round_to's compute() over values[start:stop]."""
         values_c, out_c = values[start:stop], out[start:stop]  # slices from 0: see fused_numba._reduce_chunk
         for i in range(stop - start):
-            x = values_c[i]
-            word, pattern, special = _nearest_pattern(x, m, emin)
-            field = min(pattern, max_pattern)
-            exponent_field = field >> m
-            value = np.float64((field & ((1 << m) - 1)) | (np.int64(exponent_field > 0) << m)) * _float(
-                (min(max(exponent_field, 1), max_pattern >> m) - bias - m + 1023) << 52)
-            value = beyond if pattern > max_pattern or special else value
-            negative = word < 0 and (negative_zero or value != 0.0)
-            result = -value if negative else value
-            out_c[i] = x if x != x else result
+            out_c[i] = _rounded(values_c[i], m, emin, bias, max_pattern, beyond, negative_zero)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _codes(values, out, start, stop, m, emin, max_pattern, bits, overflow, overflow_signed, nan_code,
@@ -76,19 +81,33 @@ if AVAILABLE:
             out_c[i] = nan_code if nan else code
         return nans
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _ulp_of(x, m, emin, emax):
+        """rounding.ulp's value at x: the gap below at a power of two, clamped to [emin, emax]; NaN kept."""
+        magnitude = _bits(x) & ((1 << 63) - 1)
+        biased = magnitude >> 52
+        power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
+        exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
+        gap = _float((exponent - m + 1023) << 52)
+        return x if x != x else gap
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _ulp(values, out, start, stop, m, emin, emax):
-        """rounding.ulp's compute(): the gap below at a power of two, clamped to [emin, emax]; NaN kept."""
+        """rounding.ulp's compute() over values[start:stop]."""
         values_c, out_c = values[start:stop], out[start:stop]
         for i in range(stop - start):
-            x = values_c[i]
-            magnitude = _bits(x) & ((1 << 63) - 1)
-            biased = magnitude >> 52
-            power_of_two = ((magnitude & ((1 << 52) - 1)) == 0) & (biased > 0)
-            exponent = min(max(max(biased, 1) - 1023 - np.int64(power_of_two), emin), emax)
-            gap = _float((exponent - m + 1023) << 52)
-            out_c[i] = x if x != x else gap
+            out_c[i] = _ulp_of(values_c[i], m, emin, emax)
 
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _deviation(exact, error, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero, emax):
+        """rounding.rounding_deviation's compute() over exact[start:stop], error[start:stop]."""
+        exact_c, error_c, out_c = exact[start:stop], error[start:stop], out[start:stop]
+        for i in range(stop - start):
+            x, e = exact_c[i], error_c[i]
+            rounded = _rounded(x, m, emin, bias, max_pattern, beyond, negative_zero)
+            to_boundary = _ulp_of(rounded, m, emin, emax) / 2 - abs(x - rounded)
+            step = _ulp_of(abs(x) + e, m, emin, emax)
+            out_c[i] = 2 * step + e if e >= to_boundary else 0.0
 
 def round_to_into(values: np.ndarray, out: np.ndarray, fmt: Format, beyond: float) -> None:
     """out = round_to(values) for a signed format (flat contiguous float64 arrays); `beyond`: the value
@@ -111,6 +130,14 @@ def codes_into(values: np.ndarray, out: np.ndarray, fmt: Format, saturate: bool)
     args = (fmt.mantissa_bits, fmt.emin, fmt.max_pattern, fmt.bits, overflow, overflow_signed, nan_code,
             bool(fmt.has_negative_zero))
     return sum(threads.over_chunks(values.shape[0], lambda start, stop: _codes(values, out, start, stop, *args)))
+
+
+def deviation_into(exact: np.ndarray, error: np.ndarray, out: np.ndarray, fmt: Format, beyond: float,
+                   emax: int) -> None:
+    """out = rounding.rounding_deviation(exact, error) for a signed format (flat contiguous float64 arrays);
+    beyond and emax as round_to_into's and ulp_into's."""
+    args = (fmt.mantissa_bits, fmt.emin, fmt.bias, fmt.max_pattern, float(beyond), bool(fmt.has_negative_zero), emax)
+    threads.over_chunks(exact.shape[0], lambda start, stop: _deviation(exact, error, out, start, stop, *args))
 
 
 def ulp_into(values: np.ndarray, out: np.ndarray, fmt: Format, emax: int) -> None:

@@ -362,12 +362,9 @@ class RoundedIntermediate:
 
     def deviation(self, model: BoundModel) -> torch.Tensor:
         """I per element of the intermediate."""
-        error = self.magnitude * self.coefficient(model)
-        rounded = metrics.round_to(self.exact, self.fmt)
-        gap = metrics.ulp(rounded, self.fmt)
-        to_boundary = gap / 2 - (self.exact - rounded).abs()
-        step = metrics.ulp(self.exact.abs() + error, self.fmt)  # the gap where E + ε may round: the wider one
-        return torch.where(error >= to_boundary, 2 * step + error, 0.0)
+        from e2egen.metrics.rounding import rounding_deviation  # numba loads with the first bound, not the runner
+
+        return rounding_deviation(self.exact, self.magnitude * self.coefficient(model), self.fmt)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         return upper_matmul(self.deviation(model), self.following)

@@ -72,9 +72,10 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
 
 
 def _warm_rounding_kernels(ref: torch.Tensor) -> int:
-    """metrics.round_to's, metrics.ulp's and encode's numba passes, and the interval primitives'
-    (runner/interval_passes.py); one argument type each, whatever the format."""
+    """metrics.round_to's, metrics.ulp's, rounding_deviation's and encode's numba passes, and the interval
+    primitives' (runner/interval_passes.py); one argument type each, whatever the format."""
     from e2egen.metrics.encoding import encode
+    from e2egen.metrics.rounding import rounding_deviation
 
     from .interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
                                   fused_sum, fused_width)
@@ -82,6 +83,7 @@ def _warm_rounding_kernels(ref: torch.Tensor) -> int:
 
     metrics.round_to(ref, "f16")
     metrics.ulp(ref, "f16")
+    rounding_deviation(ref, ref.abs(), "f16")
     encode(ref, "f4e2m1", saturate=True)
     fused_outward(ref, ref, "f32")
     fused_product(ref, ref, ref, ref, F64_SLACK, "f32")
@@ -90,7 +92,7 @@ def _warm_rounding_kernels(ref: torch.Tensor) -> int:
     fused_monotone(ref, ref, ref, ref, ALLOWANCES["exp"]["f32"], F64_SLACK, "f32")
     fused_quotient(ref, ref, ref, ref, ALLOWANCES["div"]["f32"], F64_SLACK, "f32")
     fused_output_side(ref, ref, ref, ref)
-    return 10
+    return 11
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""metrics.round_to, metrics.ulp and metrics.encoding.encode: the numba passes (metrics/rounding_numba.py,
+"""metrics.round_to, metrics.ulp, metrics.rounding.rounding_deviation and metrics.encoding.encode: the numba passes (metrics/rounding_numba.py,
 what CPU runs use) equal the torch definitions (E2E_METRICS_BACKEND=torch, what other devices use) bit
 for bit, for every float format, saturating or not: NaN, infinities, zeros' signs, overflow and
 subnormals included."""
@@ -15,15 +15,30 @@ from hypothesis import strategies as st
 from e2egen import metrics
 from e2egen.metrics import formats, rounding_numba
 from e2egen.metrics.encoding import decode, encode
+from e2egen.metrics.rounding import rounding_deviation
 from e2egen.metrics.backend import ENV_VAR, numba_path
 
 pytestmark = pytest.mark.skipif(not rounding_numba.AVAILABLE, reason="numba is not installed")
 
 FLOAT_FORMATS = [name for name in formats.DTYPE_NAMES if not formats.get_format(name).is_integer]
+
+
+def deviation(x: torch.Tensor, name: str) -> torch.Tensor:
+    """rounding_deviation of x with errors of every kind: exactly x's distance to its nearest rounding
+    boundary and the float64 on either side of it (where `>=` decides), fractions of |x|, 0, inf and NaN."""
+    rounded = metrics.round_to(x, name)
+    boundary = metrics.ulp(rounded, name) / 2 - (x - rounded).abs()
+    errors = [boundary.abs(), torch.nextafter(boundary.abs(), torch.tensor(math.inf, dtype=torch.float64)),
+              torch.nextafter(boundary.abs(), torch.tensor(0.0, dtype=torch.float64)), x.abs() * 2.0 ** -9,
+              x.abs() * 2.0 ** -30, torch.zeros_like(x), torch.full_like(x, math.inf), torch.full_like(x, math.nan)]
+    return torch.cat([rounding_deviation(x, error, name) for error in errors])
+
+
 OPERATIONS = {
     "round_to": lambda x, name: metrics.round_to(x, name),
     "round_to saturating": lambda x, name: metrics.round_to(x, name, saturate=True),
     "ulp": lambda x, name: metrics.ulp(x, name),
+    "rounding_deviation": deviation,
 }
 
 

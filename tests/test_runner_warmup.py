@@ -13,7 +13,7 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     float_formats = [name for name in formats.DTYPE_NAMES
                      if not formats.get_format(name).is_integer and formats.get_format(name).torch_dtype is not None]
     draw_calls = len(draws.DRAW_DTYPES)
-    rounding_calls = 10  # round_to, ulp, encode and the interval primitives' seven passes
+    rounding_calls = 11  # round_to, ulp, rounding_deviation, encode and the interval primitives' seven passes
     # each comparison without a bound, with one written out, and with one formed in its pass from f32 or
     # float64 sums
     assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 2 + 3 * 3
@@ -24,7 +24,7 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     assert len(recipes) == 2 and "none" in recipes  # a comparison without a recipe, and with one
     assert {str(signature[2].dtype) for signature in fused_numba._kernel.signatures if str(signature[3]) != "none"} \
         == {"float32", "float64"}  # formed from f32 sums and from float64 ones
-    for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, interval_passes._outward,
+    for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, rounding_numba._deviation, interval_passes._outward,
                    interval_passes._width, interval_passes._product, interval_passes._sum,
                    interval_passes._monotone, interval_passes._quotient, interval_passes._output_side,
                    fused_numba.scaled_plus_ulps_into, fused_numba._maxima, fused_numba._locate,

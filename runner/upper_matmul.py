@@ -13,15 +13,22 @@ that are not f32 values and to sums that may underflow:
 * every f32 operation on non-negative values returns at least (1 - u) times its exact result less 2^-125
   (a subnormal partial result flushed, FTZ, or a subnormal partial sum read as zero, DAZ: each 2^-126 at
   most); a term passes at most K roundings, an output at most 2K operations, whose absolute shortfalls
-  are carried on by factors of at most (1 + u)^K < 2, so S <= (Ŝ + K·2^-122) / (1 - u)^K;
+  are carried on by factors of at most (1 + u)^K < 2, so S <= (Ŝ + K·2^-123) / (1 - u)^K;
 * the result is (Ŝ + K·2^-123)·W in float64, W = widening(K + 4) rounded up: four spare roundings more
-  than magnitude.py's for the float64 operations that formed the operands (p², p·E) and this one's own.
+  than magnitude.py's, for this module's own float64 operations and to spare.
 
-The premises are checked before the f32 product runs, else the float64 one does, with the same argument
-at u = 2^-53 and float64's smallest normal: operands on the CPU; torch summing f32 in f32 (matmul
-precision "highest", oneDNN at IEEE, NNPACK off for the call); K·u <= 2^-4; every rounded operand finite
-and K·max|L|·max|R| at most half of f32's largest value. On the CPU the rounding is one numba pass (the torch definition beside
-it gives the same bits, tests/test_upper_matmul.py).
+"The exact sum" is that of the operands as given: the float64 roundings that formed them (p², p·E) are
+the caller's, first-order terms far below the spare roundings. The premises are checked before the f32
+product runs, else the float64 one does, with the same argument at u = 2^-53 and float64's smallest
+normal, float64's subnormals as IEEE has them (flushing them, torch.set_flush_denormal, would flush the
+float64 reference too; magnitude.py's float64 path takes them so as well): operands on the CPU; torch summing f32 in f32
+(matmul precision "highest", oneDNN at IEEE, NNPACK off for the call; the product's result f32); K·u <=
+2^-4; every rounded operand finite and K·max|L|·max|R| at most half of f32's largest value. On the CPU
+the rounding is one numba pass (the torch definition beside it gives the same bits, with FTZ/DAZ on too:
+tests/test_upper_matmul.py).
+
+The raised operands make a term with a tiny weight and a huge partner larger than it is (p ~ 2^-140
+against |v| ~ 2^100 counts as 2^-126·2^100): sound, and loose only where such pairs meet.
 """
 from __future__ import annotations
 
@@ -41,9 +48,10 @@ __all__ = ["Magnitudes", "magnitudes", "upper_matmul", "upper_product"]
 
 F64_MIN_NORMAL = 2.0 ** -1022
 _SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
-_SPARE_ROUNDINGS = 4  # beyond widening()'s: the operands' float64 forming and this module's two operations
+_SPARE_ROUNDINGS = 4  # beyond widening()'s: this module's own float64 operations, and to spare
 F32_FROM_ROWS = 8
 ROUND_UP_CHUNK = 1 << 18  # the fewest elements per task of the numba pass (handing out smaller ones cost more)
+_F32_MIN_NORMAL_BITS = 0x00800000
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -52,8 +60,6 @@ if fused_numba.AVAILABLE:
     import numpy as np
 
     from e2egen.metrics.fused_numba import _bits, _bits32, _float, _float32
-
-    _F32_MIN_NORMAL_BITS = 0x00800000
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_up_chunk(x, out, lo, hi):
@@ -72,12 +78,19 @@ if fused_numba.AVAILABLE:
         return largest
 
 
+def _raised(up: torch.Tensor) -> torch.Tensor:
+    """Non-negative f32 values with the non-zero subnormals raised to the smallest normal, told apart by
+    their bits: with DAZ on, a float comparison would read them as zero."""
+    bits = up.view(torch.int32)
+    return torch.where((bits > 0) & (bits < _F32_MIN_NORMAL_BITS), F32_MIN_NORMAL, up)
+
+
 def _rounded_up_torch(x: torch.Tensor) -> torch.Tensor:
     """_round_up_chunk's values in torch's passes."""
     absolute = x.abs()
     nearest = absolute.to(torch.float32)
-    up = torch.where(nearest.to(absolute.dtype) < absolute, torch.nextafter(nearest, torch.tensor(math.inf, dtype=torch.float32)), nearest)
-    return torch.where((up > 0) & (up < F32_MIN_NORMAL), F32_MIN_NORMAL, up)
+    above = torch.nextafter(nearest, torch.tensor(math.inf, dtype=torch.float32))
+    return _raised(torch.where(nearest.to(absolute.dtype) < absolute, above, nearest))
 
 
 def rounded_up(x: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -95,19 +108,21 @@ def rounded_up(x: torch.Tensor) -> tuple[torch.Tensor, float]:
 
 
 class Magnitudes:
-    """An operand of upper_matmul: |x| as given (float64 or f32), rounded up to f32 on first use by an f32
-    product (once where one operand meets several others: attention's |V|)."""
+    """An operand of upper_matmul: x as given (float64 or f32), its magnitudes in float64 or rounded up to
+    f32 made on first use by a product (once where one operand meets several others: attention's |V|)."""
 
     def __init__(self, values: torch.Tensor):
         self.values = values
 
     @functools.cached_property
+    def float64(self) -> torch.Tensor:
+        """|x| in float64, for the float64 product."""
+        return self.values.abs().to(torch.float64)
+
+    @functools.cached_property
     def rounded_up(self) -> tuple[torch.Tensor, float] | None:
-        """(|x| rounded up to f32, its largest value), or None where no f32 product may run: not on the CPU,
-        or with a setting that lets torch sum f32 in less precision."""
-        if self.values.device.type != "cpu" or reduced_precision_allowed():
-            return None
-        return rounded_up(self.values)
+        """(|x| rounded up to f32, its largest value), or None off the CPU (where no f32 product runs)."""
+        return rounded_up(self.values) if self.values.device.type == "cpu" else None
 
 
 def magnitudes(x: torch.Tensor | Magnitudes) -> Magnitudes:
@@ -128,17 +143,18 @@ def upper_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitu
     widened where the module docstring's premises hold (and f32_pays), else the float64 one widened alike."""
     left, right = magnitudes(left), magnitudes(right)
     k = reduction_size
-    rounded = (f32_pays and k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and left.rounded_up is not None
-               and right.rounded_up is not None)
+    rounded = (f32_pays and k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and not reduced_precision_allowed()
+               and left.rounded_up is not None and right.rounded_up is not None)
+    summed = None
     # NNPACK's Winograd/FFT convolutions subtract: never in a product of magnitudes (as runner/magnitude.py)
     with torch.backends.nnpack.flags(enabled=False):
         if rounded and k * left.rounded_up[1] * right.rounded_up[1] <= F32_MAX / 2:  # False for NaN and inf
-            summed = product(left.rounded_up[0], right.rounded_up[0]).to(torch.float64)
+            summed = product(left.rounded_up[0], right.rounded_up[0])
             unit, smallest = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
-        else:
-            summed = product(left.values.abs().to(torch.float64), right.values.abs().to(torch.float64))
+        if summed is None or summed.dtype != torch.float32:  # not the f32 sum analysed: float64
+            summed = product(left.float64, right.float64)
             unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
-    return summed.add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))
+    return summed.to(torch.float64).add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))
 
 
 def upper_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e2egen.metrics import fused_numba
+from e2egen.metrics.backend import ENV_VAR
 from e2egen.runner.magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, widening
 from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, _rounded_up_torch, rounded_up, upper_matmul,
                                        upper_product)
@@ -59,7 +60,8 @@ def check_bound(left: torch.Tensor, right: torch.Tensor, unit: float) -> None:
     for i, row in enumerate(exact):
         for j, value in enumerate(row):
             assert Fraction(float(bound[i, j])) >= value, (i, j, float(bound[i, j]), float(value))
-            rounded_up_terms = float(value) * (1 + unit) ** 2 if unit == F32_UNIT_ROUNDOFF else float(value)
+            # rounding an operand up moves it by less than one f32 step: 2u relative
+            rounded_up_terms = float(value) * (1 + 2 * unit) ** 2 if unit == F32_UNIT_ROUNDOFF else float(value)
             assert float(bound[i, j]) <= rounded_up_terms * width + 2 * k * 8 * smallest + 2 * k * F32_SMALLEST
 
 
@@ -86,19 +88,39 @@ def test_products_that_underflow_f32_stay_below_the_bound(pair):
             assert Fraction(float(bound[i, j])) >= value
 
 
-def test_flushed_subnormals_stay_below_the_bound():
-    """With FTZ/DAZ on (torch.set_flush_denormal), f32 products of small normals flush to zero: the
-    absolute allowance keeps the bound above the exact sum."""
-    left = torch.full((F32_FROM_ROWS, 16), 2.0 ** -100, dtype=torch.float64)
-    right = torch.full((16, 2), 2.0 ** -40, dtype=torch.float64)
+@pytest.fixture
+def flushing():
+    """FTZ and DAZ on for the test (torch.set_flush_denormal), off again after."""
     if not torch.set_flush_denormal(True):
         pytest.skip("this CPU cannot flush subnormals")
-    try:
-        bound = upper_matmul(left, right)
-        assert torch.matmul(left.float(), right.float()).eq(0).all()  # the f32 product flushed every term
-    finally:
-        torch.set_flush_denormal(False)
-    assert (bound >= 16 * 2.0 ** -140).all()
+    yield
+    torch.set_flush_denormal(False)
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("small, partner", [(2.0 ** -100, 2.0 ** -40),  # normal operands, products flushed
+                                            (1e-40, 1e30)])  # f32-subnormal operands, read as zero under DAZ
+def test_flushed_subnormals_stay_below_the_bound(small, partner, backend, flushing, monkeypatch):
+    """With FTZ and DAZ on, an f32 product of small values flushes its terms to zero, and subnormal operands
+    read as zero; the raised operands and the absolute allowance keep the bound above the exact sum, on the
+    numba and the torch rounding alike."""
+    monkeypatch.setenv(ENV_VAR, backend)
+    left = torch.full((F32_FROM_ROWS, 16), small, dtype=torch.float64)
+    right = torch.full((16, 2), partner, dtype=torch.float64)
+    bound = upper_matmul(left, right)
+    exact = Fraction(small) * Fraction(partner) * 16
+    assert all(Fraction(value) >= exact for value in bound.flatten().tolist())
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_the_rounding_passes_raise_subnormals_with_daz_on(backend, flushing, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, backend)
+    values = torch.tensor([1e-40, 2.0 ** -149, 0.0, 1.0, 2.0 ** -1060], dtype=torch.float64)
+    up, _ = rounded_up(values)
+    assert up[:4].view(torch.int32).tolist() == [0x00800000, 0x00800000, 0, 0x3F800000]
+    # a float64 subnormal reads as zero under DAZ: its terms (below 2^-1022 · f32max each) lie far inside
+    # the absolute allowance
+    assert up[4].view(torch.int32).item() in (0, 0x00800000)
 
 
 def test_the_f32_path_is_the_rounded_up_product_widened():

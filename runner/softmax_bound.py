@@ -180,7 +180,10 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
         product_terms.mul_(inputs64["score_scale"].abs())
     score_ops = 1 + params.score_scale + params.score_bias
     scores_abs = rows.scores.nan_to_num(neginf=0.0).abs_()  # masked scores (-inf) as 0; allowed ones are finite
-    roundings = (scores_abs + inputs64["score_bias"].abs()).mul_(score_ops) if params.score_bias else scores_abs * score_ops
+    if params.score_bias:
+        roundings = (scores_abs + inputs64["score_bias"].abs()).mul_(score_ops)
+    else:
+        roundings = scores_abs * score_ops
     roundings.add_(scores_abs.add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k)), alpha=ARGUMENT_ROUNDINGS)
     roundings.add_(2 * EXP_ULPS)
 

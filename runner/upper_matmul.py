@@ -154,7 +154,8 @@ def upper_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitu
         if summed is None or summed.dtype != torch.float32:  # not the f32 sum analysed: float64
             summed = product(left.float64, right.float64)
             unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
-    return summed.to(torch.float64).add_(k * _SHORTFALL_PER_PRODUCT * smallest).mul_(widening(k + _SPARE_ROUNDINGS, unit))
+    allowance = k * _SHORTFALL_PER_PRODUCT * smallest
+    return summed.to(torch.float64).add_(allowance).mul_(widening(k + _SPARE_ROUNDINGS, unit))
 
 
 def upper_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,

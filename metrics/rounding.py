@@ -145,6 +145,14 @@ def ulp(x, dtype) -> torch.Tensor:
     return _elementwise(x, compute, lambda values, out: rounding_numba.ulp_into(values, out, fmt, ulp_emax(fmt)))
 
 
+def _overflow_value(fmt: Format, saturate: bool) -> float:
+    """What round_to gives past a signed format's range (its docstring's rule): ±max when saturating or
+    where the format has no inf or NaN, else ±inf, else NaN."""
+    if saturate or fmt.encoding == "none":
+        return fmt.max
+    return float("inf") if fmt.has_inf else float("nan")
+
+
 def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     """x rounded to T with round-to-nearest-even, returned as float64.
 
@@ -171,10 +179,7 @@ def round_to(x, dtype, *, saturate: bool = False) -> torch.Tensor:
     fmt = float_format(dtype)
     if not fmt.signed:
         return round_e8m0(x, saturate=saturate)
-    if saturate or fmt.encoding == "none":
-        beyond = fmt.max
-    else:
-        beyond = float("inf") if fmt.has_inf else float("nan")
+    beyond = _overflow_value(fmt, saturate)
 
     def compute(values: torch.Tensor) -> torch.Tensor:
         negative, biased, mantissa = split_float64(values)
@@ -199,9 +204,8 @@ def rounding_deviation(exact: torch.Tensor, error: torch.Tensor, dtype) -> torch
     exact, error = exact.to(torch.float64).contiguous(), error.to(torch.float64).contiguous()
     if fmt.signed and numba_path(exact.device) and exact.shape == error.shape:
         result = torch.empty_like(exact)
-        beyond = fmt.max if fmt.encoding == "none" else (float("inf") if fmt.has_inf else float("nan"))
         rounding_numba.deviation_into(exact.view(-1).numpy(), error.view(-1).numpy(), result.view(-1).numpy(), fmt,
-                                      beyond, ulp_emax(fmt))
+                                      _overflow_value(fmt, False), ulp_emax(fmt))
         return result
     rounded = round_to(exact, fmt)
     to_boundary = ulp(rounded, fmt) / 2 - (exact - rounded).abs()

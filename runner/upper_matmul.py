@@ -86,7 +86,8 @@ def _raised(up: torch.Tensor) -> torch.Tensor:
 
 
 def _rounded_up_torch(x: torch.Tensor) -> torch.Tensor:
-    """_round_up_chunk's values in torch's passes."""
+    """_round_up_chunk's values in torch's passes. Not intervals.round_up: its float64 result, cast back to
+    f32, would lose an f32 subnormal to FTZ; here the step up is taken in f32."""
     absolute = x.abs()
     nearest = absolute.to(torch.float32)
     above = torch.nextafter(nearest, torch.tensor(math.inf, dtype=torch.float32))

@@ -5,7 +5,9 @@
 "inputs" is what run() times as inputs: generate_inputs (the counter-based draw of runner/draws.py, f32 or
 float64, in the range; exact rounding to the input format) plus the float64 copies the reference gets.
 Baselines: torch.rand of the same shapes in float64 and in the input dtype (the cheapest possible draw).
-Goal (issue 20): inputs <= 2x a plain draw. Every figure is a median of --repeats, runs interleaved.
+Goal (issue 20): inputs <= 2x a plain draw. Every figure is a median of --repeats, runs interleaved, with
+freed memory kept for reuse as runner.run keeps it (runner/host_memory.py), so that no figure is mostly
+the kernel zero-filling fresh pages.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from e2egen.runner import make_problem  # noqa: E402
 from e2egen.runner.dtypes import storage_dtype  # noqa: E402
+from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.inputs import _round_to_odd_f32, generate_inputs, reference_inputs  # noqa: E402
 
 CASES = [
@@ -28,6 +31,9 @@ CASES = [
     ("gemm 256x12288x4096", "gemm", "f16", "nt", {"m": 256, "n": 12288, "k": 4096}),
     ("gemm 256x12288x4096", "gemm", "bf16", "nt", {"m": 256, "n": 12288, "k": 4096}),
     ("resnet50 3x3-64 n=8", "conv2d", "f16", "nhwc", {"n": 8, "c": 64, "k": 64, "hw": 56, "kernel": 3, "pad": 1}),
+    # attention shapes its draws (adjust_inputs): a float64 draw rounded by runner/narrowing.py
+    ("attention prefill 32 heads s1024 d128", "attention", "bf16", "bhsd",
+     {"batch": 1, "heads_q": 32, "heads_kv": 32, "seq_q": 1024, "seq_k": 1024, "head_dim_qk": 128}),
 ]
 
 
@@ -41,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    retain_freed_memory()  # as runner.run does: a repeat reuses the pages the last one freed
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.repeats}")
     header = ["case", "dtype", "Melements", "inputs", "rand f64", "rand dtype", "inputs/rand f64", "inputs/rand dtype",
               "ns/element", "torch rounding path ns/element"]

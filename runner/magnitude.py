@@ -127,7 +127,9 @@ if fused_numba.AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _narrow_chunk(x, out, lo, hi):
         """|x| as f32 into out[lo:hi]; (smallest non-zero |x|, largest |x|, how many did not fit exactly).
-        Minima and maxima of |x| as integer bit patterns (same order), so that the loop vectorises."""
+        Minima and maxima of |x| as integer bit patterns (same order), so that the loop vectorises; zeros
+        are kept out of the minimum arithmetically (a conditional expression there kept LLVM from vectorising
+        the loop: 5x slower)."""
         smallest, largest, inexact = (1 << 63) - 1, 0, 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):
@@ -137,7 +139,7 @@ if fused_numba.AVAILABLE:
             out_c[i] = f
             inexact += 0 if np.float64(f) == a else 1  # NaN and values beyond f32 count here
             largest = max(largest, magnitude)
-            smallest = min(smallest, magnitude if magnitude != 0 else (1 << 63) - 1)
+            smallest = min(smallest, magnitude + (magnitude == 0) * ((1 << 63) - 1))
         return _float(smallest) if smallest != (1 << 63) - 1 else np.inf, _float(largest), inexact
 
 

@@ -168,12 +168,15 @@ if fused_numba.AVAILABLE:
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
             a, b = at_lo_c[i], at_hi_c[i]
+            # both ends loaded, then chosen: a load under a condition (lo_c[i] if ... else hi_c[i]) is
+            # vectorised as a gather, slower than the two loads
+            x_lo, x_hi = lo_c[i], hi_c[i]
             increasing = a <= b
             either_nan = (a != a) | (b != b)
             low = np.nan if either_nan else (a if increasing else b)
             high = np.nan if either_nan else (b if increasing else a)
             out_lo_c[i], out_hi_c[i] = _allowed_outward(
-                low, high, lo_c[i] if increasing else hi_c[i], hi_c[i] if increasing else lo_c[i], slack, ulps,
+                low, high, x_lo if increasing else x_hi, x_hi if increasing else x_lo, slack, ulps,
                 per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax, bias, max_pattern, largest)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")

@@ -19,7 +19,9 @@ from e2egen.metrics import fused_numba
 pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
 
 # (module, kernel); fused_numba._reduce_chunk is checked inside _kernel, which inlines it (a cached
-# _kernel never compiles _reduce_chunk on its own, so it has no signatures to recompile).
+# _kernel never compiles _reduce_chunk on its own, so it has no signatures to recompile). Left out:
+# narrowing._widen (a table look-up, gathers by nature) and fused_numba._count_specials (a scalar pass
+# with branches over the rare chunks that hold NaN, inf or overflow).
 VECTORISED = [
     ("e2egen.runner.narrowing", "_narrow"),
     ("e2egen.runner.draws", "_fill"),

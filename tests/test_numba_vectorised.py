@@ -1,12 +1,12 @@
-"""Every per-element numba loop is one LLVM vectorises.
+"""Every per-element numba loop is one LLVM vectorises, with plain vector loads.
 
-The kernels' speed rests on it, and nothing else notices when a loop stays scalar: the results are the
-same, only 4-5x slower. Two had (issue 20, eighth round): narrowing's rounding indexed the whole array from
-each task's start, and magnitude's scan took its minimum through a conditional expression. Here each
-kernel is compiled afresh, without the cache, for every argument type the warm-up gives it, and its
-optimised LLVM IR must hold the loop vectoriser's `vector.body` and no gathers: a loop that indexes
-an array from a task's start instead of a slice from 0 is vectorised with a gather for every load (numba's
-negative-index fix-up), slower than the scalar loop on AMD's cores (the rounding had been 4x slower).
+The kernels' speed rests on it, and nothing else notices when a loop is slow: the results are the same,
+only several times slower. Three were (issue 20, eighth round): narrowing's rounding indexed the whole
+array from each task's start, so that every load became a gather (numba's negative-index fix-up); the
+monotone interval pass loaded an argument under a condition, a gather again; magnitude's scan took its
+minimum through a conditional expression, which left the loop scalar. Here each kernel is compiled
+afresh, without the cache, for every argument type the warm-up gives it, and its optimised LLVM IR must
+hold the loop vectoriser's `vector.body` and no gathers.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ A cold cache costs every fresh process about 2 s of compilation before its first
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
 and without a bound (written out, or formed in the pass from f32 or float64 sums), the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
-passes, round_to and ulp, and the interval primitives' passes.
+passes (the partial sums' included), round_to and ulp, and the interval primitives' passes.
 """
 from __future__ import annotations
 
@@ -55,14 +55,17 @@ def warm() -> int:
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
     """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
-    (runner/upper_matmul.py) and the fused ulp term per output format, for float64 and f32 sums."""
+    (runner/upper_matmul.py), the partial sums' running sums (runner/partial_passes.py) and the fused ulp
+    term per output format, for float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
-    from . import magnitude, upper_matmul
+    from . import magnitude, partial_passes, upper_matmul
 
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
-    calls = 2
+    sums = [torch.empty_like(ref) for _ in range(3)]
+    partial_passes.accumulate(ref, *sums, first=True)
+    calls = 3
     for name in ("f32", "f16", "bf16"):
         ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
         ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)

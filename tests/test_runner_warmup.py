@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from e2egen.metrics import formats, fused_numba, rounding_numba
-from e2egen.runner import draws, interval_passes, narrowing, upper_matmul
+from e2egen.runner import draws, interval_passes, narrowing, partial_passes, upper_matmul
 from e2egen.runner.warmup import warm
 
 
@@ -16,8 +16,9 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     rounding_calls = 11  # round_to, ulp, rounding_deviation, encode and the interval primitives' seven passes
     # each comparison without a bound, with one written out, and with one formed in its pass from f32 or
     # float64 sums
-    assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + 2 + 3 * 3
-                      + rounding_calls)  # + the bound's
+    bound_calls = 3 + 3 * 3  # the f32 scan, the rounding up, the partial sums; the ulp terms per format
+    assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + bound_calls
+                      + rounding_calls)
     from e2egen.metrics import fused_numba
 
     recipes = {str(signature[3]) for signature in fused_numba._kernel.signatures}
@@ -28,5 +29,5 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
                    interval_passes._width, interval_passes._product, interval_passes._sum,
                    interval_passes._monotone, interval_passes._quotient, interval_passes._output_side,
                    fused_numba.scaled_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
-                   upper_matmul._round_up_chunk):
+                   upper_matmul._round_up_chunk, partial_passes._accumulate):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()

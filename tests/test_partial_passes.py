@@ -1,0 +1,96 @@
+"""bound.PartialSums' running sums by runner/partial_passes.py's numba pass, bit for bit the torch ops they
+replace (abs, add, add, abs, add per partial), special values and every thread count included."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from e2egen.metrics import fused_numba
+from e2egen.runner.bound import PartialSums
+from e2egen.runner.partial_passes import accumulate
+
+pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
+
+SPECIALS = [0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+            -1.7976931348623157e308, float("inf"), float("-inf"), float("nan"), 1e-300, 3.0, -7.5]
+
+
+def torch_sums(partials: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The definition: PartialSums.of's torch ops."""
+    absolute, running, total = partials[0].abs(), partials[0].clone(), partials[0].abs()
+    for part in partials[1:]:
+        absolute.add_(part.abs())
+        running.add_(part)
+        total.add_(running.abs())
+    return absolute, running, total
+
+
+def numba_sums(partials: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    absolute, running, total = (torch.empty_like(partials[0]) for _ in range(3))
+    for k, part in enumerate(partials):
+        assert accumulate(part, absolute, running, total, first=k == 0)
+    return absolute, running, total
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, zeros' signs included; NaN where the other has NaN (its payload is nobody's business)."""
+    nan = torch.isnan(a)
+    return bool(torch.equal(nan, torch.isnan(b))
+                and torch.equal(a[~nan].view(torch.int64), b[~nan].view(torch.int64)))
+
+
+def test_every_pairing_of_special_values_matches_the_torch_ops() -> None:
+    values = torch.tensor(SPECIALS, dtype=torch.float64)
+    first, second = torch.meshgrid(values, values, indexing="ij")
+    third = torch.roll(first.flatten(), 3).reshape(first.shape)
+    partials = [first.contiguous(), second.contiguous(), third.contiguous()]
+    for count in (1, 2, 3):  # the first partial alone starts the sums as clone and abs do (-0 stays -0)
+        for mine, theirs in zip(numba_sums(partials[:count]), torch_sums(partials[:count])):
+            assert same_bits(mine, theirs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), count=st.integers(1, 6), length=st.integers(1, 300))
+def test_random_partials_match_the_torch_ops(data, count: int, length: int) -> None:
+    floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
+    partials = [torch.from_numpy(data.draw(arrays("float64", length, elements=floats))) for _ in range(count)]
+    for mine, theirs in zip(numba_sums(partials), torch_sums(partials)):
+        assert same_bits(mine, theirs)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_partials_split_over_threads_match_the_torch_ops(threads: int) -> None:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        generator = torch.Generator().manual_seed(threads)
+        partials = [torch.randn(3, 70_001, dtype=torch.float64, generator=generator) for _ in range(5)]
+        for mine, theirs in zip(numba_sums(partials), torch_sums(partials)):
+            assert same_bits(mine, theirs)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_what_the_pass_does_not_cover_is_left_to_torch() -> None:
+    contiguous = torch.randn(4, 6, dtype=torch.float64)
+    sums = [torch.empty_like(contiguous) for _ in range(3)]
+    assert not accumulate(contiguous.mT, *[s.mT for s in sums], first=True)  # strided
+    assert not accumulate(contiguous.float(), *[s.float() for s in sums], first=True)  # not float64
+    assert not accumulate(contiguous[:2], *sums, first=True)  # shapes differ
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_partial_sums_are_the_same_on_either_path(reverse: bool, layout: str) -> None:
+    """PartialSums.of takes the numba pass for contiguous partials and torch's ops for others: the same sums."""
+    generator = torch.Generator().manual_seed(7)
+    partials = [torch.randn(5, 9, dtype=torch.float64, generator=generator) for _ in range(4)]
+    given_partials = partials if layout == "contiguous" else [p.mT.contiguous().mT for p in partials]
+    sums = PartialSums.of("taps", reverse, iter(given_partials))
+    ordered = partials[::-1] if reverse else partials
+    absolute, _, total = torch_sums(ordered)
+    assert same_bits(sums.absolute.contiguous(), absolute)
+    assert same_bits(sums.running.contiguous(), total)  # `running` holds Σ_t |S_t|

@@ -5,6 +5,7 @@
     python benchmarks/bench_metrics.py -n 1000000 --repeat 20
     python benchmarks/bench_metrics.py --torch-compile   # also the torch path's chunks under torch.compile
     python benchmarks/bench_metrics.py --general   # also the torch path with its general kernel only (the old one)
+    python benchmarks/bench_metrics.py --processes 5   # the same in 5 fresh interpreters: medians and ranges
 
 Every timing: warm-up calls, then --repeat timed calls; median and
 interquartile range. "+ unformed bound" is the bound as the runner hands conv
@@ -29,6 +30,7 @@ C++ or Triton compiler) and cached (the same cache again).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -166,19 +168,74 @@ def fused_torch_chunk(ref) -> int:
     return backend.default_chunk("torch", ref.device)
 
 
-def main() -> None:
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=1 << 24, help="elements (default 16M)")
+    parser.add_argument("-n", type=positive, default=1 << 24, help="elements (default 16M)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--repeat", type=positive, default=9)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--processes", type=positive, default=1,
+                        help="run the measurement in this many fresh interpreters, one after the other, and print "
+                             "each row's ratios as their median and range across them (default 1: this one)")
     parser.add_argument("--torch-compile", action="store_true",
                         help="also time the torch path with its chunks under torch.compile (metrics/fused_compiled.py; "
                              "the first call compiles for tens of seconds)")
     parser.add_argument("--general", action="store_true",
                         help="also time the torch path with its general kernel on every chunk (the path before "
                              "the fast kernel; slow)")
-    args = parser.parse_args()
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one interpreter's rows, for --processes
+    return parser.parse_args()
+
+
+def across_processes(args: argparse.Namespace) -> None:
+    """--processes: the same measurement in fresh interpreters. The same work gives medians a fifth apart from
+    one process to the next on some machines (a VM's placement of memory, say), so a single run's ratio
+    can land on either side of a goal; each process's ratios are against its own floors and assert_close."""
+    command = [sys.executable, __file__, "--json", "-n", str(args.n), "--device", args.device,
+               "--repeat", str(args.repeat), "--warmup", str(args.warmup)]
+    command += ["--torch-compile"] * args.torch_compile + ["--general"] * args.general
+    runs = []
+    for _ in range(args.processes):
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"a measuring interpreter failed:\n{done.stderr.strip()}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{args.n} elements, f16 out vs float64 ref, device {args.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} torch threads, {args.processes} interpreters of --repeat {args.repeat} each, "
+          f"load average {load:.2f} at the end; median (min-max) across the interpreters")
+
+    def spread(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
+        values = [v * scale for v in values]
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    print(f"{'what':<34}{'median ms':>26}{'floor':>24}{'x floor':>24}{'x faster than assert_close':>30}")
+    for name in runs[0]["floors"]:
+        times = [run["floors"][name] for run in runs]
+        faster = [run["assert_close"] / run["floors"][name] for run in runs]
+        print(f"{'floor: ' + name:<34}{spread(times, 1e3):>26}{name:>24}{'1.00':>24}{spread(faster):>30}")
+    for index, (name, floor, _) in enumerate(runs[0]["rows"]):
+        times = [run["rows"][index][2] for run in runs]
+        over_floor = [run["rows"][index][2] / run["floors"][floor] for run in runs]
+        faster = [run["assert_close"] / run["rows"][index][2] for run in runs]
+        print(f"{name:<34}{spread(times, 1e3):>26}{floor:>24}{spread(over_floor):>24}{spread(faster):>30}")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.processes > 1:
+        across_processes(args)
+        return
     device = torch.device(args.device)
 
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -188,8 +245,9 @@ def main() -> None:
     ref, out = ref.to(device), out.to(device)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{args.n} elements, f16 out vs float64 ref, device {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} torch threads, load average {load:.2f}")
+    if not args.json:
+        print(f"{args.n} elements, f16 out vs float64 ref, device {device}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} torch threads, load average {load:.2f}")
 
     def run(fn):
         return measure(fn, args.repeat, args.warmup, device)
@@ -218,6 +276,12 @@ def main() -> None:
         rows += general_kernel_rows(ref, out, bound, run)
     if args.torch_compile:
         rows += torch_compile_rows(ref, out, bound, run)
+
+    if args.json:  # for across_processes: medians in seconds, no first-call timings
+        print(json.dumps({"floors": {name: timing.median for name, timing in floors.items()},
+                          "assert_close": assert_close.median,
+                          "rows": [(name, floor, timing.median) for name, floor, timing in rows]}))
+        return
 
     numba_rows = {name: timing for name, _, timing in rows if name.startswith("compare [numba]")}
 

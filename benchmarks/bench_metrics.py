@@ -49,6 +49,9 @@ from e2egen import metrics  # noqa: E402
 from e2egen.metrics import fused_numba  # noqa: E402
 from e2egen.metrics.ulp_terms import ScaledPlusUlps  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_tool_work import positive  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -166,16 +169,6 @@ def fused_torch_chunk(ref) -> int:
     from e2egen.metrics import backend
 
     return backend.default_chunk("torch", ref.device)
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
 
 
 def parse_args() -> argparse.Namespace:

@@ -162,7 +162,7 @@ class PartialSums:
     @classmethod
     def of(cls, kind: str, reverse: bool, partials) -> "PartialSums | None":
         """One pass over the partials (documented order); only a reversed kernel needs them held at once.
-        On the CPU each partial is added in one numba pass (partial_passes), else by torch's ops."""
+        On the CPU each further partial is added in one numba pass (partial_passes), else by torch's ops."""
         from .partial_passes import accumulate
 
         if reverse:
@@ -170,11 +170,8 @@ class PartialSums:
         absolute = running = total = None
         for part in partials:
             if absolute is None:
-                absolute, running, total = (torch.empty_like(part, memory_format=torch.contiguous_format)
-                                            for _ in range(3))
-                if not accumulate(part, absolute, running, total, first=True):
-                    absolute, running, total = part.abs(), part.clone(), part.abs()
-            elif not accumulate(part, absolute, running, total, first=False):
+                absolute, running, total = part.abs(), part.clone(), part.abs()
+            elif not accumulate(part, absolute, running, total):
                 absolute.add_(part.abs())
                 running.add_(part)
                 total.add_(running.abs())

@@ -9,8 +9,8 @@ each element is read and written once per partial, on every core for large outpu
 partials of 400K elements take 6.0 ms on one thread against 10.9 ms for torch's ops, and 4M-element ones
 about half torch's time on two threads (below a million elements, two threads gain nothing: SMALLEST_CHUNK). The
 operations are the same IEEE additions and exact absolute values in the same order, so the sums equal
-torch's bit for bit (tests/test_partial_passes.py); the first partial starts them as torch's clone and abs
-do (a -0 stays -0).
+torch's bit for bit (tests/test_partial_passes.py). The first partial starts the sums by torch's abs and
+clone (bound.PartialSums), as before.
 
 Without numba, off the CPU, or for anything but contiguous float64 tensors of one shape, `accumulate`
 returns False and bound.PartialSums runs the torch ops.
@@ -33,27 +33,20 @@ if fused_numba.AVAILABLE:
     import numba
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def _accumulate(part, absolute, running, total, start, stop, first):
-        # slices from 0 (see fused_numba._reduce_chunk); `first` holds for the whole call
-        part_c, absolute_c = part[start:stop], absolute[start:stop]
+    def _accumulate(part, absolute, running, total, start, stop):
+        part_c, absolute_c = part[start:stop], absolute[start:stop]  # slices from 0: see fused_numba._reduce_chunk
         running_c, total_c = running[start:stop], total[start:stop]
         for i in range(stop - start):
             p = part_c[i]
-            if first:
-                absolute_c[i] = abs(p)
-                running_c[i] = p
-                total_c[i] = abs(p)
-            else:
-                absolute_c[i] += abs(p)
-                r = running_c[i] + p
-                running_c[i] = r
-                total_c[i] += abs(r)
+            absolute_c[i] += abs(p)
+            r = running_c[i] + p
+            running_c[i] = r
+            total_c[i] += abs(r)
 
 
-def accumulate(part: torch.Tensor, absolute: torch.Tensor, running: torch.Tensor, total: torch.Tensor,
-               first: bool) -> bool:
-    """Add one partial into the three sums in place (first: start them from it); False where this pass
-    does not apply (the caller then runs the torch ops)."""
+def accumulate(part: torch.Tensor, absolute: torch.Tensor, running: torch.Tensor, total: torch.Tensor) -> bool:
+    """Add one partial into the three sums in place; False where this pass does not apply (the caller then
+    runs the torch ops)."""
     tensors = (part, absolute, running, total)
     if not fused_numba.AVAILABLE or not numba_path(part.device):
         return False
@@ -61,5 +54,5 @@ def accumulate(part: torch.Tensor, absolute: torch.Tensor, running: torch.Tensor
                for t in tensors):
         return False
     flat = [t.view(-1).numpy() for t in tensors]
-    threads.over_chunks(flat[0].shape[0], lambda start, stop: _accumulate(*flat, start, stop, first), SMALLEST_CHUNK)
+    threads.over_chunks(flat[0].shape[0], lambda start, stop: _accumulate(*flat, start, stop), SMALLEST_CHUNK)
     return True

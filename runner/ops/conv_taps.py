@@ -48,22 +48,20 @@ def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "to
     if per_channel is not None:
         gathered = inputs64["dy"] * per_channel
     else:
-        gathered = _unit_convolution(inputs64["dy"], w.mT, params.groups, transposed=True)  # (N, C, *out_size)
+        gathered = _unit_convolution(inputs64["dy"], w, params.groups, transposed=True)  # (N, C, *out_size)
     return _scattered_into_input(gathered, params, window)
 
 
 def _unit_convolution(x: "torch.Tensor", w: "torch.Tensor", groups: int, transposed: bool = False) -> "torch.Tensor":
-    """A 1×1 convolution of x (N, C_in, *spatial) with w (C_out, C_in/groups) as a batched matmul per group,
-    contiguous (N, C_out, *spatial); with `transposed`, w is given as (C_out/groups, C_in) (the transpose of a
-    (C_in, C_out/groups) weight, as conv_transpose takes it) and each group's block of it is transposed."""
+    """x (N, C_in, *spatial) convolved with the 1×1 weight w (K, C/groups), contiguous: a batched matmul per
+    group. C_in = C, out K channels; `transposed` (conv_transpose's direction): C_in = K, out C channels."""
     import torch
 
     n, channels, *spatial = x.shape
-    # contiguous blocks: a tap's weight is a strided view, which BLAS would not take as it is
-    if transposed:  # (C_out/groups, C_in) -> (groups, C_out/groups, C_in/groups)
-        blocks = w.reshape(w.shape[0], groups, channels // groups).transpose(0, 1).contiguous()
-    else:  # (C_out, C_in/groups) -> (groups, C_out/groups, C_in/groups)
-        blocks = w.reshape(groups, w.shape[0] // groups, w.shape[1]).contiguous()
+    blocks = w.reshape(groups, w.shape[0] // groups, w.shape[1])  # (groups, K/groups, C/groups)
+    if transposed:
+        blocks = blocks.mT
+    blocks = blocks.contiguous()  # a tap's weight is a strided view, which BLAS would not take as it is
     columns = x.reshape(n, groups, channels // groups, -1)  # a copy where x is a strided window
     return torch.matmul(blocks, columns).reshape(n, blocks.shape[1] * groups, *spatial)
 

@@ -38,19 +38,12 @@ def main() -> None:
     import torch
 
     from e2egen import runner
-    from e2egen.metrics.backend import ENV_VAR
+    from e2egen.metrics.backend import chosen
 
     def bound_seconds(case, passes: bool) -> dict[str, float]:
-        before = os.environ.get(ENV_VAR)
-        os.environ[ENV_VAR] = "numba" if passes else "torch"
-        try:
+        with chosen("numba" if passes else "torch"):
             return runner.run(case.problem(), impl=case.impl, device="cpu", reference=case.reference,
                               bound=case.bound).timings
-        finally:
-            if before is None:
-                del os.environ[ENV_VAR]
-            else:
-                os.environ[ENV_VAR] = before
 
     print(f"# {args.catalogue}: {len(cases)} element-wise cases ({'all' if args.all else 'PR subset'}), median of "
           f"{args.repeats} per path; torch {torch.__version__}, {torch.get_num_threads()} threads, load average "

@@ -7,7 +7,8 @@ For each distinct bwd_data convolution of the PR subset (f16: torch's CPU f16 ke
 per tap, so the bound computes them), on its case's inputs:
 
   baseline  each tap's 1×1 convolution by torch's float64 conv_transpose, scattered into the input's
-            shape as conv_taps does, and the running sums by torch's ops (abs, add, add, abs, add);
+            shape as conv_taps does, and the running sums by torch's ops (abs, add, add, abs, add:
+            PartialSums.of with E2E_METRICS_BACKEND=torch);
   now       conv_taps.tap_partial (a batched matmul per group) and PartialSums.of (one numba pass per
             partial);
 
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import catalogue_cases, positive  # noqa: E402
+from e2egen.metrics.backend import chosen  # noqa: E402
 from e2egen.runner.bound import PartialSums  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
@@ -49,19 +51,6 @@ def baseline_tap(params, inputs64, tap: int) -> torch.Tensor:
         transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[params.spatial_dims - 1]
         gathered = transpose(inputs64["dy"], unit, groups=params.groups)
     return _scattered_into_input(gathered, params, params.tap_positions(offsets))
-
-
-def baseline_sums(partials) -> tuple[torch.Tensor, torch.Tensor]:
-    """Σ|P_t| and Σ|S_t| by torch's ops, as PartialSums.of did."""
-    absolute = running = total = None
-    for part in partials:
-        if absolute is None:
-            absolute, running, total = part.abs(), part.clone(), part.abs()
-        else:
-            absolute.add_(part.abs())
-            running.add_(part)
-            total.add_(running.abs())
-    return absolute, total
 
 
 def bwd_data_problems(catalogue: str):
@@ -97,7 +86,9 @@ def main() -> None:
         taps = range(math.prod(params.kernel) - 1, -1, -1)
 
         def baseline():
-            return baseline_sums(baseline_tap(params, inputs64, t) for t in taps)
+            with chosen("torch"):  # PartialSums.of's torch ops, as before the numba pass
+                sums = PartialSums.of("taps", False, (baseline_tap(params, inputs64, t) for t in taps))
+            return sums.absolute, sums.running
 
         def now():
             sums = PartialSums.of("taps", False, (tap_partial("bwd_data", params, inputs64, t) for t in taps))

@@ -6,7 +6,9 @@ one (for tests and for checking a result on the other path).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Iterator
 
 import torch
 
@@ -30,6 +32,21 @@ TORCH_DEVICE_CHUNK = 1 << 22
 NUMBA_MISSING = ("numba is not installed, so CPU comparisons take the plain-torch path: the same results, tens "
                  "of times slower on large outputs. Install it with `pip install numba` (the project's `fast` extra), "
                  f"or set {ENV_VAR}=torch to choose that path and silence this note.")
+
+
+@contextlib.contextmanager
+def chosen(name: str) -> Iterator[None]:
+    """E2E_METRICS_BACKEND set to `name` inside the block, as it was after it: a benchmark's way to time the
+    numba passes against their torch definitions in one process."""
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ENV_VAR]
+        else:
+            os.environ[ENV_VAR] = before
 
 
 def choose(requested: str | None, device: torch.device) -> str:

@@ -80,6 +80,22 @@ if AVAILABLE:
     _bits32 = _bitcast("_bits32", types.float32, types.int32, ir.IntType(32))  # a float32's bits
     _float32 = _bitcast("_float32", types.int32, types.float32, ir.FloatType())  # the float32 of these bits
 
+    @intrinsic
+    def _align_stack(typingctx):
+        """Called first in a kernel whose loop spills vector registers: its prologue aligns the stack to 64
+        bytes. LLVM spills zmm registers with unaligned moves and does not realign the stack for them, and
+        the ABI aligns it to 16 bytes only, so where ASLR and the environment's size had put the stack
+        decided whether every spill and reload split a cache line: the same kernel on the same data ran
+        a fifth to a third slower in three processes of four (tests/test_numba_vectorised.py checks the
+        prologue). When LLVM inlines the kernel, the caller takes the alignment on. nounwind is true of
+        every njit function (errors are return codes) and is there because llvmlite prints a function's
+        attributes only when it has a named one."""
+        def codegen(context, builder, signature, args):
+            builder.function.attributes.alignstack = 64
+            builder.function.attributes.add("nounwind")
+            return context.get_dummy_value()
+        return types.none(), codegen
+
     @numba.njit(inline="always", error_model="numpy")
     def _ulp_exponent(magnitude, emin, emax):
         """The exponent of ulp_T at a float64 of these bits without the sign: its binade's, the one below
@@ -216,6 +232,7 @@ if AVAILABLE:
     def _reduce_chunk(ref, out_bits, bound, recipe, lo, hi, ftz, rel_floor_bits, m, bias, emin, emax, bits,
                       max_pattern, max_bits, min_normal_bits, mode):
         """The vectorised pass: maxima (as float bits), sums and packed counts of ref[lo:hi]."""
+        _align_stack()
         best_abs = best_rel = best_eps = best_bound = best_ulp = max_ref = max_out = 0
         best_rel_old = -1
         sum_sq_diff = sum_sq_ref = sum_sq_bound = sum_s = sum_sq_s = sum_t = sum_sq_t = 0.0
@@ -357,6 +374,7 @@ if AVAILABLE:
         element matches -1: every value here is >= 0). One branch-free pass keeping the least matching
         position per target, so that it vectorises like _reduce_chunk; a scalar loop that stops at the
         last find scanned half a chunk at several times the cost."""
+        _align_stack()
         n = hi - lo
         first_abs = first_rel = first_rel_old = first_eps = first_bound = first_ulp = n
         ref_c, out_c = ref[lo:hi], out_bits[lo:hi]  # slices from 0 (see _reduce_chunk)

@@ -25,7 +25,7 @@ MAX_SHIFT = 60  # as rounding.MAX_SHIFT: shifts past a 53-bit significand round 
 if AVAILABLE:
     import numba
 
-    from e2egen.metrics.fused_numba import _bits, _float
+    from e2egen.metrics.fused_numba import _align_stack, _bits, _float
 
     @numba.njit(inline="always", error_model="numpy")
     def _nearest_pattern(x, m, emin):
@@ -67,6 +67,7 @@ if AVAILABLE:
                negative_zero):
         """encoding.encode's codes of a signed byte format: the nearest-even pattern with the sign, `overflow`
         past max or at ±inf (signed or not), nan_code for NaN; how many NaN there were."""
+        _align_stack()
         values_c, out_c = values[start:stop], out[start:stop]
         nans = 0
         for i in range(stop - start):

@@ -48,7 +48,7 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _bits, _bits32, _float, _float32
+    from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
 
     @numba.njit(inline="always", error_model="numpy")
     def _round_down_f32(x, largest):
@@ -164,6 +164,7 @@ if fused_numba.AVAILABLE:
         argument below, the greater above (NaN if either value is), moved out by the allowance and the
         slack and rounded outward (_allowed_outward). Where the values are equal either may be taken: they
         differ at most in a zero's sign, which the allowance ignores and the rounding drops."""
+        _align_stack()
         lo_c, hi_c, at_lo_c, at_hi_c = lo[start:stop], hi[start:stop], at_lo[start:stop], at_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
@@ -185,6 +186,7 @@ if fused_numba.AVAILABLE:
         """intervals.div's ends: the least and greatest of the four corner quotients (NaN if any is),
         moved out by the division's allowance (at x = 0) and the slack and rounded outward; any value
         (-inf, inf before the rounding) where b's interval holds 0."""
+        _align_stack()
         a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):

@@ -11,6 +11,8 @@ hold the loop vectoriser's `vector.body` and no gathers.
 from __future__ import annotations
 
 import importlib
+import platform
+import re
 
 import pytest
 
@@ -47,13 +49,46 @@ def warmed() -> None:
     assert warmup.warm() > 0  # every kernel called once per argument type: their signatures are known
 
 
-def fresh_ir(dispatcher, signature) -> str:
-    """The optimised LLVM IR of the dispatcher's function compiled anew for `signature`, cache off."""
+def fresh_compile(dispatcher, signature):
+    """The dispatcher's function compiled anew for `signature`, cache off."""
     import numba
 
     options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}
-    compiled = numba.njit(signature, **options)(dispatcher.py_func)
+    return numba.njit(signature, **options)(dispatcher.py_func)
+
+
+def fresh_ir(dispatcher, signature) -> str:
+    """The optimised LLVM IR of the dispatcher's function compiled anew for `signature`, cache off."""
+    compiled = fresh_compile(dispatcher, signature)
     return compiled.inspect_llvm(compiled.signatures[0])
+
+
+def fresh_asm(dispatcher, signature) -> str:
+    compiled = fresh_compile(dispatcher, signature)
+    return compiled.inspect_asm(compiled.signatures[0])
+
+
+_LABEL = re.compile(r"^(\.?[\w$.]+):")
+_JUMP = re.compile(r"^\s+j\w+\s+(\.?[\w$.]+)")
+_VECTOR_STACK_ACCESS = re.compile(r"%[yz]mm\d+.*\(%rsp\)|\(%rsp\).*%[yz]mm\d+")
+
+
+def vector_stack_accesses_in_loops(asm: str) -> int:
+    """The most 32- or 64-byte register loads and stores to the stack (spills, reloads) inside one loop of
+    x86-64 assembly: the lines from a label to a jump back to it."""
+    lines = asm.splitlines()
+    labels = {match.group(1): i for i, line in enumerate(lines) if (match := _LABEL.match(line))}
+    most = 0
+    for end, line in enumerate(lines):
+        jump = _JUMP.match(line)
+        if jump and labels.get(jump.group(1), end) < end:
+            body = lines[labels[jump.group(1)]:end + 1]
+            most = max(most, sum(1 for op in body if _VECTOR_STACK_ACCESS.search(op)))
+    return most
+
+
+def aligns_its_stack(asm: str) -> bool:
+    return "andq\t$-64, %rsp" in asm
 
 
 @pytest.mark.parametrize("module, name", VECTORISED, ids=[f"{m.rsplit('.', 1)[1]}.{n}" for m, n in VECTORISED])
@@ -65,6 +100,69 @@ def test_the_loop_is_vectorised(module, name, warmed):
     assert not scalar, f"{module}.{name} is not vectorised for {scalar}"
     gathering = [s for s, ir in irs.items() if "masked.gather" in ir]
     assert not gathering, f"{module}.{name} loads its elements by gathers for {gathering}"
+
+
+x86_64 = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                            reason="reads x86-64 assembly")
+
+
+@x86_64
+@pytest.mark.parametrize("module, name", VECTORISED, ids=[f"{m.rsplit('.', 1)[1]}.{n}" for m, n in VECTORISED])
+def test_a_loop_that_spills_vectors_has_its_stack_aligned(module, name, warmed):
+    """A kernel whose loop keeps vector registers on the stack calls fused_numba._align_stack: the ABI
+    aligns the stack to 16 bytes only, and a 32- or 64-byte spill at a misaligned place splits a cache
+    line on every iteration (a fifth slower, depending on where the process's stack happens to start)."""
+    dispatcher = getattr(importlib.import_module(module), name)
+    assert dispatcher.signatures, f"the warm-up never called {name}"
+    asms = {str(s): fresh_asm(dispatcher, s) for s in dispatcher.signatures}
+    unaligned = [s for s, asm in asms.items() if vector_stack_accesses_in_loops(asm) and not aligns_its_stack(asm)]
+    assert not unaligned, f"{module}.{name} spills vector registers in its loop on an unaligned stack for {unaligned}"
+
+
+def _many_sums(x, out, lo, hi):
+    """Forty running sums: more vector accumulators than AVX-512's 32 registers, so the loop spills."""
+    x_c = x[lo:hi]
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = s8 = s9 = 0.0
+    t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = t8 = t9 = 0.0
+    u0 = u1 = u2 = u3 = u4 = u5 = u6 = u7 = u8 = u9 = 0.0
+    v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = v8 = v9 = 0.0
+    for i in range(hi - lo):
+        a = x_c[i]
+        s0 += a; s1 += a * 1.5; s2 += a * 2.5; s3 += a * 3.5; s4 += a * 4.5
+        s5 += a * 5.5; s6 += a * 6.5; s7 += a * 7.5; s8 += a * 8.5; s9 += a * 9.5
+        t0 += a * a; t1 += a * a * 1.5; t2 += a * a * 2.5; t3 += a * a * 3.5; t4 += a * a * 4.5
+        t5 += a * a * 5.5; t6 += a * a * 6.5; t7 += a * a * 7.5; t8 += a * a * 8.5; t9 += a * a * 9.5
+        u0 += abs(a); u1 += abs(a) * 1.5; u2 += abs(a) * 2.5; u3 += abs(a) * 3.5; u4 += abs(a) * 4.5
+        u5 += abs(a) * 5.5; u6 += abs(a) * 6.5; u7 += abs(a) * 7.5; u8 += abs(a) * 8.5; u9 += abs(a) * 9.5
+        v0 += max(a, 0.0); v1 += max(a, 1.0); v2 += max(a, 2.0); v3 += max(a, 3.0); v4 += max(a, 4.0)
+        v5 += max(a, 5.0); v6 += max(a, 6.0); v7 += max(a, 7.0); v8 += max(a, 8.0); v9 += max(a, 9.0)
+    out[0] = (s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7 + s8 + s9 + t0 + t1 + t2 + t3 + t4 + t5 + t6 + t7 + t8 + t9
+              + u0 + u1 + u2 + u3 + u4 + u5 + u6 + u7 + u8 + u9 + v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7 + v8 + v9)
+
+
+@x86_64
+def test_the_check_tells_an_unaligned_spill():
+    """Forty running sums spill in the loop; without _align_stack the prologue leaves the stack as the ABI
+    gives it, with it the prologue aligns it."""
+    import numba
+    import numpy as np
+
+    from e2egen.metrics.fused_numba import _align_stack
+
+    inner = numba.njit(error_model="numpy", fastmath={"reassoc"})(_many_sums)
+
+    @numba.njit(error_model="numpy")
+    def aligned(x, out, lo, hi):
+        _align_stack()
+        inner(x, out, lo, hi)  # inlined by LLVM: the loop is in aligned's body
+
+    x, out = np.arange(64.0), np.zeros(1)
+    for function, expect_aligned in ((inner, False), (aligned, True)):
+        function(x, out, 0, 64)
+        assert out[0] > 0.0
+        asm = function.inspect_asm(function.signatures[0])
+        assert vector_stack_accesses_in_loops(asm) > 0, "the forty sums no longer spill: the check shows nothing"
+        assert aligns_its_stack(asm) == expect_aligned
 
 
 def test_the_check_tells_a_scalar_loop():

@@ -82,14 +82,15 @@ if AVAILABLE:
 
     @intrinsic
     def _align_stack(typingctx):
-        """Called first in a kernel whose loop spills vector registers: its prologue aligns the stack to 64
-        bytes. LLVM spills zmm registers with unaligned moves and does not realign the stack for them, and
-        the ABI aligns it to 16 bytes only, so where ASLR and the environment's size had put the stack
-        decided whether every spill and reload split a cache line: the same kernel on the same data ran
-        a fifth to a third slower in three processes of four (tests/test_numba_vectorised.py checks the
-        prologue). When LLVM inlines the kernel, the caller takes the alignment on. nounwind is true of
-        every njit function (errors are return codes) and is there because llvmlite prints a function's
-        attributes only when it has a named one."""
+        """Called first in every per-element kernel: its prologue aligns the stack to 64 bytes. Where a loop
+        keeps more values than the CPU has vector registers (the comparison's with AVX-512, most kernels with
+        AVX2's 16), LLVM spills them with unaligned moves and does not realign the stack for them; the ABI
+        aligns it to 16 bytes only, so where ASLR and the environment's size had put the stack decided
+        whether every spill and reload split a cache line: the same kernel on the same data ran a fifth to
+        a third slower in three processes of four (tests/test_numba_vectorised.py checks the prologue).
+        When LLVM inlines the kernel, the caller takes the alignment on. nounwind is true of every njit
+        function (errors are return codes) and is there because llvmlite prints a function's attributes
+        only when it has a named one."""
         def codegen(context, builder, signature, args):
             builder.function.attributes.alignstack = 64
             builder.function.attributes.add("nounwind")
@@ -213,6 +214,7 @@ if AVAILABLE:
         (terms may be total itself; f32 terms are widened to float64 first, exactly). Here, in the file of
         _scaled_plus_ulp, because numba's cache of a function notices changes to its own file only.
         Branch-free, so that LLVM vectorises it; slices from 0 (see _reduce_chunk)."""
+        _align_stack()
         total_c, terms_c, ref_c = total[lo:hi], terms[lo:hi], ref[lo:hi]
         for i in range(hi - lo):
             total_c[i] = _scaled_plus_ulp(terms_c[i], ref_c[i], widening, scale, count, m, emin, emax)

@@ -58,6 +58,7 @@ if AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_to(values, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero):
         """rounding.round_to's compute() over values[start:stop]."""
+        _align_stack()
         values_c, out_c = values[start:stop], out[start:stop]  # slices from 0: see fused_numba._reduce_chunk
         for i in range(stop - start):
             out_c[i] = _rounded(values_c[i], m, emin, bias, max_pattern, beyond, negative_zero)
@@ -95,6 +96,7 @@ if AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _ulp(values, out, start, stop, m, emin, emax):
         """rounding.ulp's compute() over values[start:stop]."""
+        _align_stack()
         values_c, out_c = values[start:stop], out[start:stop]
         for i in range(stop - start):
             out_c[i] = _ulp_of(values_c[i], m, emin, emax)
@@ -102,6 +104,7 @@ if AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _deviation(exact, error, out, start, stop, m, emin, bias, max_pattern, beyond, negative_zero, emax):
         """rounding.rounding_deviation's compute() over exact[start:stop], error[start:stop]."""
+        _align_stack()
         exact_c, error_c, out_c = exact[start:stop], error[start:stop], out[start:stop]
         for i in range(stop - start):
             x, e = exact_c[i], error_c[i]

@@ -85,6 +85,7 @@ if fused_numba.AVAILABLE:
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _outward(lo, hi, out_lo, out_hi, start, stop, m, emin, bias, max_pattern, largest):
+        _align_stack()
         lo_c, hi_c, out_lo_c, out_hi_c = lo[start:stop], hi[start:stop], out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):  # slices from 0: see fused_numba._reduce_chunk
             out_lo_c[i] = _round_down(lo_c[i], m, emin, bias, max_pattern, largest)
@@ -100,6 +101,7 @@ if fused_numba.AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _sum(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
         """intervals.add's ends: the sums of the ends, widened and rounded outward (_widened_outward)."""
+        _align_stack()
         a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
@@ -110,6 +112,7 @@ if fused_numba.AVAILABLE:
     def _product(a_lo, a_hi, b_lo, b_hi, out_lo, out_hi, start, stop, slack, m, emin, bias, max_pattern, largest):
         """intervals.mul's ends: the least and greatest of the four corner products (a NaN corner, 0·inf,
         read as 0), widened and rounded outward (_widened_outward)."""
+        _align_stack()
         a_lo_c, a_hi_c, b_lo_c, b_hi_c = a_lo[start:stop], a_hi[start:stop], b_lo[start:stop], b_hi[start:stop]
         out_lo_c, out_hi_c = out_lo[start:stop], out_hi[start:stop]
         for i in range(stop - start):
@@ -140,6 +143,7 @@ if fused_numba.AVAILABLE:
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _width(x, y, out, start, stop, ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m, emin, emax):
+        _align_stack()
         x_c, y_c, out_c = x[start:stop], y[start:stop], out[start:stop]
         for i in range(stop - start):
             out_c[i] = _allowance_width(x_c[i], y_c[i], ulps, per_abs_x, absolute, added, inside_lo, inside_hi, m,
@@ -205,6 +209,7 @@ if fused_numba.AVAILABLE:
     def _output_side(lo, hi, ref, out, bound, start, stop):
         """interval_bound's bound for the output: hi - ref where out >= ref, else ref - lo, each clamped at 0
         as torch's clamp_(min=0) does (NaN and -0 stay), 0 where ref is NaN."""
+        _align_stack()
         lo_c, hi_c, ref_c, out_c, bound_c = lo[start:stop], hi[start:stop], ref[start:stop], out[start:stop], \
             bound[start:stop]
         for i in range(stop - start):

@@ -122,7 +122,7 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _bits, _float
+    from e2egen.metrics.fused_numba import _align_stack, _bits, _float
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _narrow_chunk(x, out, lo, hi):
@@ -130,6 +130,7 @@ if fused_numba.AVAILABLE:
         Minima and maxima of |x| as integer bit patterns (same order), so that the loop vectorises; zeros
         are kept out of the minimum arithmetically (a conditional expression there kept LLVM from vectorising
         the loop: 5x slower)."""
+        _align_stack()
         smallest, largest, inexact = (1 << 63) - 1, 0, 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):

@@ -34,8 +34,11 @@ NARROW_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 _CHUNK = 1 << 20
 
 if AVAILABLE:
+    from e2egen.metrics.fused_numba import _align_stack
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _narrow(values, out, start, stop, m, emin, max_pattern, inf_pattern, nan_pattern):
+        _align_stack()
         # slices indexed from 0 (as metrics.fused_numba._reduce_chunk): indexed from `start`, numba's
         # negative-index fix-up made every load a gather, 4x slower
         bits, out_c = values.view(np.int64)[start:stop], out[start:stop]

@@ -32,8 +32,11 @@ SMALLEST_CHUNK = 1 << 20
 if fused_numba.AVAILABLE:
     import numba
 
+    from e2egen.metrics.fused_numba import _align_stack
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _accumulate(part, absolute, running, total, start, stop):
+        _align_stack()
         part_c, absolute_c = part[start:stop], absolute[start:stop]  # slices from 0: see fused_numba._reduce_chunk
         running_c, total_c = running[start:stop], total[start:stop]
         for i in range(stop - start):

@@ -59,12 +59,13 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _bits, _bits32, _float, _float32
+    from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_up_chunk(x, out, lo, hi):
         """The least f32 >= |x| (a non-zero one below f32's smallest normal raised to it) into out[lo:hi];
         the largest result's bits (ordered as the values; NaN and inf above every finite one)."""
+        _align_stack()
         largest = 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):

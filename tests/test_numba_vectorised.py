@@ -128,14 +128,16 @@ def _many_sums(x, out, lo, hi):
     v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = v8 = v9 = 0.0
     for i in range(hi - lo):
         a = x_c[i]
-        s0 += a; s1 += a * 1.5; s2 += a * 2.5; s3 += a * 3.5; s4 += a * 4.5
-        s5 += a * 5.5; s6 += a * 6.5; s7 += a * 7.5; s8 += a * 8.5; s9 += a * 9.5
-        t0 += a * a; t1 += a * a * 1.5; t2 += a * a * 2.5; t3 += a * a * 3.5; t4 += a * a * 4.5
-        t5 += a * a * 5.5; t6 += a * a * 6.5; t7 += a * a * 7.5; t8 += a * a * 8.5; t9 += a * a * 9.5
-        u0 += abs(a); u1 += abs(a) * 1.5; u2 += abs(a) * 2.5; u3 += abs(a) * 3.5; u4 += abs(a) * 4.5
-        u5 += abs(a) * 5.5; u6 += abs(a) * 6.5; u7 += abs(a) * 7.5; u8 += abs(a) * 8.5; u9 += abs(a) * 9.5
-        v0 += max(a, 0.0); v1 += max(a, 1.0); v2 += max(a, 2.0); v3 += max(a, 3.0); v4 += max(a, 4.0)
-        v5 += max(a, 5.0); v6 += max(a, 6.0); v7 += max(a, 7.0); v8 += max(a, 8.0); v9 += max(a, 9.0)
+        s0, s1, s2, s3, s4 = s0 + a, s1 + a * 1.5, s2 + a * 2.5, s3 + a * 3.5, s4 + a * 4.5
+        s5, s6, s7, s8, s9 = s5 + a * 5.5, s6 + a * 6.5, s7 + a * 7.5, s8 + a * 8.5, s9 + a * 9.5
+        q = a * a
+        t0, t1, t2, t3, t4 = t0 + q, t1 + q * 1.5, t2 + q * 2.5, t3 + q * 3.5, t4 + q * 4.5
+        t5, t6, t7, t8, t9 = t5 + q * 5.5, t6 + q * 6.5, t7 + q * 7.5, t8 + q * 8.5, t9 + q * 9.5
+        m = abs(a)
+        u0, u1, u2, u3, u4 = u0 + m, u1 + m * 1.5, u2 + m * 2.5, u3 + m * 3.5, u4 + m * 4.5
+        u5, u6, u7, u8, u9 = u5 + m * 5.5, u6 + m * 6.5, u7 + m * 7.5, u8 + m * 8.5, u9 + m * 9.5
+        v0, v1, v2, v3, v4 = v0 + max(a, 0.0), v1 + max(a, 1.0), v2 + max(a, 2.0), v3 + max(a, 3.0), v4 + max(a, 4.0)
+        v5, v6, v7, v8, v9 = v5 + max(a, 5.0), v6 + max(a, 6.0), v7 + max(a, 7.0), v8 + max(a, 8.0), v9 + max(a, 9.0)
     out[0] = (s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7 + s8 + s9 + t0 + t1 + t2 + t3 + t4 + t5 + t6 + t7 + t8 + t9
               + u0 + u1 + u2 + u3 + u4 + u5 + u6 + u7 + u8 + u9 + v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7 + v8 + v9)
 

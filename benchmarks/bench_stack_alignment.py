@@ -70,8 +70,7 @@ def measure_here(args: argparse.Namespace) -> dict[str, float]:
     passes = {"aligned": numba.njit(**options)(source), "unaligned": numba.njit(**options)(unaligned)}
 
     fmt = float_format("f16")
-    arguments = {k: v for k, v in fused_numba._format_args(fmt, False, 1e-3, 0).items()
-                 if k not in ("has_inf", "limit_bits")}  # _reduce_chunk's
+    arguments = fused_numba._pass_args(fmt, False, 1e-3, 0)
     rng = np.random.default_rng(0)
     ref = rng.standard_normal(args.n)
     out_bits = torch.from_numpy(ref).to(torch.float16).view(torch.int16).numpy()

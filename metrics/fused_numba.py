@@ -434,6 +434,15 @@ def _format_args(fmt: Format, ftz: bool, rel_floor: float, mode: int) -> dict:
                 min_normal_bits=_float_bits_of(fmt.min_normal), mode=int(mode))
 
 
+_SPECIALS_ONLY = ("has_inf", "limit_bits")  # read by _count_specials (inside _kernel) alone
+
+
+@functools.lru_cache(maxsize=256)
+def _pass_args(fmt: Format, ftz: bool, rel_floor: float, mode: int) -> dict:
+    """The format arguments of one chunk's passes, _reduce_chunk's and _locate's."""
+    return {k: v for k, v in _format_args(fmt, ftz, rel_floor, mode).items() if k not in _SPECIALS_ONLY}
+
+
 # 21-bit packed counters (see _reduce_chunk) cap a chunk's length.
 MAX_CHUNK = (1 << 21) - 1
 # Below this many elements per thread a second thread costs more in the hand-off than it saves (measured:
@@ -466,7 +475,7 @@ def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fm
     if located is None:
         raise ValueError(BAD_BOUND_MESSAGE)
     values, chunks = (array.tolist() for array in located)
-    locate_args = {k: v for k, v in args.items() if k not in ("has_inf", "limit_bits")}  # _locate's
+    locate_args = _pass_args(fmt, ftz, rel_floor, mode)
     for c in sorted(set(chunks) - {-1}):  # one pass per chunk, for every maximum it holds
         targets = np.array([v if held == c else -1 for v, held in zip(values, chunks)], np.int64)
         found = _locate(ref, out_bits, bound, recipe, c * chunk, min((c + 1) * chunk, ref.shape[0]), targets,

@@ -6,10 +6,12 @@ array from each task's start, so that every load became a gather (numba's negati
 monotone interval pass loaded an argument under a condition, a gather again; magnitude's scan took its
 minimum through a conditional expression, which left the loop scalar. Here each kernel is compiled
 afresh, without the cache, for every argument type the warm-up gives it, and its optimised LLVM IR must
-hold the loop vectoriser's `vector.body` and no gathers.
+hold the loop vectoriser's `vector.body` and no gathers. On x86-64, where a loop keeps vector registers
+on the stack, its prologue must also align the stack (fused_numba._align_stack; issue 20, tenth round).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import platform
 import re
@@ -49,8 +51,10 @@ def warmed() -> None:
     assert warmup.warm() > 0  # every kernel called once per argument type: their signatures are known
 
 
+@functools.cache
 def fresh_compile(dispatcher, signature):
-    """The dispatcher's function compiled anew for `signature`, cache off."""
+    """The dispatcher's function compiled anew for `signature`, cache off (once per test process: the IR
+    and the assembly checks read the same compilation)."""
     import numba
 
     options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}

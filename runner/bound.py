@@ -72,7 +72,8 @@ from e2egen import metrics
 
 from .dtypes import input_format_name
 from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
-from .magnitude import WidenedSum, magnitude, magnitude_bound, widened_sum
+from .magnitude import (F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_MIN_NORMAL, F64_UNIT_ROUNDOFF, F32Operands, WidenedSum,
+                        f32_operands, magnitude, magnitude_bound, signed_sum_error, widened_sum)
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
@@ -152,40 +153,68 @@ PARTIAL_SUMS_HEADROOM = 2.0  # on the first-order worst case of a cut reduction:
 @dataclass(frozen=True, eq=False)
 class PartialSums:
     """Σ_t |P_t| and Σ_t |S_t| of a reduction cut into partials (by tap or by sample), per element, with the
-    partials added in the kernel's order (the documented one, or last first when `reversed`)."""
+    partials added in the kernel's order (the documented one, or last first when `reversed`).
+
+    The partials are computed (in f32 where magnitude.f32_operands' premises hold, else in float64), so each
+    may be off its exact value by `partial_error` = (relative, absolute): relative · Σ|a·b| of its own
+    products + absolute (magnitude.signed_sum_error). Over `count` partials that moves Σ_t |P_t| by at most
+    relative · Σ|a·b| + count · absolute, and Σ_t |S_t| by count times that; the accumulation term adds
+    both (magnitude_share, and accumulation's constant), so it bounds the exact partials' term."""
 
     kind: str  # "taps" | "samples"
     reversed: bool
     absolute: torch.Tensor  # Σ_t |P_t|, float64
     running: torch.Tensor  # Σ_t |S_t|
+    count: int = 0  # the partials summed
+    partial_error: tuple[float, float] = (0.0, 0.0)  # (relative to its products' Σ|a·b|, absolute) per partial
 
     @classmethod
-    def of(cls, kind: str, reverse: bool, partials) -> "PartialSums | None":
+    def of(cls, kind: str, reverse: bool, partials, partial_error: tuple[float, float] = (0.0, 0.0)) -> "PartialSums | None":
         """One pass over the partials (documented order); only a reversed kernel needs them held at once.
-        On the CPU each further partial is added in one numba pass (partial_passes), else by torch's ops."""
-        from .partial_passes import accumulate
+        On the CPU each further partial is added in one numba pass (partial_passes), else by torch's ops;
+        the sums are float64 whatever the partials' dtype (an f32 partial widens exactly)."""
+        from .partial_passes import accumulate, start
 
         if reverse:
             partials = list(partials)[::-1]
         absolute = running = total = None
+        count = 0
         for part in partials:
+            count += 1
             if absolute is None:
-                absolute, running, total = part.abs(), part.clone(), part.abs()
+                absolute, running, total = start(part)
             elif not accumulate(part, absolute, running, total):
                 absolute.add_(part.abs())
                 running.add_(part)
                 total.add_(running.abs())
-        return None if absolute is None else cls(kind, reverse, absolute, total)
+        return None if absolute is None else cls(kind, reverse, absolute, total, count, partial_error)
 
     def fits(self, arithmetic: Arithmetic) -> bool:
         return arithmetic.groups == self.kind and arithmetic.reversed == self.reversed
 
+    def _unit(self, arithmetic: Arithmetic) -> float:
+        return PARTIAL_SUMS_HEADROOM * arithmetic.acc_unit_roundoff * (2 if arithmetic.truncates else 1)
+
+    def _error_count(self, arithmetic: Arithmetic) -> int:
+        """How many times one partial's error can enter the sums: once into each running sum S_t (count),
+        once more into Σ_t |P_t| when the kernel stores each partial."""
+        return self.count + (1 if arithmetic.partials == "stored" else 0)
+
+    def magnitude_share(self, arithmetic: Arithmetic) -> float:
+        """The multiple of Σ|a·b| that covers the computed partials' own error in the accumulation term."""
+        return self._unit(arithmetic) * self._error_count(arithmetic) * self.partial_error[0]
+
     def accumulation(self, arithmetic: Arithmetic) -> torch.Tensor:
-        unit = PARTIAL_SUMS_HEADROOM * arithmetic.acc_unit_roundoff * (2 if arithmetic.truncates else 1)
-        total = self.running.clone()
+        """The accumulation term on the computed partials (magnitude_share's part not included): a new
+        tensor, in as few passes over the output as torch's ops allow (they are memory-bound)."""
+        unit = self._unit(arithmetic)
+        total = torch.mul(self.running, unit)
         if arithmetic.partials == "stored":
-            total.add_(self.absolute)
-        return total.mul_(unit)
+            total.add_(self.absolute, alpha=unit)
+        absolute_error = self.count * self.partial_error[1]
+        if absolute_error:
+            total.add_(unit * self._error_count(arithmetic) * absolute_error)
+        return total
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,7 +254,9 @@ class ProductSumError:
         count = arithmetic.group_count(self.reduction_size, self.samples, self.taps)
         inner = growth(math.ceil(self.reduction_size / count), model.strict, model.lam, arithmetic.truncates)
         within = input_rounding(arithmetic) + inner * arithmetic.inner_unit_roundoff
-        return self.partials.accumulation(arithmetic).add_(self.magnitude * within)
+        within += self.partials.magnitude_share(arithmetic)
+        summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W: one pass, without writing Ŝ·W out
+        return self.partials.accumulation(arithmetic).add_(summed, alpha=widening * within)
 
 
 @dataclass(frozen=True, eq=False)
@@ -480,16 +511,34 @@ def product_sum_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor],
     """An op whose output sums products of its inputs, then rounds to the output format.
 
     When the measured arithmetic keeps narrow partials per tap or per sample, their sums are computed
-    too (one op per partial) so the accumulator's term is that of the kernel's own computation."""
+    too (one op per partial) so the accumulator's term is that of the kernel's own computation: in f32
+    where Σ|a·b|'s f32 premises hold (magnitude.f32_operands), else in float64, each with its own error
+    covered (PartialSums)."""
+    operands = f32_operands(problem, inputs64)
     partials = None
     if arithmetic is not None and arithmetic.groups in ("taps", "samples"):
         samples, taps = problem.spec.reduction_parts(problem.params, problem.direction)
         if arithmetic.group_count(problem.reduction_size, samples, taps) <= PARTIALS_MAX_PASSES:
-            produced = problem.spec.reduction_partials(problem, inputs64, arithmetic.groups)
-            if produced is not None:
-                primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
-                partials = PartialSums.of(arithmetic.groups, arithmetic.reversed, primary)
-    return product_sum_parts(problem, widened_sum(problem, inputs64), partials)
+            partials = _partial_sums(problem, inputs64, arithmetic, operands)
+    return product_sum_parts(problem, widened_sum(problem, inputs64, operands), partials)
+
+
+def _partial_sums(problem: Problem, inputs64: Mapping[str, torch.Tensor], arithmetic: Arithmetic,
+                  operands: F32Operands) -> PartialSums | None:
+    """The kernel's partials' sums, from f32 copies of the inputs (exact: the premises checked that every
+    input is an f32 value) where the f32 premises hold, with NNPACK off as for Σ|a·b|."""
+    if operands.unmet:
+        inputs, unit, min_normal = inputs64, F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
+    else:
+        inputs = {name: t.to(torch.float32) for name, t in inputs64.items()}
+        unit, min_normal = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
+    with torch.backends.nnpack.flags(enabled=False):
+        produced = problem.spec.reduction_partials(problem, inputs, arithmetic.groups)
+        if produced is None:
+            return None
+        primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
+        return PartialSums.of(arithmetic.groups, arithmetic.reversed, primary,
+                              signed_sum_error(problem.reduction_size, unit, min_normal))
 
 
 def product_sum_parts(problem: Problem, terms: "torch.Tensor | WidenedSum", partials: PartialSums | None = None) -> SumOfBounds:

@@ -51,11 +51,12 @@ from e2egen.metrics.backend import numba_path
 from .problem import Problem
 
 __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
-           "f32_premises"]
+           "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
 F32_MIN_NORMAL = 2.0 ** -126
+F64_MIN_NORMAL = 2.0 ** -1022
 F32_MAX = float(torch.finfo(torch.float32).max)
 MAX_REDUCTION_ROUNDOFF = 2.0 ** -4  # K·u above this: the f32 path would widen too much; float64 instead
 _EXTRA_ROUNDINGS = 4  # the float64 operations that follow: W, Ŝ·W, ·(u_in + A), + c_out·ulp
@@ -89,31 +90,52 @@ def reduced_precision_allowed() -> str:
 
 def f32_premises(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> str:
     """Why the f32 path would not be a proven bound for these inputs ("" when it is)."""
-    return _f32_operands(problem, inputs64)[0]
+    return f32_operands(problem, inputs64).unmet
 
 
-def _f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> tuple[str, dict[str, torch.Tensor]]:
-    """(why not, "") or ("", |inputs| as f32): the premises checked with one pass over each input."""
+@dataclass(frozen=True, eq=False)
+class F32Operands:
+    """What the premises' check found: why the f32 path is not proven here ("" when it is) and, when it is,
+    |inputs| as f32 (what Σ|a·b| multiplies)."""
+
+    unmet: str
+    magnitudes: Mapping[str, torch.Tensor]
+
+
+def f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> F32Operands:
+    """The premises of the f32 path, checked with one pass over each input, which also writes |input| as f32."""
     if any(t.device.type != "cpu" for t in inputs64.values()):
-        return "inputs on a device (its kernels may not sum in f32)", {}
+        return F32Operands("inputs on a device (its kernels may not sum in f32)", {})
     if problem.reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
-        return f"reduction of {problem.reduction_size} products is too long for f32", {}
+        return F32Operands(f"reduction of {problem.reduction_size} products is too long for f32", {})
     reason = reduced_precision_allowed()
     if reason:
-        return f"{reason} lets torch sum f32 in lower precision", {}
+        return F32Operands(f"{reason} lets torch sum f32 in lower precision", {})
     if len(inputs64) != 2:
-        return f"{len(inputs64)} inputs: the analysis covers products of two", {}
+        return F32Operands(f"{len(inputs64)} inputs: the analysis covers products of two", {})
     smallest, largest, narrow = 1.0, 1.0, {}
     for name, t in inputs64.items():
         narrow[name], low, high, exact = _narrowed(t)
         if not exact:
-            return f"input {name} has values that are not f32 values", {}
+            return F32Operands(f"input {name} has values that are not f32 values", {})
         smallest, largest = smallest * low, largest * high
     if smallest < F32_MIN_NORMAL:
-        return "a product could underflow in f32", {}
+        return F32Operands("a product could underflow in f32", {})
     if largest * problem.reduction_size > F32_MAX / 2:
-        return "a sum could overflow in f32", {}
-    return "", narrow
+        return F32Operands("a sum could overflow in f32", {})
+    return F32Operands("", narrow)
+
+
+def signed_sum_error(reduction_size: int, unit: float, min_normal: float) -> tuple[float, float]:
+    """(relative, absolute): a computed sum of at most `reduction_size` signed products, in a format of unit
+    roundoff `unit`, in any order and blocking, with or without fused multiply-adds, is within
+    relative · Σ|a·b| + absolute of its exact value (docs/error-bound.md, "Partial sums in f32"). relative is
+    γ_K = K·u / (1 - K·u) (Higham, Accuracy and Stability of Numerical Algorithms, §3.1), rounded up;
+    absolute covers a partial sum that cancels into the subnormal range being flushed (FTZ/DAZ), min_normal
+    per operation, 2K operations. Both are float64 values rounded up."""
+    roundings = reduction_size * unit  # exact: an integer times a power of two
+    relative = math.nextafter(roundings / (1.0 - roundings), math.inf)
+    return relative, math.nextafter(2 * reduction_size * min_normal, math.inf)
 
 
 NARROW_CHUNK = 1 << 16  # the fewest elements per task of the numba scan
@@ -180,16 +202,17 @@ class WidenedSum:
         return exact if self.widening == 1.0 else exact.mul_(self.widening)
 
 
-def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> WidenedSum:
+def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor], operands: F32Operands | None = None) -> WidenedSum:
     """An upper bound on Σ|a_i·b_i| per output element: the op on |inputs| in f32, to be widened by
-    widening(K), where f32_premises hold; else in float64, widened by float64's widening(K) already."""
+    widening(K), where f32_premises hold; else in float64, widened by float64's widening(K) already.
+    `operands`: f32_operands' answer for these inputs, where the caller has it already."""
     from .reference import apply_op
 
     k = problem.reduction_size
-    reason, narrow = _f32_operands(problem, inputs64)
-    if not reason:
+    operands = operands or f32_operands(problem, inputs64)
+    if not operands.unmet:
         with torch.backends.nnpack.flags(enabled=False):
-            summed = apply_op(problem, narrow)
+            summed = apply_op(problem, operands.magnitudes)
         if summed.dtype == torch.float32:  # else an op whose reference promotes: not the f32 sum analysed
             return WidenedSum(summed, widening(k))
     return WidenedSum(magnitude(problem, inputs64).mul_(widening(k, F64_UNIT_ROUNDOFF)), 1.0)

@@ -55,16 +55,18 @@ def warm() -> int:
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
     """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
-    (runner/upper_matmul.py), the partial sums' running sums (runner/partial_passes.py) and the fused ulp
-    term per output format, for float64 and f32 sums."""
+    (runner/upper_matmul.py), the partial sums' running sums from float64 and f32 partials
+    (runner/partial_passes.py) and the fused ulp term per output format, for float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
     from . import magnitude, partial_passes, upper_matmul
 
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
-    partial_passes.accumulate(ref, *(torch.zeros_like(ref) for _ in range(3)))
-    calls = 3
+    calls = 2
+    for part in (ref, ref.float()):  # the kernel's partials in float64 or, where proven, in f32
+        partial_passes.accumulate(part, *partial_passes.start(part))
+        calls += 2
     for name in ("f32", "f16", "bf16"):
         ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
         ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)

@@ -32,6 +32,7 @@ VECTORISED = [
     ("e2egen.runner.magnitude", "_narrow_chunk"),
     ("e2egen.runner.upper_matmul", "_round_up_chunk"),
     ("e2egen.runner.partial_passes", "_accumulate"),
+    ("e2egen.runner.partial_passes", "_start"),
     ("e2egen.metrics.rounding_numba", "_round_to"),
     ("e2egen.metrics.rounding_numba", "_ulp"),
     ("e2egen.metrics.rounding_numba", "_deviation"),

@@ -224,9 +224,10 @@ class ProductSumOp(Op):
 
         return {problem.primary_output: product_sum_bound(problem, inputs64, arithmetic)}
 
-    def reduction_partials(self, problem: Any, inputs64: Mapping[str, torch.Tensor], kind: str) -> Iterator[torch.Tensor] | None:
-        """The float64 partial sums of a "taps" or "samples" cut, in the documented reduction order
-        (runner/lowering.py); None where the op cannot cut its reduction that way."""
+    def reduction_partials(self, problem: Any, inputs: Mapping[str, torch.Tensor], kind: str) -> Iterator[torch.Tensor] | None:
+        """The partial sums of a "taps" or "samples" cut, in the documented reduction order
+        (runner/lowering.py), computed in the inputs' dtype (f32 or float64: bound.PartialSums covers each
+        partial's own error); None where the op cannot cut its reduction that way."""
         return None
 
     # -- arithmetic probes (runner/arithmetic) --------------------------------

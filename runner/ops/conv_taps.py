@@ -5,9 +5,10 @@ Tap t = (r_1, …, r_D) of the window contributes w[:, :, r] times the input pos
 1×1 convolution over channels at the tap's strided offset (fwd), or its transpose scattered back to the
 positions the tap reads (bwd_data): 1/window of the whole convolution's work, where convolving with a
 weight masked down to one tap costs the whole convolution again for every tap. A 1×1 convolution is a
-matrix product per group, (K/g × C/g) by (C/g × positions), and runs as one batched float64 matmul: torch's
-CPU float64 convolutions have no 1×1 fast path (slow_conv_transpose3d took 1.0 ms per tap of a C3D layer
-where the matmul takes 0.6 ms, and a grouped one ran group by group: 0.64 against 0.13 ms).
+matrix product per group, (K/g × C/g) by (C/g × positions), and runs as one batched matmul in the inputs'
+dtype (f32 where the bound has proven that, else float64): torch's CPU float64 convolutions have no 1×1
+fast path (slow_conv_transpose3d took 1.0 ms per tap of a C3D layer where the matmul takes 0.6 ms, and a
+grouped one ran group by group: 0.64 against 0.13 ms).
 """
 from __future__ import annotations
 
@@ -28,27 +29,28 @@ def tap_offsets(tap: int, kernel: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(offsets))
 
 
-def tap_partial(direction: str, params: "ConvParams", inputs64: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
-    """Tap `tap`'s partial sum of every output element (float64, logical layout): fwd's y or bwd_data's dx."""
+def tap_partial(direction: str, params: "ConvParams", inputs: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
+    """Tap `tap`'s partial sum of every output element (the inputs' dtype, logical layout): fwd's y or
+    bwd_data's dx."""
     from .conv import _pad_explicitly
 
     dims = params.spatial_dims
     offsets = tap_offsets(tap, params.kernel)
-    w = inputs64["w"][(slice(None), slice(None), *offsets)]  # (K, C/groups): the tap's 1×1 weight
+    w = inputs["w"][(slice(None), slice(None), *offsets)]  # (K, C/groups): the tap's 1×1 weight
     # depthwise (one input and one output channel per group): the 1×1 convolution is a product per channel
     per_channel = w.reshape(1, -1, *([1] * dims)) if params.c == params.k == params.groups else None
     window = params.tap_positions(offsets)
     if direction == "fwd":
-        x = _pad_explicitly(inputs64["x"], params.pads)[(..., *window)]
+        x = _pad_explicitly(inputs["x"], params.pads)[(..., *window)]
         if per_channel is not None:
             return x * per_channel
         return _unit_convolution(x, w, params.groups)
     if direction != "bwd_data":
         raise ValueError(f"taps cut fwd and bwd_data, not {direction}")
     if per_channel is not None:
-        gathered = inputs64["dy"] * per_channel
+        gathered = inputs["dy"] * per_channel
     else:
-        gathered = _unit_convolution(inputs64["dy"], w, params.groups, transposed=True)  # (N, C, *out_size)
+        gathered = _unit_convolution(inputs["dy"], w, params.groups, transposed=True)  # (N, C, *out_size)
     return _scattered_into_input(gathered, params, window)
 
 

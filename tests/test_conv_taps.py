@@ -98,3 +98,21 @@ def test_a_tap_that_meets_only_padding_contributes_zeros() -> None:
     middle = tap_partial("bwd_data", params, inputs, 1)  # reads padded positions 1 and 3; the input is at 2
     assert middle.shape == params.x_shape and not middle.any()
     assert tap_partial("bwd_data", params, inputs, 0).any()  # positions 0 and 2: the input's one element
+
+
+@settings(max_examples=100, deadline=None)
+@given(params=geometries(), seed=st.integers(0, 2**31 - 1), reverse=st.booleans())
+def test_bwd_data_taps_from_one_product_are_each_taps_partial(params: ConvParams, seed: int, reverse: bool) -> None:
+    """bwd_data_tap_partials multiplies every tap's weight by dy at once: each tap's partial, in the order
+    asked for, the same values as tap_partial's product of that tap alone (to float64's rounding)."""
+    from e2egen.runner.ops.conv_taps import bwd_data_tap_partials
+
+    inputs = _inputs(params, torch.Generator().manual_seed(seed))
+    taps = list(range(math.prod(params.kernel)))
+    if reverse:
+        taps.reverse()
+    partials = list(bwd_data_tap_partials(params, inputs, taps))
+    assert len(partials) == len(taps)
+    for tap, partial in zip(taps, partials):
+        assert partial.shape == params.x_shape and partial.is_contiguous()
+        torch.testing.assert_close(partial, tap_partial("bwd_data", params, inputs, tap), rtol=1e-12, atol=1e-12)

@@ -247,12 +247,12 @@ class ConvOp(ProductSumOp):
             samples = ({"x": inputs["x"][i:i + 1], "dy": inputs["dy"][i:i + 1]} for i in range(params.n))
             return (self._sample_weight_gradient(kernel, params, sample) for sample in samples)
         if kind == "taps" and direction != "bwd_weight":
-            from .conv_taps import tap_partial
+            from .conv_taps import bwd_data_tap_partials, tap_partial
 
             window = math.prod(params.kernel)
-            # bwd_data's reduction runs over the flipped kernel (lowering.py): its taps come last first.
-            taps = range(window - 1, -1, -1) if direction == "bwd_data" else range(window)
-            return (tap_partial(direction, params, inputs, t) for t in taps)
+            if direction == "bwd_data":  # its reduction runs over the flipped kernel (lowering.py): last tap first
+                return bwd_data_tap_partials(params, inputs, range(window - 1, -1, -1))
+            return (tap_partial(direction, params, inputs, t) for t in range(window))
         return None
 
     def _sample_weight_gradient(self, kernel: Callable[..., torch.Tensor], params: ConvParams,

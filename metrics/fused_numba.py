@@ -219,6 +219,18 @@ if AVAILABLE:
         for i in range(hi - lo):
             total_c[i] = _scaled_plus_ulp(terms_c[i], ref_c[i], widening, scale, count, m, emin, emax)
 
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def add_ulps_into(total, ref, lo, hi, count, m, emin, emax):
+        """total += count · ulp_T(ref) over [lo, hi), in place: scaled_plus_ulps_into with terms = total,
+        widening = scale = 1 (the same value: x·1 = x), on one array. Given total as both its output and
+        its terms, scaled_plus_ulps_into runs LLVM's scalar fallback, 8× slower (1.9 against 0.24 ns per
+        element): the vectorised loop is guarded by a check that the arrays it writes and reads do not
+        overlap. Branch-free, slices from 0 (see _reduce_chunk)."""
+        _align_stack()
+        total_c, ref_c = total[lo:hi], ref[lo:hi]
+        for i in range(hi - lo):
+            total_c[i] = _scaled_plus_ulp(total_c[i], ref_c[i], 1.0, 1.0, count, m, emin, emax)
+
     def _bound_at(bound_c, i, x, recipe):
         """Element i's bound: -1 without one (bound_c None), bound_c[i], or formed from its terms
         bound_c[i] by the recipe (widening, scale, count, m, emin, emax) of ulp_terms.ScaledPlusUlps."""

@@ -56,13 +56,21 @@ def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: fl
     return total
 
 
+def _add_in_place(total, ref, dtype: str, count: float) -> torch.Tensor:
+    flat_total, flat_ref = total.view(-1).numpy(), ref.view(-1).numpy()
+    args = (float(count), *_ulp_args(dtype))
+    threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.add_ulps_into(flat_total, flat_ref, lo, hi, *args),
+                        CHUNK)
+    return total
+
+
 def add_ulps(total: torch.Tensor, ref: torch.Tensor, dtype: str, count: float) -> torch.Tensor:
     """total += count · ulp_T(ref) (in place; float64, same shape) and return total."""
     float_format(dtype)
     _check(total, ref)
     if not _fused(total, ref):
         return total.add_(ulp(ref, dtype).mul_(count))
-    return _run(total, total, 1.0, 1.0, ref, dtype, count)
+    return _add_in_place(total, ref, dtype, count)
 
 
 def scaled_plus_ulps(terms: torch.Tensor, scale: float, ref: torch.Tensor, dtype: str, count: float,

@@ -255,8 +255,9 @@ class ProductSumError:
         inner = growth(math.ceil(self.reduction_size / count), model.strict, model.lam, arithmetic.truncates)
         within = input_rounding(arithmetic) + inner * arithmetic.inner_unit_roundoff
         within += self.partials.magnitude_share(arithmetic)
-        summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W: one pass, without writing Ŝ·W out
-        return self.partials.accumulation(arithmetic).add_(summed, alpha=widening * within)
+        summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W, not written out: (W·within)·Ŝ
+        # widened to float64 first: torch adds an f32 tensor into a float64 one element by element, 17× slower
+        return self.partials.accumulation(arithmetic).add_(summed.to(torch.float64), alpha=widening * within)
 
 
 @dataclass(frozen=True, eq=False)

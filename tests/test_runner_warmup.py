@@ -30,7 +30,7 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, rounding_numba._deviation, interval_passes._outward,
                    interval_passes._width, interval_passes._product, interval_passes._sum,
                    interval_passes._monotone, interval_passes._quotient, interval_passes._output_side,
-                   fused_numba.scaled_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
+                   fused_numba.scaled_plus_ulps_into, fused_numba.add_ulps_into, fused_numba._maxima, fused_numba._locate,
                    upper_matmul._round_up_chunk, partial_passes._accumulate, partial_passes._start):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()
     for kernel in (partial_passes._accumulate, partial_passes._start):

@@ -171,23 +171,25 @@ class PartialSums:
     @classmethod
     def of(cls, kind: str, reverse: bool, partials, partial_error: tuple[float, float] = (0.0, 0.0)) -> "PartialSums | None":
         """One pass over the partials (documented order); only a reversed kernel needs them held at once.
-        On the CPU each further partial is added in one numba pass (partial_passes), else by torch's ops;
-        the sums are float64 whatever the partials' dtype (an f32 partial widens exactly)."""
+        Partials are added two at a time (partial_passes: one numba pass over the sums per pair on the CPU,
+        else torch's ops); the sums are float64 whatever the partials' dtype (an f32 partial widens exactly)."""
         from .partial_passes import accumulate, start
 
         if reverse:
             partials = list(partials)[::-1]
-        absolute = running = total = None
-        count = 0
-        for part in partials:
-            count += 1
-            if absolute is None:
-                absolute, running, total = start(part)
-            elif not accumulate(part, absolute, running, total):
-                absolute.add_(part.abs())
-                running.add_(part)
-                total.add_(running.abs())
-        return None if absolute is None else cls(kind, reverse, absolute, total, count, partial_error)
+        remaining = iter(partials)
+        sums, count = None, 0
+        for part in remaining:
+            pair = (part,) if (second := next(remaining, None)) is None else (part, second)
+            count += len(pair)
+            if sums is None:
+                sums = start(pair)
+            else:
+                accumulate(pair, *sums)
+        if sums is None:
+            return None
+        absolute, _, total = sums
+        return cls(kind, reverse, absolute, total, count, partial_error)
 
     def fits(self, arithmetic: Arithmetic) -> bool:
         return arithmetic.groups == self.kind and arithmetic.reversed == self.reversed

@@ -65,8 +65,9 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     upper_matmul.rounded_up(ref)
     calls = 2
     for part in (ref, ref.float()):  # the kernel's partials in float64 or, where proven, in f32
-        partial_passes.accumulate(part, *partial_passes.start(part))
-        calls += 2
+        for parts in ((part,), (part, part)):  # one at a time, and in pairs
+            partial_passes.accumulate(parts, *partial_passes.start(parts))
+            calls += 2
     for name in ("f32", "f16", "bf16"):
         ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
         ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)

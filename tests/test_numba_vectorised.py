@@ -33,6 +33,8 @@ VECTORISED = [
     ("e2egen.runner.upper_matmul", "_round_up_chunk"),
     ("e2egen.runner.partial_passes", "_accumulate"),
     ("e2egen.runner.partial_passes", "_start"),
+    ("e2egen.runner.partial_passes", "_accumulate_pair"),
+    ("e2egen.runner.partial_passes", "_start_pair"),
     ("e2egen.metrics.rounding_numba", "_round_to"),
     ("e2egen.metrics.rounding_numba", "_ulp"),
     ("e2egen.metrics.rounding_numba", "_deviation"),

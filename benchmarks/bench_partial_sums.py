@@ -1,19 +1,21 @@
-"""The per-tap partial sums of a conv bwd_data bound (bound.PartialSums), against the way they were formed
-before issue 20's ninth round, in the same run.
+"""The partial sums of a conv bound whose kernel keeps per-tap (bwd_data) or per-sample (bwd_weight) partials
+(bound.PartialSums, the computation of runner.bound._partial_sums), against the way the tenth round formed
+them, in the same run.
 
     .venv/bin/python benchmarks/bench_partial_sums.py [--repeat 7] [--threads N]
 
-For each distinct bwd_data convolution of the PR subset (f16: torch's CPU f16 kernels keep one partial
-per tap, so the bound computes them), on its case's inputs:
+For each distinct f16 bwd_data and bwd_weight convolution of the PR subset (torch's CPU f16 kernels keep one
+partial per tap or per sample, so the bound computes them), on its case's inputs:
 
-  baseline  each tap's 1×1 convolution by torch's float64 conv_transpose, scattered into the input's
-            shape as conv_taps does, and the running sums by torch's ops (abs, add, add, abs, add:
-            PartialSums.of with E2E_METRICS_BACKEND=torch);
-  now       conv_taps.tap_partial (a batched matmul per group) and PartialSums.of (one numba pass per
-            partial);
+  baseline  the tenth round's: every partial in float64 from the float64 inputs (a tap's 1×1 convolution as
+            one batched matmul per group, conv_taps.tap_partial; a sample's weight gradient by torch's
+            float64 convolution), each added into the sums by one numba pass of its own;
+  now       runner.bound._partial_sums as the bound runs it: in f32 where Σ|a·b|'s f32 premises hold,
+            every tap's partial from one product (conv_taps.bwd_data_tap_partials), a 3-d sample's weight
+            gradient by depth taps, the partials added two per pass (partial_passes);
 
-both in the kernel's order (last tap first), the two interleaved, median of --repeat. The sums are checked
-to agree before timing.
+in the kernel's order, the two interleaved, median of --repeat. Before timing, the script checks that the
+accumulation term on f32 partials plus its allowance for their error bounds the float64 partials' term.
 """
 from __future__ import annotations
 
@@ -25,46 +27,70 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import catalogue_cases, positive  # noqa: E402
-from e2egen.metrics.backend import chosen  # noqa: E402
-from e2egen.runner.bound import PartialSums  # noqa: E402
+from e2egen.runner.arithmetic import Arithmetic  # noqa: E402
+from e2egen.runner.bound import PartialSums, _partial_sums  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
-from e2egen.runner.ops.conv_taps import _scattered_into_input, tap_offsets, tap_partial  # noqa: E402
+from e2egen.runner.magnitude import f32_operands, magnitude  # noqa: E402
+from e2egen.runner.ops.conv_taps import tap_partial  # noqa: E402
+from e2egen.runner.partial_passes import accumulate, start  # noqa: E402
 from e2egen.runner.run import reference_inputs  # noqa: E402
 
 
-def baseline_tap(params, inputs64, tap: int) -> torch.Tensor:
-    """A bwd_data tap as before: torch's float64 transposed convolution with the tap's 1×1 weight."""
-    offsets = tap_offsets(tap, params.kernel)
-    w = inputs64["w"][(slice(None), slice(None), *offsets)]
-    unit = w.reshape(*w.shape, *([1] * params.spatial_dims))
-    if params.c == params.k == params.groups:
-        gathered = inputs64["dy"] * w.reshape(1, -1, *([1] * params.spatial_dims))
-    else:
-        transpose = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[params.spatial_dims - 1]
-        gathered = transpose(inputs64["dy"], unit, groups=params.groups)
-    return _scattered_into_input(gathered, params, params.tap_positions(offsets))
+def baseline_partials(problem, inputs64):
+    """The tenth round's partials: float64, one product (or float64 convolution) each."""
+    params, direction = problem.params, problem.direction
+    if direction == "bwd_data":
+        return (tap_partial("bwd_data", params, inputs64, t) for t in range(math.prod(params.kernel) - 1, -1, -1))
+    spec = problem.spec
+    kernel = spec.default_kernel("bwd_weight")
+    return (spec.call(kernel, "bwd_weight", params, {"x": inputs64["x"][i:i + 1], "dy": inputs64["dy"][i:i + 1]})
+            for i in range(params.n))
 
 
-def bwd_data_problems(catalogue: str):
-    """One problem per distinct f16 bwd_data convolution of the PR subset (its first layout and range)."""
+def baseline_sums(partials) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ|P_t|, Σ|S_t|) with one numba pass per partial, as the tenth round added them."""
+    sums = None
+    for part in partials:
+        if sums is None:
+            sums = start((part,))
+        else:
+            accumulate((part,), *sums)
+    return sums[0], sums[2]
+
+
+def partial_problems(catalogue: str):
+    """One problem per distinct f16 bwd_data or bwd_weight convolution of the PR subset (its first layout and
+    range), with the arithmetic torch's kernel has there (per-tap or per-sample f32 partials added in f16)."""
     seen, problems = set(), []
     for case in sorted(catalogue_cases(catalogue), key=lambda c: c.id):
-        if not case.pr or case.direction != "bwd_data" or case.dtype != "f16" or not case.op.startswith("conv"):
+        if not case.pr or case.direction not in ("bwd_data", "bwd_weight") or case.dtype != "f16" \
+                or not case.op.startswith("conv"):
             continue
         problem = case.problem()
-        if problem.params in seen:
+        if (problem.params, case.direction) in seen:
             continue
-        seen.add(problem.params)
-        problems.append((case.id, problem))
+        seen.add((problem.params, case.direction))
+        kind = "taps" if case.direction == "bwd_data" else "samples"
+        problems.append((case.id, problem, Arithmetic(acc_bits=11, groups=kind, inner_bits=24, partials="stored")))
     return problems
+
+
+def check_allowance(problem, inputs64, arithmetic, now: PartialSums, base: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Now's accumulation term plus its allowance for the f32 partials' error is at least the float64
+    partials' term (the float64 partials carry a 2^-53 allowance of their own, far below 1e-12)."""
+    unit = 2 * 2.0 ** -11  # PartialSums' headroom times the f16 accumulator's unit roundoff
+    term_now = now.accumulation(arithmetic) + magnitude(problem, inputs64) * now.magnitude_share(arithmetic)
+    term_base = (base[0] + base[1]) * unit
+    shortfall = (term_base - term_now).max().item()
+    if shortfall > 1e-12 * term_base.abs().max().item():
+        raise SystemExit(f"{problem}: the f32 partials' term falls short of the float64 one by {shortfall}")
 
 
 def main() -> None:
@@ -77,25 +103,20 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     retain_freed_memory()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeat}")
-    print("| case | taps | output elements | baseline | now | now ÷ baseline |")
+    print("| case | partials | output elements | baseline (tenth round) | now | now ÷ baseline |")
     print("| --- | --- | --- | --- | --- | --- |")
     total_base = total_now = 0.0
-    for case_id, problem in bwd_data_problems(args.catalogue):
-        params = problem.params
+    for case_id, problem, arithmetic in partial_problems(args.catalogue):
         inputs64 = reference_inputs(generate_inputs(problem), torch.device("cpu"), None)
-        taps = range(math.prod(params.kernel) - 1, -1, -1)
 
         def baseline():
-            with chosen("torch"):  # PartialSums.of's torch ops, as before the numba pass
-                sums = PartialSums.of("taps", False, (baseline_tap(params, inputs64, t) for t in taps))
-            return sums.absolute, sums.running
+            return baseline_sums(baseline_partials(problem, inputs64))
 
         def now():
-            sums = PartialSums.of("taps", False, (tap_partial("bwd_data", params, inputs64, t) for t in taps))
-            return sums.absolute, sums.running
+            return _partial_sums(problem, inputs64, arithmetic, f32_operands(problem, inputs64))
 
-        for mine, theirs in zip(now(), baseline()):
-            torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=0.0)
+        sums_now = now()
+        check_allowance(problem, inputs64, arithmetic, sums_now, baseline())
         times = {"baseline": [], "now": []}
         for _ in range(args.repeat):
             for name, fn in (("baseline", baseline), ("now", now)):
@@ -104,7 +125,7 @@ def main() -> None:
                 times[name].append(time.perf_counter() - started)
         base, mine = statistics.median(times["baseline"]), statistics.median(times["now"])
         total_base, total_now = total_base + base, total_now + mine
-        print(f"| {case_id} | {len(taps)} | {math.prod((params.n, params.c, *params.size)):,} | "
+        print(f"| {case_id} | {sums_now.count} | {sums_now.absolute.numel():,} | "
               f"{base * 1e3:.1f} ms | {mine * 1e3:.1f} ms | {mine / base:.2f} |")
     ratio = total_now / max(total_base, 1e-12)
     print(f"| all | | | {total_base * 1e3:.1f} ms | {total_now * 1e3:.1f} ms | {ratio:.2f} |")

@@ -29,8 +29,10 @@ A           the accumulation. With one accumulator of p bits (u = 2^-p):
                 A = G(L) · u_in_group + G(P') · u       P' = 2P when each
             partial is rounded before it is added ("stored"), P otherwise.
             For cuts by kernel tap or by sample, the op computes the partial
-            sums P_t themselves (float64) and the accumulator's term is the
-            first-order bound of exactly that computation:
+            sums P_t themselves (in f32 where Σ|a·b|'s f32 premises hold, else
+            float64, each computed partial's own error added: PartialSums) and
+            the accumulator's term is the first-order bound of exactly that
+            computation:
                 2 · u · (Σ_t |P_t| [stored only] + Σ_t |S_t|),   S_t = P_1 + … + P_t
             in the kernel's order (×2 more when it truncates). A correct
             kernel can come close to that worst case (one rounding of a

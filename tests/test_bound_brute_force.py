@@ -231,3 +231,26 @@ def test_partial_sums_bound_equals_the_hand_summed_partials(name, direction, par
         widest = expected + 2 * allowance + (inner + 2 * 2.0 ** -11 * entries * gamma) \
             * magnitude * (2 * k + 8) * U["f32"]  # Σ|a·b| summed in f32 and widened
         assert expected * (1 - 1e-9) <= bound[index].item() <= widest * (1 + 1e-9), index
+
+
+@pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
+def test_partials_are_summed_in_f32_only_where_its_premises_hold(direction):
+    """f16 inputs meet the f32 premises: the partials come in f32, with γ_K at f32's unit roundoff; inputs
+    that are not f32 values (a float64 perturbation) send them to float64, with float64's."""
+    from e2egen.runner.arithmetic import Arithmetic
+    from e2egen.runner.bound import product_sum_bound
+
+    op, params = GEOMETRIES["conv2d-wide-pad"]
+    problem = make_problem(op, direction, "f16", "nchw", params, (-3.0, 2.0), seed=9)
+    tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+    kind = "samples" if direction == "bwd_weight" else "taps"
+    arithmetic = Arithmetic(acc_bits=11, groups=kind, inner_bits=24, partials="stored")
+    k = problem.reduction_size
+    perturbed = dict(tensors)
+    name = next(iter(perturbed))
+    perturbed[name] = perturbed[name] * (1 + 2.0 ** -40)  # no longer f32 values
+    for inputs, unit in ((tensors, U["f32"]), (perturbed, 2.0 ** -53)):
+        partials = product_sum_bound(problem, inputs, arithmetic).parts[0].partials
+        relative, absolute = partials.partial_error
+        assert relative == pytest.approx(k * unit / (1 - k * unit), rel=1e-12) and relative >= k * unit
+        assert absolute > 0 and partials.count == (problem.params.n if kind == "samples" else 6)

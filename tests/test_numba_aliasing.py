@@ -6,7 +6,8 @@ times slower. metrics.ulp_terms.add_ulps passed its total as both the output and
 fused_numba.scaled_plus_ulps_into and ran at 1.9 ns per element instead of 0.24 (issue 20, eleventh round);
 tests/test_numba_vectorised.py cannot see that, since the vector loop is there in the IR. Here every numba
 kernel called from Python is wrapped while the warm-up and a small case of every op family run, and each
-call's array arguments are checked: no two of them may share memory where the call changed either.
+call's array arguments are checked: no two of them may share memory where the call changed either. The
+same cases may use no argument types the warm-up leaves out (which the vectorisation check never sees).
 """
 from __future__ import annotations
 
@@ -105,3 +106,20 @@ def test_a_small_case_of_every_op_hands_no_pass_overlapping_arrays(overlaps) -> 
         outcome = execute(case, device="cpu")
         assert outcome.status == "passed", (case.id, outcome.reason)
     assert not overlaps, sorted(set(overlaps))
+
+
+def test_every_signature_a_run_uses_is_one_the_warm_up_compiles() -> None:
+    """The small cases above call no kernel with argument types the warm-up left out: such a call would
+    compile in every fresh test process, and tests/test_numba_vectorised.py (which checks the warm-up's
+    signatures) would not have looked at its loop."""
+    from e2egen.generator.execute import execute
+    from e2egen.runner.warmup import warm
+
+    warm()
+    kernels = {f"{name}.{kernel}": dispatcher for name in KERNEL_MODULES
+               for kernel, dispatcher in _dispatchers(importlib.import_module(name)).items()}
+    warmed = {name: set(dispatcher.signatures) for name, dispatcher in kernels.items()}
+    for case in _small_cases():
+        execute(case, device="cpu")
+    added = {name: set(dispatcher.signatures) - warmed[name] for name, dispatcher in kernels.items()}
+    assert not {name: signatures for name, signatures in added.items() if signatures}

@@ -231,6 +231,20 @@ if AVAILABLE:
         for i in range(hi - lo):
             total_c[i] = _scaled_plus_ulp(total_c[i], ref_c[i], 1.0, 1.0, count, m, emin, emax)
 
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def partial_sums_plus_ulps_into(out, running, absolute, stored, unit, constant, terms, alpha, ref, lo, hi,
+                                    count, m, emin, emax):
+        """out = (unit·(running + absolute where stored) + constant) + (terms·alpha + count·ulp_T(ref)) over
+        [lo, hi): a conv bound on a kernel's partial sums (runner.bound.SumOfBounds) in one pass. Here for
+        the reason scaled_plus_ulps_into is; branch-free (`stored` is the same for every element)."""
+        _align_stack()
+        out_c, running_c, absolute_c = out[lo:hi], running[lo:hi], absolute[lo:hi]
+        terms_c, ref_c = terms[lo:hi], ref[lo:hi]
+        for i in range(hi - lo):
+            accumulated = running_c[i] + (absolute_c[i] if stored else 0.0)
+            out_c[i] = (accumulated * unit + constant) + _scaled_plus_ulp(terms_c[i], ref_c[i], alpha, 1.0, count,
+                                                                         m, emin, emax)
+
     def _bound_at(bound_c, i, x, recipe):
         """Element i's bound: -1 without one (bound_c None), bound_c[i], or formed from its terms
         bound_c[i] by the recipe (widening, scale, count, m, emin, emax) of ulp_terms.ScaledPlusUlps."""

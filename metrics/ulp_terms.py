@@ -28,7 +28,7 @@ from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp, ulp_emax
 
-__all__ = ["ScaledPlusUlps", "add_ulps", "scaled_plus_ulps"]
+__all__ = ["ScaledPlusUlps", "add_ulps", "partial_sums_plus_ulps", "scaled_plus_ulps"]
 
 CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size gives a few tasks per thread)
 
@@ -84,6 +84,27 @@ def scaled_plus_ulps(terms: torch.Tensor, scale: float, ref: torch.Tensor, dtype
         return terms.to(torch.float64).mul(widening).mul_(scale).add_(ulp(ref, dtype).mul_(count))
     return _run(torch.empty_like(ref, dtype=torch.float64, memory_format=torch.contiguous_format), terms, widening,
                 scale, ref, dtype, count)
+
+
+def partial_sums_plus_ulps(running: torch.Tensor, absolute: torch.Tensor | None, unit: float, constant: float,
+                           terms: torch.Tensor, alpha: float, ref: torch.Tensor, dtype: str,
+                           count: float) -> torch.Tensor | None:
+    """A new tensor unit·(running + absolute) + constant + terms·alpha + count·ulp_T(ref) (absolute None: left
+    out), float64, in one numba pass; None where that pass does not apply (the caller forms it with torch's
+    ops). running, absolute, ref: float64; terms: f32 or float64; all of ref's shape, contiguous."""
+    float_format(dtype)
+    tensors = [t for t in (running, absolute, terms, ref) if t is not None]
+    if (not fused_numba.AVAILABLE or not _fused(*tensors) or any(t.shape != ref.shape for t in tensors)
+            or any(t.dtype != torch.float64 for t in (running, absolute, ref) if t is not None)
+            or terms.dtype not in (torch.float64, torch.float32)):
+        return None
+    out = torch.empty_like(ref, memory_format=torch.contiguous_format)
+    flat = [t.view(-1).numpy() for t in (out, running, running if absolute is None else absolute, terms, ref)]
+    args = (float(count), *_ulp_args(dtype))
+    threads.over_chunks(flat[0].shape[0], lambda lo, hi: fused_numba.partial_sums_plus_ulps_into(
+        flat[0], flat[1], flat[2], absolute is not None, float(unit), float(constant), flat[3], float(alpha),
+        flat[4], lo, hi, *args), CHUNK)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

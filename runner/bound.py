@@ -208,16 +208,21 @@ class PartialSums:
         """The multiple of Σ|a·b| that covers the computed partials' own error in the accumulation term."""
         return self._unit(arithmetic) * self._error_count(arithmetic) * self.partial_error[0]
 
-    def accumulation(self, arithmetic: Arithmetic) -> torch.Tensor:
-        """The accumulation term on the computed partials (magnitude_share's part not included): a new
-        tensor, in as few passes over the output as torch's ops allow (they are memory-bound)."""
+    def term(self, arithmetic: Arithmetic) -> tuple[float, bool, float]:
+        """(unit, stored, constant): the accumulation term on the computed partials is
+        unit·(Σ|S_t| + Σ|P_t| where stored) + constant, plus magnitude_share's multiple of Σ|a·b|."""
         unit = self._unit(arithmetic)
+        constant = unit * self._error_count(arithmetic) * self.count * self.partial_error[1]
+        return unit, arithmetic.partials == "stored", constant
+
+    def accumulation(self, arithmetic: Arithmetic) -> torch.Tensor:
+        """term's tensor (magnitude_share's part not included), new, by torch's ops."""
+        unit, stored, constant = self.term(arithmetic)
         total = torch.mul(self.running, unit)
-        if arithmetic.partials == "stored":
+        if stored:
             total.add_(self.absolute, alpha=unit)
-        absolute_error = self.count * self.partial_error[1]
-        if absolute_error:
-            total.add_(unit * self._error_count(arithmetic) * absolute_error)
+        if constant:
+            total.add_(constant)
         return total
 
 
@@ -252,16 +257,26 @@ class ProductSumError:
         return self.factor(model) if self.partials is None or not self.partials.fits(arithmetic) else None
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        arithmetic = effective_arithmetic(model, self.dtype)
-        if self.partials is None or not self.partials.fits(arithmetic):
+        arithmetic = self.partials_arithmetic(model)
+        if arithmetic is None:
             return self.magnitude * self.factor(model)
+        summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W, not written out: (W·within)·Ŝ
+        # widened to float64 first: torch adds an f32 tensor into a float64 one element by element, 17× slower
+        within = self.beside_partials(model, arithmetic)
+        return self.partials.accumulation(arithmetic).add_(summed.to(torch.float64), alpha=widening * within)
+
+    def partials_arithmetic(self, model: BoundModel) -> Arithmetic | None:
+        """The arithmetic under `model` where the kernel's partial sums enter the term, else None."""
+        arithmetic = effective_arithmetic(model, self.dtype)
+        return arithmetic if self.partials is not None and self.partials.fits(arithmetic) else None
+
+    def beside_partials(self, model: BoundModel, arithmetic: Arithmetic) -> float:
+        """The multiple of Σ|a·b| beside the partial sums' term: the inputs' rounding, the sums inside each
+        partial, and the computed partials' own error (PartialSums.magnitude_share)."""
         count = arithmetic.group_count(self.reduction_size, self.samples, self.taps)
         inner = growth(math.ceil(self.reduction_size / count), model.strict, model.lam, arithmetic.truncates)
         within = input_rounding(arithmetic) + inner * arithmetic.inner_unit_roundoff
-        within += self.partials.magnitude_share(arithmetic)
-        summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W, not written out: (W·within)·Ŝ
-        # widened to float64 first: torch adds an f32 tensor into a float64 one element by element, 17× slower
-        return self.partials.accumulation(arithmetic).add_(summed.to(torch.float64), alpha=widening * within)
+        return within + self.partials.magnitude_share(arithmetic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,14 +347,18 @@ class SumOfBounds:
         deferred = self._product_sum_and_rounding(model, ref)
         if deferred is not None:
             return deferred.values
-        return self._summed(model, ref)
+        return self._formed(model, ref)
 
     def deferred(self, model: BoundModel, ref: torch.Tensor) -> "torch.Tensor | ScaledPlusUlps":
         """The bound for metrics.compare: the usual conv/gemm bound F·Σ|a·b| + c_out·ulp_T(ref) as its
         recipe (compare forms it inside its own pass: no float64 tensor of the outputs' size), else
         `evaluate`'s tensor."""
         deferred = self._product_sum_and_rounding(model, ref)
-        return deferred if deferred is not None else self._summed(model, ref)
+        return deferred if deferred is not None else self._formed(model, ref)
+
+    def _formed(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        fused = self._partials_and_rounding(model, ref)
+        return fused if fused is not None else self._summed(model, ref)
 
     def _summed(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
         total = self.parts[0].evaluate(model, ref)
@@ -360,6 +379,25 @@ class SumOfBounds:
         from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
         return ScaledPlusUlps(terms, factor, ref, self.parts[1].out_dtype, model.c_out, widening=widening_factor)
+
+    def _partials_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor | None:
+        """A conv bound on the kernel's partial sums, accumulation term + F·Σ|a·b| + c_out·ulp_T(ref), in one
+        pass over the outputs (metrics.ulp_terms.partial_sums_plus_ulps) instead of torch's six; None where
+        the parts are others or the pass does not apply (then _summed, the same value to float64's rounding)."""
+        if (len(self.parts) != 2 or not isinstance(self.parts[0], ProductSumError)
+                or not isinstance(self.parts[1], OutputRounding) or not model.c_out):
+            return None
+        product = self.parts[0]
+        arithmetic = product.partials_arithmetic(model)
+        if arithmetic is None:
+            return None
+        from e2egen.metrics.ulp_terms import partial_sums_plus_ulps
+
+        summed, widening = product.summed_terms()
+        unit, stored, constant = product.partials.term(arithmetic)
+        return partial_sums_plus_ulps(product.partials.running, product.partials.absolute if stored else None, unit,
+                                      constant, summed, widening * product.beside_partials(model, arithmetic), ref,
+                                      self.parts[1].out_dtype, model.c_out)
 
     def part(self, kind: type) -> ErrorBound:
         """The first part of a kind (e.g. ProductSumError), for analyses that look inside."""

@@ -56,7 +56,8 @@ def warm() -> int:
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
     """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
     (runner/upper_matmul.py), the partial sums' running sums from float64 and f32 partials
-    (runner/partial_passes.py) and the fused ulp term per output format, for float64 and f32 sums."""
+    (runner/partial_passes.py), the bound formed on them, and the fused ulp term per output format, for
+    float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
     from . import magnitude, partial_passes, upper_matmul
@@ -68,6 +69,9 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
         for parts in ((part,), (part, part)):  # one at a time, and in pairs
             partial_passes.accumulate(parts, *partial_passes.start(parts))
             calls += 2
+    for terms in (ref.abs(), ref.abs().float()):  # a bound on a kernel's partial sums, Σ|a·b| float64 or f32
+        ulp_terms.partial_sums_plus_ulps(ref.abs(), ref.abs(), 2.0, 1.0, terms, 3.0, ref, "f16", 1.0)
+        calls += 1
     for name in ("f32", "f16", "bf16"):
         ulp_terms.add_ulps(ref.abs(), ref, name, 1.0)
         ulp_terms.scaled_plus_ulps(ref.abs(), 2.0, ref, name, 1.0)

@@ -254,3 +254,25 @@ def test_partials_are_summed_in_f32_only_where_its_premises_hold(direction):
         relative, absolute = partials.partial_error
         assert relative == pytest.approx(k * unit / (1 - k * unit), rel=1e-12) and relative >= k * unit
         assert absolute > 0 and partials.count == (problem.params.n if kind == "samples" else 6)
+
+
+@pytest.mark.parametrize("partials", ["stored", "running"])
+@pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
+def test_the_partial_sums_bound_in_one_pass_is_torchs_sum_of_its_parts(direction, partials):
+    """SumOfBounds forms a bound on the kernel's partial sums in one numba pass (metrics.ulp_terms.
+    partial_sums_plus_ulps): the value of its parts summed by torch's ops (_summed), to float64's rounding
+    (the two add in another order)."""
+    from e2egen.runner.arithmetic import Arithmetic
+    from e2egen.runner.bound import product_sum_bound
+
+    op, params = GEOMETRIES["conv3d-grouped"]
+    problem = make_problem(op, direction, "f16", "nchw", params, (-3.0, 2.0), seed=11)
+    tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+    kind = "samples" if direction == "bwd_weight" else "taps"
+    model = BoundModel().with_arithmetic(Arithmetic(acc_bits=11, groups=kind, inner_bits=24, partials=partials))
+    ref = apply_op(problem, tensors)
+    bound = product_sum_bound(problem, tensors, model.arithmetic)
+    fused = bound._partials_and_rounding(model, ref)
+    assert fused is not None
+    torch.testing.assert_close(fused, bound._summed(model, ref), rtol=1e-14, atol=0.0)
+    assert torch.equal(bound.evaluate(model, ref), fused)

@@ -102,3 +102,32 @@ def test_the_torch_backend_takes_the_definition(monkeypatch):
 
     monkeypatch.setattr(ulp_terms, "_run", numba_pass)
     assert same(scaled_plus_ulps(ref.abs(), 2.0, ref, "bf16", 1.0), fused)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(SPECIAL), min_size=1, max_size=80),
+       dtype=st.sampled_from(FORMATS), stored=st.booleans(), f32_terms=st.booleans(), data=st.data())
+def test_partial_sums_bound_equals_its_definition(values, dtype, stored, f32_terms, data):
+    """partial_sums_plus_ulps: (unit·(running + absolute) + constant) + (terms·alpha + count·ulp_T(ref)), the
+    same IEEE operations in the same order as torch's, bit for bit."""
+    from e2egen.metrics.ulp_terms import partial_sums_plus_ulps
+
+    ref = torch.tensor(values, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+    running, absolute, terms = (torch.rand(ref.shape, dtype=torch.float64, generator=generator) * 1e3 for _ in range(3))
+    if f32_terms:
+        terms = terms.float()
+    unit, constant, alpha, count = 2.0 ** -10, 3e-30, 1.0009765625, data.draw(st.sampled_from([1.0, 0.5, 2.0]))
+    result = partial_sums_plus_ulps(running, absolute if stored else None, unit, constant, terms, alpha, ref, dtype, count)
+    accumulated = (running + absolute) if stored else running + 0.0
+    definition = accumulated.mul(unit).add(constant).add(terms.double().mul(alpha).add(metrics.ulp(ref, dtype).mul(count)))
+    assert result is not None and same(result, definition)
+
+
+def test_the_partial_sums_bound_leaves_what_it_does_not_cover_to_its_caller():
+    ref = torch.randn(4, 6, dtype=torch.float64)
+    from e2egen.metrics.ulp_terms import partial_sums_plus_ulps
+
+    assert partial_sums_plus_ulps(ref.mT, None, 1.0, 0.0, ref.mT, 1.0, ref.mT, "f16", 1.0) is None  # strided
+    assert partial_sums_plus_ulps(ref.float(), None, 1.0, 0.0, ref, 1.0, ref, "f16", 1.0) is None  # f32 sums
+    assert partial_sums_plus_ulps(ref[:2], None, 1.0, 0.0, ref, 1.0, ref, "f16", 1.0) is None  # shapes differ

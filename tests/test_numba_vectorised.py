@@ -43,6 +43,7 @@ VECTORISED = [
     ("e2egen.metrics.fused_numba", "_locate"),
     ("e2egen.metrics.fused_numba", "scaled_plus_ulps_into"),
     ("e2egen.metrics.fused_numba", "add_ulps_into"),
+    ("e2egen.metrics.fused_numba", "partial_sums_plus_ulps_into"),
     *(("e2egen.runner.interval_passes", name)
       for name in ("_monotone", "_output_side", "_outward", "_product", "_quotient", "_sum", "_width")),
 ]

@@ -17,8 +17,9 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     # each comparison without a bound, with one written out, and with one formed in its pass from f32 or
     # float64 sums
     # the f32 scan, the rounding up, the partial sums' start and accumulation for float64 and f32 partials,
-    # one at a time and in pairs; the ulp terms per format
-    bound_calls = 2 + 2 * 2 * 2 + 3 * 3
+    # one at a time and in pairs, and the bound formed on them from float64 and f32 sums; the ulp terms
+    # per format
+    bound_calls = 2 + 2 * 2 * 2 + 2 + 3 * 3
     assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + bound_calls
                       + rounding_calls)
     from e2egen.metrics import fused_numba
@@ -30,7 +31,8 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     for kernel in (rounding_numba._round_to, rounding_numba._ulp, rounding_numba._codes, rounding_numba._deviation, interval_passes._outward,
                    interval_passes._width, interval_passes._product, interval_passes._sum,
                    interval_passes._monotone, interval_passes._quotient, interval_passes._output_side,
-                   fused_numba.scaled_plus_ulps_into, fused_numba.add_ulps_into, fused_numba._maxima, fused_numba._locate,
+                   fused_numba.scaled_plus_ulps_into, fused_numba.add_ulps_into,
+                   fused_numba.partial_sums_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
                    upper_matmul._round_up_chunk, partial_passes._accumulate, partial_passes._start,
                    partial_passes._accumulate_pair, partial_passes._start_pair):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()

@@ -575,13 +575,23 @@ def _partial_sums(problem: Problem, inputs64: Mapping[str, torch.Tensor], arithm
     else:
         inputs = {name: t.to(torch.float32) for name, t in inputs64.items()}
         unit, min_normal = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
+    dtype = next(iter(inputs.values())).dtype
     with torch.backends.nnpack.flags(enabled=False):
         produced = problem.spec.reduction_partials(problem, inputs, arithmetic.groups)
         if produced is None:
             return None
-        primary = (named_outputs(problem.output_names, p, ValueError)[problem.primary_output] for p in produced)
+        primary = (_computed_in(dtype, named_outputs(problem.output_names, p, ValueError)[problem.primary_output])
+                   for p in produced)
         return PartialSums.of(arithmetic.groups, arithmetic.reversed, primary,
                               signed_sum_error(problem.reduction_size, unit, min_normal))
+
+
+def _computed_in(dtype: torch.dtype, partial: torch.Tensor) -> torch.Tensor:
+    """The partial, which the allowance covers only as computed in `dtype`: anything else (a conversion on
+    the way out of the op) is a bug in the op's reduction_partials, not a rounding to be widened."""
+    if partial.dtype != dtype:
+        raise ValueError(f"a reduction partial came back in {partial.dtype}, not in its inputs' {dtype}")
+    return partial
 
 
 def product_sum_parts(problem: Problem, terms: "torch.Tensor | WidenedSum", partials: PartialSums | None = None) -> SumOfBounds:

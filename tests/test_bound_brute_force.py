@@ -276,3 +276,39 @@ def test_the_partial_sums_bound_in_one_pass_is_torchs_sum_of_its_parts(direction
     assert fused is not None
     torch.testing.assert_close(fused, bound._summed(model, ref), rtol=1e-14, atol=0.0)
     assert torch.equal(bound.evaluate(model, ref), fused)
+
+
+@pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
+def test_partials_keep_the_inputs_dtype_when_the_case_asks_for_another_output(direction):
+    """An fp8 convolution with bf16 outputs: the partials come in f32 (its inputs meet the f32 premises), not
+    rounded to bf16 by the kernel's output conversion, and within their allowance of the float64 partials."""
+    from e2egen.runner.arithmetic import Arithmetic
+    from e2egen.runner.bound import PartialSums, _partial_sums
+    from e2egen.runner.magnitude import f32_operands
+
+    params = {"n": 3, "c": 4, "k": 5, "hw": [7, 6], "kernel": [3, 3], "out_dtype": "bf16"}
+    problem = make_problem("conv2d", direction, "f8e4m3fn", "nchw", params, (-3.0, 2.0), seed=1)
+    tensors = {key: value.double() for key, value in generate_inputs(problem).items()}
+    kind = "samples" if direction == "bwd_weight" else "taps"
+    arithmetic = Arithmetic(acc_bits=11, groups=kind, inner_bits=24, partials="stored")
+    operands = f32_operands(problem, tensors)
+    assert not operands.unmet
+    seen = []
+    original = PartialSums.of
+
+    def recording(kind, reverse, partials, partial_error=(0.0, 0.0)):
+        partials = list(partials)
+        seen.extend(partials)
+        return original(kind, reverse, partials, partial_error)
+
+    PartialSums.of = recording
+    try:
+        sums = _partial_sums(problem, tensors, arithmetic, operands)
+    finally:
+        PartialSums.of = original
+    exact = list(problem.spec.reduction_partials(problem, tensors, kind))
+    assert seen and all(p.dtype == torch.float32 for p in seen) and len(seen) == len(exact) == sums.count
+    relative, absolute = sums.partial_error
+    magnitudes = problem.spec.reduction_partials(problem, {k: v.abs() for k, v in tensors.items()}, kind)
+    for computed, value, magnitude in zip(seen, exact, magnitudes):
+        assert bool(((computed.double() - value).abs() <= relative * magnitude + absolute).all())

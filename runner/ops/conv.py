@@ -241,7 +241,9 @@ class ConvOp(ProductSumOp):
         return 1, math.prod(params.kernel)
 
     def reduction_partials(self, problem: Any, inputs: Mapping[str, torch.Tensor], kind: str):
-        params, direction = problem.params, problem.direction
+        # The partials keep the inputs' dtype: a case's out_dtype (fp8 convs with bf16 outputs) would round
+        # f32 partials to its format on the way out of torch's conv (with_out_dtype).
+        params, direction = dataclasses.replace(problem.params, out_dtype=""), problem.direction
         kernel = self.default_kernel(direction)
         if kind == "samples" and direction == "bwd_weight":
             samples = ({"x": inputs["x"][i:i + 1], "dy": inputs["dy"][i:i + 1]} for i in range(params.n))

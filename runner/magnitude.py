@@ -23,10 +23,11 @@ inputs of a narrow format is exact in float64 and no float64 sum of them
 underflows or overflows, so W is 1 + (K + 4)·2^-53 there):
 
 * every input is an f32 value (no rounding on the way in);
-* no product can underflow (the smallest non-zero |a| times the smallest
-  non-zero |b| is an f32 normal), so flushing subnormals (FTZ/DAZ) changes
-  nothing either, and no partial sum can overflow (K · max|a| · max|b| stays
-  below half of f32's max);
+* no input is an f32 subnormal (a kernel reading subnormals as zero, DAZ, would
+  drop it even where its product with a large partner is normal) and no product
+  can underflow (the smallest non-zero |a| times the smallest non-zero |b| is an
+  f32 normal), so flushing subnormals (FTZ/DAZ) changes nothing either, and no
+  partial sum can overflow (K · max|a| · max|b| stays below half of f32's max);
 * the kernel sums in f32: torch's CPU kernels with the float32 matmul
   precision at "highest" and oneDNN's fp32 precision at IEEE (no bf16 or tf32
   shortcuts), NNPACK turned off for the call (its Winograd/FFT convolutions
@@ -118,6 +119,8 @@ def f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> F32O
         narrow[name], low, high, exact = _narrowed(t)
         if not exact:
             return F32Operands(f"input {name} has values that are not f32 values", {})
+        if low < F32_MIN_NORMAL:  # a product with a large partner may still be normal
+            return F32Operands(f"input {name} has f32 subnormal values (read as 0 where subnormals are flushed)", {})
         smallest, largest = smallest * low, largest * high
     if smallest < F32_MIN_NORMAL:
         return F32Operands("a product could underflow in f32", {})

@@ -111,7 +111,8 @@ def test_convolutions_against_the_float64_sum(direction):
 
 @pytest.mark.parametrize("a_value,b_value,reason", [
     (2.0 ** -70, 2.0 ** -70, "underflow"),  # a product of normals below f32's normal range
-    (2.0 ** -140, 1.0, "underflow"),  # an f32 subnormal input (a kernel flushing it would drop it)
+    (2.0 ** -140, 1.0, "subnormal"),  # an f32 subnormal input (a kernel flushing it would drop it)
+    (2.0 ** -140, 2.0 ** 30, "subnormal"),  # the same, though its products are normal (found in review)
     (2.0 ** 64, 2.0 ** 63, "overflow"),
     (1.0 + 2.0 ** -30, 1.0, None),  # not an f32 value: no premise fails, the conversion check catches it
 ])

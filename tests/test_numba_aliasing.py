@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from e2egen.metrics import fused_numba
+from small_cases import smallest_cases
 
 pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
 
 KERNEL_MODULES = ["e2egen.metrics.fused_numba", "e2egen.metrics.rounding_numba", "e2egen.runner.draws",
                   "e2egen.runner.interval_passes", "e2egen.runner.magnitude", "e2egen.runner.narrowing",
                   "e2egen.runner.partial_passes", "e2egen.runner.upper_matmul"]
-CATALOGUE = Path(__file__).resolve().parents[1] / "configs.toml"
 
 
 def _dispatchers(module) -> dict[str, object]:
@@ -81,26 +80,10 @@ def test_the_warm_up_hands_no_pass_overlapping_arrays(overlaps) -> None:
     assert not overlaps
 
 
-def _small_cases() -> list:
-    """The PR subset's smallest case of every op, and of every direction of an f16 convolution (their bounds
-    take the per-tap and per-sample partial sums)."""
-    from e2egen.generator.cases import expand
-    from e2egen.generator.loader import load_catalogue
-
-    smallest: dict[tuple, object] = {}
-    for case in expand(load_catalogue(str(CATALOGUE))):
-        if not case.pr:
-            continue
-        key = (case.op, case.direction) if case.op.startswith("conv") and case.dtype == "f16" else (case.op,)
-        if key not in smallest or (case.bytes_needed, case.id) < (smallest[key].bytes_needed, smallest[key].id):
-            smallest[key] = case
-    return [smallest[key] for key in sorted(smallest)]
-
-
 def test_a_small_case_of_every_op_hands_no_pass_overlapping_arrays(overlaps) -> None:
     from e2egen.generator.execute import execute
 
-    cases = _small_cases()
+    cases = smallest_cases()
     assert len({case.op for case in cases}) >= 10
     for case in cases:
         outcome = execute(case, device="cpu")
@@ -119,7 +102,7 @@ def test_every_signature_a_run_uses_is_one_the_warm_up_compiles() -> None:
     kernels = {f"{name}.{kernel}": dispatcher for name in KERNEL_MODULES
                for kernel, dispatcher in _dispatchers(importlib.import_module(name)).items()}
     warmed = {name: set(dispatcher.signatures) for name, dispatcher in kernels.items()}
-    for case in _small_cases():
+    for case in smallest_cases():
         execute(case, device="cpu")
     added = {name: set(dispatcher.signatures) - warmed[name] for name, dispatcher in kernels.items()}
     assert not {name: signatures for name, signatures in added.items() if signatures}

@@ -212,7 +212,8 @@ def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor], operands
     from .reference import apply_op
 
     k = problem.reduction_size
-    operands = operands or f32_operands(problem, inputs64)
+    if operands is None:
+        operands = f32_operands(problem, inputs64)
     if not operands.unmet:
         with torch.backends.nnpack.flags(enabled=False):
             summed = apply_op(problem, operands.magnitudes)

@@ -279,7 +279,7 @@ def test_the_partial_sums_bound_in_one_pass_is_torchs_sum_of_its_parts(direction
 
 
 @pytest.mark.parametrize("direction", ["bwd_data", "bwd_weight"])
-def test_partials_keep_the_inputs_dtype_when_the_case_asks_for_another_output(direction):
+def test_partials_keep_the_inputs_dtype_when_the_case_asks_for_another_output(direction, monkeypatch):
     """An fp8 convolution with bf16 outputs: the partials come in f32 (its inputs meet the f32 premises), not
     rounded to bf16 by the kernel's output conversion, and within their allowance of the float64 partials."""
     from e2egen.runner.arithmetic import Arithmetic
@@ -301,11 +301,8 @@ def test_partials_keep_the_inputs_dtype_when_the_case_asks_for_another_output(di
         seen.extend(partials)
         return original(kind, reverse, partials, partial_error)
 
-    PartialSums.of = recording
-    try:
-        sums = _partial_sums(problem, tensors, arithmetic, operands)
-    finally:
-        PartialSums.of = original
+    monkeypatch.setattr(PartialSums, "of", recording)
+    sums = _partial_sums(problem, tensors, arithmetic, operands)
     exact = list(problem.spec.reduction_partials(problem, tensors, kind))
     assert seen and all(p.dtype == torch.float32 for p in seen) and len(seen) == len(exact) == sums.count
     relative, absolute = sums.partial_error

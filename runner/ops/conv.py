@@ -259,15 +259,21 @@ class ConvOp(ProductSumOp):
 
     def _sample_weight_gradient(self, kernel: Callable[..., torch.Tensor], params: ConvParams,
                                 sample: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """One sample's weight gradient; a 3-d one as 2-d convolutions per depth tap where that is faster
-        (conv_depth: torch's CPU conv3d unfolds one sample's windows 1.8–3.7× slower)."""
-        if self.spatial_dims == 3 and sample["x"].device.type == "cpu":
-            from .conv_depth import by_depth_is_faster, conv3d_by_depth
+        """One sample's weight gradient, as the reference would compute it for a batch of one (a 3-d one by
+        depth taps: torch's CPU conv3d unfolds one sample's windows 1.8–3.7× slower)."""
+        by_depth = self._by_depth_taps("bwd_weight", dataclasses.replace(params, n=1), sample)
+        return by_depth if by_depth is not None else self.call(kernel, "bwd_weight", params, sample)
 
-            one = dataclasses.replace(params, n=1)
-            if by_depth_is_faster(one, "bwd_weight", sample["x"].dtype):
-                return conv3d_by_depth("bwd_weight", one, sample)
-        return self.call(kernel, "bwd_weight", params, sample)
+    def _by_depth_taps(self, direction: str, params: ConvParams, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor | None:
+        """A 3-d convolution on the CPU as 2-d convolutions per depth tap, where that is faster than torch's
+        conv3d (conv_depth.by_depth_is_faster); None elsewhere (torch's own convolution then runs)."""
+        if self.spatial_dims != 3 or any(t.device.type != "cpu" for t in tensors.values()):
+            return None
+        from .conv_depth import by_depth_is_faster, conv3d_by_depth
+
+        if not by_depth_is_faster(params, direction, next(iter(tensors.values())).dtype):
+            return None
+        return conv3d_by_depth(direction, params, tensors)
 
     def shape_class(self, params: ConvParams, direction: str) -> str:
         words = ["1x1" if math.prod(params.kernel) == 1 else "window"]
@@ -323,13 +329,10 @@ class ConvOp(ProductSumOp):
     def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """torch's conv on the float64 inputs; a 3-d one on the CPU as 2-d convs per depth tap where that is
         faster (conv_depth). Also the bound's Σ|x|·|w| in f32 (magnitude.widened_sum)."""
-        if self.spatial_dims == 3 and all(t.device.type == "cpu" for t in inputs64.values()):
-            from .conv_depth import by_depth_is_faster, conv3d_by_depth
-
-            dtype = next(iter(inputs64.values())).dtype
-            if by_depth_is_faster(problem.params, problem.direction, dtype):
-                (name,) = self.output_names(problem.params, problem.direction)
-                return {name: conv3d_by_depth(problem.direction, problem.params, inputs64)}
+        by_depth = self._by_depth_taps(problem.direction, problem.params, inputs64)
+        if by_depth is not None:
+            (name,) = self.output_names(problem.params, problem.direction)
+            return {name: by_depth}
         return super().reference(problem, inputs64)
 
     def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:

@@ -223,9 +223,9 @@ if AVAILABLE:
     def add_ulps_into(total, ref, lo, hi, count, m, emin, emax):
         """total += count · ulp_T(ref) over [lo, hi), in place: scaled_plus_ulps_into with terms = total,
         widening = scale = 1 (the same value: x·1 = x), on one array. Given total as both its output and
-        its terms, scaled_plus_ulps_into runs LLVM's scalar fallback, 8× slower (1.9 against 0.24 ns per
-        element): the vectorised loop is guarded by a check that the arrays it writes and reads do not
-        overlap. Branch-free, slices from 0 (see _reduce_chunk)."""
+        its terms, scaled_plus_ulps_into runs LLVM's scalar fallback, 3.5× the time of this pass
+        (benchmarks/bench_bound_passes.py): the vectorised loop is guarded by a check that the arrays it
+        writes and reads do not overlap. Branch-free, slices from 0 (see _reduce_chunk)."""
         _align_stack()
         total_c, ref_c = total[lo:hi], ref[lo:hi]
         for i in range(hi - lo):

@@ -261,9 +261,8 @@ class ProductSumError:
         if arithmetic is None:
             return self.magnitude * self.factor(model)
         summed, widening = self.summed_terms()  # Σ|a·b| ≤ Ŝ·W, not written out: (W·within)·Ŝ
-        # widened to float64 first: torch adds an f32 tensor into a float64 one element by element, 17× slower
         within = self.beside_partials(model, arithmetic)
-        return self.partials.accumulation(arithmetic).add_(summed.to(torch.float64), alpha=widening * within)
+        return self.partials.accumulation(arithmetic).add_(summed, alpha=widening * within)
 
     def partials_arithmetic(self, model: BoundModel) -> Arithmetic | None:
         """The arithmetic under `model` where the kernel's partial sums enter the term, else None."""

@@ -1,7 +1,6 @@
 """The PR subset's smallest case of every op, and of every direction of an f16 convolution (their bounds take
 the per-tap and per-sample partial sums): a cheap run through every op's inputs, reference, bound and
-comparison, for checks that watch what the tool's own code does (tests/test_numba_aliasing.py,
-tests/test_torch_mixed_dtypes.py)."""
+comparison, for checks that watch what the tool's own code does (tests/test_numba_aliasing.py)."""
 from __future__ import annotations
 
 import functools

@@ -55,7 +55,9 @@ from .bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundin
                     PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
 from .ops.attention_math import AttentionRows, QuantizedScores, expand_kv, matmul_kv
 from .problem import Problem
-from .upper_matmul import Magnitudes, magnitudes, upper_matmul
+from .softmax_passes import WeightTerms, weight_terms
+from .upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, f32_premises, f32_sums_proven, magnitudes,
+                           rounded_up, unwidened_matmul, upper_matmul)
 
 EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
 ARGUMENT_ROUNDINGS = 2  # the exponent's argument: s - m, then a multiply by log2 e (or one fma)
@@ -99,6 +101,37 @@ def score_change_factors(p: torch.Tensor, differences: torch.Tensor) -> tuple[to
 
 
 @dataclass(frozen=True, eq=False)
+class ScoreErrors:
+    """E_j per score as ((raw_j + allowance)·widening)·scale: the Q·Kᵀ product sum's magnitude as
+    upper_matmul summed it, not yet widened, times |softmax scale|; or given whole (allowance 0, widening and
+    scale 1)."""
+
+    raw: torch.Tensor  # f32 or float64, the scores' shape
+    allowance: float = 0.0
+    widening: float = 1.0
+    scale: float = 1.0
+
+    def tensor(self) -> torch.Tensor:
+        """E in float64 (a float64 raw with something to apply is changed in place and returned)."""
+        if self.raw.dtype == torch.float64 and (self.allowance, self.widening, self.scale) == (0.0, 1.0, 1.0):
+            return self.raw
+        return UnwidenedProduct(self.raw, self.allowance, self.widening).widened().mul_(self.scale)
+
+
+def score_roundings(rows: AttentionRows, seq_k: int, score_ops: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Per score, in u: score_ops roundings of |s_j| (+ |β_j|) (scale, score scale, bias), the exponent's
+    argument's (|s_j| + 2|m| + log seq_k, ARGUMENT_ROUNDINGS of them) and exp's own (2·EXP_ULPS); masked
+    scores (-inf) count as 0."""
+    scores_abs = rows.scores.nan_to_num(neginf=0.0).abs_()
+    roundings = (scores_abs + bias.abs()).mul_(score_ops) if bias is not None else scores_abs * score_ops
+    roundings.add_(scores_abs.add_(rows.row_max.abs(), alpha=2).add_(math.log(seq_k)), alpha=ARGUMENT_ROUNDINGS)
+    return roundings.add_(2 * EXP_ULPS)
+
+
+Through = tuple[torch.Tensor, torch.Tensor]  # SoftmaxTimesV.through_softmax's (to the output, to the lse)
+
+
+@dataclass(frozen=True, eq=False)
 class SoftmaxTimesV:
     """The magnitudes of softmax(scores)·V that every attention bound shares, per row: the error of the
     weights P (rescaling, rounding before P·V, subnormal P), of P·V's product sum, of the row sum and of
@@ -122,17 +155,54 @@ class SoftmaxTimesV:
         p_squared = rows.p.square()
         rms = upper_matmul(p_squared, rows.v.square(), by_kv_head).sqrt_().add_(
             o_abs * p_squared.sum(-1, keepdim=True).sqrt())
-        allowed_rows = rows.row_sum > 0  # a row with an allowed key has l >= 1 (its largest weight is 1)
         # the scores are -inf exactly where masked: their maximum is row_max, their minimum over allowed keys
         # that of the scores with -inf read as +inf
         spread = rows.row_max - rows.scores.nan_to_num(neginf=math.inf).amin(dim=-1, keepdim=True)
-        rescale = rescale_roundings(torch.where(allowed_rows, spread, 0.0))
-        # Σ_allowed |v_j| is the same for every q head of a kv head (the mask has no head axis): one product
-        # per kv head, then shared
-        allowed = torch.ones((1, 1, 1, rows.p.shape[-1]), dtype=torch.float64) if rows.allowed is None else rows.allowed
-        allowed_v = expand_kv(upper_matmul(allowed.to(torch.float64), v), group)
-        tiny = allowed_v.div(torch.where(allowed_rows, rows.row_sum, 1.0))
-        return cls(rows.p, v, group, o_abs, upper_matmul(rows.p, v, by_kv_head), rms, rescale, tiny)
+        return cls(rows.p, v, group, o_abs, upper_matmul(rows.p, v, by_kv_head), rms,
+                   *_rescale_and_tiny(rows, v, spread))
+
+    @classmethod
+    def with_score_errors(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors, score_ops: int,
+                          score_scale: torch.Tensor | None = None,
+                          bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through]:
+        """(of(rows, o_abs), through_softmax of the product's errors (times |score_scale|), through_softmax
+        of score_roundings): in one numba pass over the scores (runner/softmax_passes.py) where its products
+        with |V| are proven in f32, else in torch's ops."""
+        fused = None if score_scale is not None or bias is not None else cls._fused(rows, o_abs, product, score_ops)
+        if fused is not None:
+            return fused
+        errors = product.tensor()
+        if score_scale is not None:
+            errors.mul_(score_scale.abs())
+        terms = cls.of(rows, o_abs)
+        roundings = score_roundings(rows, rows.p.shape[-1], score_ops, bias)
+        return terms, terms.through_softmax(errors), terms.through_softmax(roundings)
+
+    @classmethod
+    def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors,
+               score_ops: int) -> tuple["SoftmaxTimesV", Through, Through] | None:
+        """with_score_errors from softmax_passes.weight_terms and f32 products, or None where those do not
+        pay (fewer than F32_FROM_ROWS rows per kv head in the product of the stacked operands, 3·group·seq_q)
+        or are not proven (upper_matmul.f32_premises)."""
+        sq, sk = rows.p.shape[-2:]
+        v = magnitudes(rows.v)
+        if 3 * rows.group * sq < F32_FROM_ROWS or not f32_sums_proven(sk) or v.rounded_up is None:
+            return None
+        terms = weight_terms(rows.p, rows.scores, rows.row_max, product.raw, rows.group, allowance=product.allowance,
+                             widening=product.widening, scale=product.scale, score_ops=score_ops,
+                             log_keys=math.log(sk), argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS)
+        if terms is None:
+            return None
+        v_squared, v_squared_largest = rounded_up(rows.v.square())
+        if not f32_premises(sk, terms.largest, max(v.rounded_up[1], v_squared_largest)):
+            return None
+        first, second, weighted_v = _stacked_products(terms, v.rounded_up[0], sk)
+        squared = UnwidenedProduct.of(matmul_kv(terms.squared, v_squared, rows.group), sk).widened()
+        rms = squared.sqrt_().add_(o_abs * terms.sum_squared.sqrt())
+        spread = rows.row_max - terms.least_score
+        pv = cls(rows.p, v, rows.group, o_abs, weighted_v, rms, *_rescale_and_tiny(rows, v, spread))
+        return (pv, (first.add_(o_abs * terms.sum_first), terms.sum_first.squeeze(-1)),
+                (second.add_(o_abs * terms.sum_second), terms.sum_second.squeeze(-1)))
 
     def through_softmax(self, per_score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(Σ_j p_j E_j (|v_j| + |o|), Σ_j p_j E_j) for score errors E_j: what they add to the output, and
@@ -166,6 +236,31 @@ class SoftmaxTimesV:
         )
 
 
+def _rescale_and_tiny(rows: AttentionRows, v: Magnitudes, spread: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """SoftmaxTimesV's rescale_per_weight (from the row's score spread) and tiny_terms."""
+    allowed_rows = rows.row_sum > 0  # a row with an allowed key has l >= 1 (its largest weight is 1)
+    rescale = rescale_roundings(torch.where(allowed_rows, spread, 0.0))
+    # Σ_allowed |v_j| is the same for every q head of a kv head (the mask has no head axis): one product
+    # per kv head, then shared
+    allowed = torch.ones((1, 1, 1, rows.p.shape[-1]), dtype=torch.float64) if rows.allowed is None else rows.allowed
+    allowed_v = expand_kv(upper_matmul(allowed.to(torch.float64), v), rows.group)
+    return rescale, allowed_v.div(torch.where(allowed_rows, rows.row_sum, 1.0))
+
+
+def _stacked_products(terms: WeightTerms, v_up: torch.Tensor, seq_k: int) -> tuple[torch.Tensor, ...]:
+    """The upper bounds on (p·E1)·|V|, (p·E2)·|V| and p·|V| (b, hq, sq, dv) from one f32 product of the
+    stacked operands, each contiguous (the widening writes them out of the stacked rows' order)."""
+    summed = torch.matmul(terms.stacked, v_up)  # (b, hkv, 3·group·sq, dv)
+    b, hkv, rows, dv = summed.shape
+    per_kv = rows // 3
+    widening = UnwidenedProduct.of(summed, seq_k)
+    by_term = torch.empty((3, b, hkv, per_kv, dv), dtype=torch.float64)
+    by_term.copy_(summed.view(b, hkv, 3, per_kv, dv).permute(2, 0, 1, 3, 4))
+    by_term.add_(widening.allowance).mul_(widening.factor)
+    hq, sq = terms.squared.shape[1:3]
+    return tuple(by_term[t].view(b, hq, sq, dv) for t in range(3))
+
+
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
     from .ops.attention_math import attention_float64
 
@@ -175,21 +270,12 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
         return _quantized_bound(problem, rows)
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
     by_kv_head = functools.partial(matmul_kv, group=params.group)
-    product_terms = upper_matmul(inputs64["q"], inputs64["k"].mT, by_kv_head).mul_(abs(params.softmax_scale))
-    if params.score_scale:
-        product_terms.mul_(inputs64["score_scale"].abs())
-    score_ops = 1 + params.score_scale + params.score_bias
-    scores_abs = rows.scores.nan_to_num(neginf=0.0).abs_()  # masked scores (-inf) as 0; allowed ones are finite
-    if params.score_bias:
-        roundings = (scores_abs + inputs64["score_bias"].abs()).mul_(score_ops)
-    else:
-        roundings = scores_abs * score_ops
-    roundings.add_(scores_abs.add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k)), alpha=ARGUMENT_ROUNDINGS)
-    roundings.add_(2 * EXP_ULPS)
-
-    pv = SoftmaxTimesV.of(rows, rows.o.abs())
-    product_to_o, product_to_lse = pv.through_softmax(product_terms)
-    roundings_to_o, roundings_to_lse = pv.through_softmax(roundings)
+    product = unwidened_matmul(inputs64["q"], inputs64["k"].mT, by_kv_head)
+    product_terms = ScoreErrors(product.summed, product.allowance, product.factor, abs(params.softmax_scale))
+    pv, (product_to_o, product_to_lse), (roundings_to_o, roundings_to_lse) = SoftmaxTimesV.with_score_errors(
+        rows, rows.o.abs(), product_terms, 1 + params.score_scale + params.score_bias,
+        score_scale=inputs64["score_scale"] if params.score_scale else None,
+        bias=inputs64["score_bias"] if params.score_bias else None)
 
     qk, seq_k = params.head_dim_qk, params.seq_k
     out_parts = (
@@ -217,16 +303,12 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
     params = problem.params
     pv = "f16"  # P·V's operands: f16 V and P rounded to f16 (rocMLIR's), f32 sums; the compute format f32
     allowed = torch.ones_like(rows.p, dtype=torch.bool) if rows.allowed is None else rows.allowed.expand_as(rows.p)
-    finite_scores = rows.scores.nan_to_num(neginf=0.0)  # masked scores (-inf) as 0; every allowed one is finite
     differences = torch.where(allowed & ~rows.overflow, score_differences(rows.quantized), 0.0)
     change, lse_change = score_change_factors(rows.p, differences)
 
-    roundings = finite_scores.abs().add_(rows.row_max.abs(), alpha=2).add_(math.log(params.seq_k))
-    roundings.mul_(ARGUMENT_ROUNDINGS).add_(2 * EXP_ULPS)  # exp's argument and exp, in f32
-
-    pv_terms = SoftmaxTimesV.of(rows, torch.where(rows.overflow, 0.0, rows.o).abs())
-    change_to_o = pv_terms.through_softmax(change)[0]
-    roundings_to_o, roundings_to_lse = pv_terms.through_softmax(roundings)
+    # exp's argument and exp, in f32 (no score roundings: score_ops 0)
+    pv_terms, (change_to_o, _), (roundings_to_o, roundings_to_lse) = SoftmaxTimesV.with_score_errors(
+        rows, torch.where(rows.overflow, 0.0, rows.o).abs(), ScoreErrors(change), 0)
 
     seq_k = params.seq_k
     exact = (rows.row_sum == 0) | rows.overflow  # fully masked (o = 0, lse = -inf) or no exact result

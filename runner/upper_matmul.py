@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -44,7 +45,7 @@ from e2egen.metrics.backend import numba_path
 from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, MAX_REDUCTION_ROUNDOFF,
                         reduced_precision_allowed, widening)
 
-__all__ = ["Magnitudes", "magnitudes", "upper_matmul", "upper_product"]
+__all__ = ["Magnitudes", "UnwidenedProduct", "magnitudes", "unwidened_matmul", "upper_matmul", "upper_product"]
 
 F64_MIN_NORMAL = 2.0 ** -1022
 _SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
@@ -61,19 +62,25 @@ if fused_numba.AVAILABLE:
 
     from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
 
+    @numba.njit(inline="always", error_model="numpy")
+    def round_up_pattern(x):
+        """The bits of the least f32 >= |x|, a non-zero one below f32's smallest normal raised to it (ordered
+        as the values; NaN and inf above every finite one). runner/softmax_passes.py's kernel inlines it, and
+        numba's cache notices changes to a kernel's own file only: after changing this, touch that file too."""
+        a = _float(_bits(x) & ((1 << 63) - 1))
+        nearest = np.float32(a)
+        pattern = _bits32(nearest)
+        pattern += np.int32(np.float64(nearest) < a)  # one step up (nearest >= 0): the next f32
+        return _F32_MIN_NORMAL_BITS if 0 < pattern < _F32_MIN_NORMAL_BITS else pattern
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_up_chunk(x, out, lo, hi):
-        """The least f32 >= |x| (a non-zero one below f32's smallest normal raised to it) into out[lo:hi];
-        the largest result's bits (ordered as the values; NaN and inf above every finite one)."""
+        """round_up_pattern's values of x[lo:hi] into out[lo:hi]; the largest one's bits."""
         _align_stack()
         largest = 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):
-            a = _float(_bits(x_c[i]) & ((1 << 63) - 1))
-            nearest = np.float32(a)
-            pattern = _bits32(nearest)
-            pattern += np.int32(np.float64(nearest) < a)  # one step up (nearest >= 0): the next f32
-            pattern = _F32_MIN_NORMAL_BITS if 0 < pattern < _F32_MIN_NORMAL_BITS else pattern
+            pattern = round_up_pattern(x_c[i])
             out_c[i] = _float32(pattern)
             largest = max(largest, pattern)
         return largest
@@ -138,31 +145,78 @@ def _f32_pays(left: Magnitudes) -> bool:
     return left.values.dim() >= 2 and left.values.shape[-2] >= F32_FROM_ROWS
 
 
+@dataclass(frozen=True, eq=False)
+class UnwidenedProduct:
+    """A product of magnitudes as it was summed (f32 or float64), and the widening that makes it an upper
+    bound: (summed + allowance) · factor, in float64."""
+
+    summed: torch.Tensor
+    allowance: float
+    factor: float
+
+    @classmethod
+    def of(cls, summed: torch.Tensor, reduction_size: int) -> "UnwidenedProduct":
+        """The module docstring's widening for a sum of at most `reduction_size` products in summed's dtype
+        (f32: the premises checked by the caller)."""
+        f32 = summed.dtype == torch.float32
+        unit, smallest = (F32_UNIT_ROUNDOFF, F32_MIN_NORMAL) if f32 else (F64_UNIT_ROUNDOFF, F64_MIN_NORMAL)
+        return cls(summed, reduction_size * _SHORTFALL_PER_PRODUCT * smallest,
+                   widening(reduction_size + _SPARE_ROUNDINGS, unit))
+
+    def widened(self) -> torch.Tensor:
+        return self.summed.to(torch.float64).add_(self.allowance).mul_(self.factor)
+
+
+def f32_sums_proven(reduction_size: int) -> bool:
+    """The premises of an f32 product of magnitudes that do not depend on its operands (the module
+    docstring): K·u small enough, and torch summing f32 in f32."""
+    return reduction_size * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and not reduced_precision_allowed()
+
+
+def _within_range(reduction_size: int, left_largest: float, right_largest: float) -> bool:
+    """No f32 sum of rounded-up magnitudes with these largest values comes near overflow; False for NaN, inf."""
+    return reduction_size * left_largest * right_largest <= F32_MAX / 2
+
+
+def f32_premises(reduction_size: int, left_largest: float, right_largest: float) -> bool:
+    """Whether an f32 product of rounded-up magnitudes with these largest values is proven."""
+    return f32_sums_proven(reduction_size) and _within_range(reduction_size, left_largest, right_largest)
+
+
+def unwidened_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes, product: Product,
+                      reduction_size: int, f32_pays: bool = True) -> UnwidenedProduct:
+    """product(|left|, |right|) summed in f32 where the module docstring's premises hold (and f32_pays), else
+    in float64, with the widening that makes it an upper bound (upper_product)."""
+    left, right = magnitudes(left), magnitudes(right)
+    k = reduction_size
+    summed = None
+    # NNPACK's Winograd/FFT convolutions subtract: never in a product of magnitudes (as runner/magnitude.py)
+    with torch.backends.nnpack.flags(enabled=False):
+        if (f32_pays and f32_sums_proven(k) and left.rounded_up is not None and right.rounded_up is not None
+                and _within_range(k, left.rounded_up[1], right.rounded_up[1])):
+            summed = product(left.rounded_up[0], right.rounded_up[0])
+        if summed is None or summed.dtype != torch.float32:  # not the f32 sum analysed: float64
+            summed = product(left.float64, right.float64)
+    return UnwidenedProduct.of(summed, k)
+
+
 def upper_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes, product: Product,
                   reduction_size: int, f32_pays: bool = True) -> torch.Tensor:
     """An upper bound on product(|left|, |right|) (float64), for a `product` (a matmul, a convolution) whose
     every output sums at most `reduction_size` products of a left and a right element: the f32 product
     widened where the module docstring's premises hold (and f32_pays), else the float64 one widened alike."""
-    left, right = magnitudes(left), magnitudes(right)
-    k = reduction_size
-    rounded = (f32_pays and k * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and not reduced_precision_allowed()
-               and left.rounded_up is not None and right.rounded_up is not None)
-    summed = None
-    # NNPACK's Winograd/FFT convolutions subtract: never in a product of magnitudes (as runner/magnitude.py)
-    with torch.backends.nnpack.flags(enabled=False):
-        if rounded and k * left.rounded_up[1] * right.rounded_up[1] <= F32_MAX / 2:  # False for NaN and inf
-            summed = product(left.rounded_up[0], right.rounded_up[0])
-            unit, smallest = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
-        if summed is None or summed.dtype != torch.float32:  # not the f32 sum analysed: float64
-            summed = product(left.float64, right.float64)
-            unit, smallest = F64_UNIT_ROUNDOFF, F64_MIN_NORMAL
-    allowance = k * _SHORTFALL_PER_PRODUCT * smallest
-    return summed.to(torch.float64).add_(allowance).mul_(widening(k + _SPARE_ROUNDINGS, unit))
+    return unwidened_product(left, right, product, reduction_size, f32_pays).widened()
 
 
 def upper_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,
                  product: Product = torch.matmul) -> torch.Tensor:
     """upper_product for a matmul (`product`: torch.matmul, or one with grouped heads), the reduction the
     left operand's last axis; f32 where it pays (_f32_pays)."""
+    return unwidened_matmul(left, right, product).widened()
+
+
+def unwidened_matmul(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes,
+                     product: Product = torch.matmul) -> UnwidenedProduct:
+    """upper_matmul before its widening."""
     left = magnitudes(left)
-    return upper_product(left, right, product, left.values.shape[-1], _f32_pays(left))
+    return unwidened_product(left, right, product, left.values.shape[-1], _f32_pays(left))

@@ -6,7 +6,7 @@ A cold cache costs every fresh process about 2 s of compilation before its first
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
 and without a bound (written out, or formed in the pass from f32 or float64 sums), the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
-passes (the partial sums' included), round_to and ulp, and the interval primitives' passes.
+passes (the partial sums' and attention's included), round_to and ulp, and the interval primitives' passes.
 """
 from __future__ import annotations
 
@@ -55,16 +55,23 @@ def warm() -> int:
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
     """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
-    (runner/upper_matmul.py), the partial sums' running sums from float64 and f32 partials
+    (runner/upper_matmul.py), attention's pass over its scores from f32 and float64 Q·Kᵀ terms
+    (runner/softmax_passes.py), the partial sums' running sums from float64 and f32 partials
     (runner/partial_passes.py), the bound formed on them, and the fused ulp term per output format, for
     float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
-    from . import magnitude, partial_passes, upper_matmul
+    from . import magnitude, partial_passes, softmax_passes, upper_matmul
 
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
     calls = 2
+    scores = ref.view(1, 1, 1, -1)
+    for raw in (scores.float(), scores):  # attention's Q·Kᵀ magnitudes summed in f32; quantized: change factors
+        softmax_passes.weight_terms(scores.abs(), scores, scores.amax(-1, keepdim=True), raw, 1, allowance=0.0,
+                                    widening=1.0, scale=1.0, score_ops=1, log_keys=1.0, argument_roundings=2,
+                                    exp_term=32)
+        calls += 1
     for part in (ref, ref.float()):  # the kernel's partials in float64 or, where proven, in f32
         for parts in ((part,), (part, part)):  # one at a time, and in pairs
             partial_passes.accumulate(parts, *partial_passes.start(parts))

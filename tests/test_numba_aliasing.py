@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not 
 
 KERNEL_MODULES = ["e2egen.metrics.fused_numba", "e2egen.metrics.rounding_numba", "e2egen.runner.draws",
                   "e2egen.runner.interval_passes", "e2egen.runner.magnitude", "e2egen.runner.narrowing",
-                  "e2egen.runner.partial_passes", "e2egen.runner.upper_matmul"]
+                  "e2egen.runner.partial_passes", "e2egen.runner.softmax_passes",
+                  "e2egen.runner.upper_matmul"]
 
 
 def _dispatchers(module) -> dict[str, object]:

@@ -251,14 +251,9 @@ def _stacked_products(terms: WeightTerms, v_up: torch.Tensor, seq_k: int) -> tup
     """The upper bounds on (p·E1)·|V|, (p·E2)·|V| and p·|V| (b, hq, sq, dv) from one f32 product of the
     stacked operands, each contiguous (the widening writes them out of the stacked rows' order)."""
     summed = torch.matmul(terms.stacked, v_up)  # (b, hkv, 3·group·sq, dv)
-    b, hkv, rows, dv = summed.shape
-    per_kv = rows // 3
-    widening = UnwidenedProduct.of(summed, seq_k)
-    by_term = torch.empty((3, b, hkv, per_kv, dv), dtype=torch.float64)
-    by_term.copy_(summed.view(b, hkv, 3, per_kv, dv).permute(2, 0, 1, 3, 4))
-    by_term.add_(widening.allowance).mul_(widening.factor)
-    hq, sq = terms.squared.shape[1:3]
-    return tuple(by_term[t].view(b, hq, sq, dv) for t in range(3))
+    by_term = UnwidenedProduct.of(summed, seq_k).widened_by_term(3, summed.shape[-2] // 3)
+    b, hq, sq = terms.squared.shape[:3]
+    return tuple(by_term[t].view(b, hq, sq, summed.shape[-1]) for t in range(3))
 
 
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:

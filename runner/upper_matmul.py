@@ -74,6 +74,28 @@ if fused_numba.AVAILABLE:
         return _F32_MIN_NORMAL_BITS if 0 < pattern < _F32_MIN_NORMAL_BITS else pattern
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _widen_chunk(summed, out, lo, hi, allowance, factor):
+        """out[lo:hi] = (summed + allowance) · factor in float64, two roundings (torch's to, add_, mul_)."""
+        _align_stack()
+        summed_c, out_c = summed[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            out_c[i] = (np.float64(summed_c[i]) + allowance) * factor
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _widen_stacked_rows(summed, out, lo, hi, terms, per_block, allowance, factor):
+        """_widen_chunk over rows lo..hi of a product of stacked operands: summed's blocks of terms·per_block
+        rows (the terms' rows of one batch entry, one after another) go to out with each term's rows
+        together: row (block, term, i) to (term, block, i)."""
+        _align_stack()
+        blocks = summed.shape[0] // (terms * per_block)
+        for r in range(lo, hi):
+            block, rest = divmod(r, terms * per_block)
+            term, i = divmod(rest, per_block)
+            source, target = summed[r], out[(term * blocks + block) * per_block + i]
+            for j in range(source.shape[0]):
+                target[j] = (np.float64(source[j]) + allowance) * factor
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _round_up_chunk(x, out, lo, hi):
         """round_up_pattern's values of x[lo:hi] into out[lo:hi]; the largest one's bits."""
         _align_stack()
@@ -164,7 +186,33 @@ class UnwidenedProduct:
                    widening(reduction_size + _SPARE_ROUNDINGS, unit))
 
     def widened(self) -> torch.Tensor:
-        return self.summed.to(torch.float64).add_(self.allowance).mul_(self.factor)
+        """(summed + allowance) · factor in float64: one numba pass on the CPU, torch's ops elsewhere (the
+        same two roundings)."""
+        summed = self.summed
+        if not (numba_path(summed.device) and summed.numel() and summed.dtype in (torch.float32, torch.float64)):
+            return summed.to(torch.float64).add_(self.allowance).mul_(self.factor)
+        source = summed.contiguous().view(-1).numpy()
+        out = torch.empty(summed.shape, dtype=torch.float64)
+        target = out.view(-1).numpy()
+        threads.over_chunks(source.shape[0], lambda lo, hi: _widen_chunk(source, target, lo, hi, self.allowance,
+                                                                        self.factor))
+        return out
+
+    def widened_by_term(self, terms: int, per_block: int) -> torch.Tensor:
+        """widened() of a product of stacked operands (rows: per batch entry, `terms` blocks of `per_block`
+        rows), its rows regrouped by term: (terms, blocks·per_block, columns), each term's rows contiguous."""
+        summed = self.summed
+        columns = summed.shape[-1]
+        rows = summed.numel() // columns
+        out = torch.empty((terms, rows // terms, columns), dtype=torch.float64)
+        if numba_path(summed.device) and summed.numel() and summed.dtype in (torch.float32, torch.float64):
+            source, target = summed.contiguous().view(rows, columns).numpy(), out.view(rows, columns).numpy()
+            threads.over_chunks(rows, lambda lo, hi: _widen_stacked_rows(
+                source, target, lo, hi, terms, per_block, self.allowance, self.factor), max(1, (1 << 16) // columns))
+            return out
+        by_term = summed.reshape(-1, terms, per_block, columns).transpose(0, 1)
+        out.view(terms, -1, per_block, columns).copy_(by_term)
+        return out.add_(self.allowance).mul_(self.factor)
 
 
 def f32_sums_proven(reduction_size: int) -> bool:

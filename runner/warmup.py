@@ -55,10 +55,10 @@ def warm() -> int:
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:
     """The bound's kernels: Σ|a·b|'s f32 scan (runner/magnitude.py), the rounding up of magnitudes to f32
-    (runner/upper_matmul.py), attention's pass over its scores from f32 and float64 Q·Kᵀ terms
-    (runner/softmax_passes.py), the partial sums' running sums from float64 and f32 partials
-    (runner/partial_passes.py), the bound formed on them, and the fused ulp term per output format, for
-    float64 and f32 sums."""
+    and the widening of their f32 or float64 sums, stacked or not (runner/upper_matmul.py), attention's
+    pass over its scores from f32 and float64 Q·Kᵀ terms (runner/softmax_passes.py), the partial sums'
+    running sums from float64 and f32 partials (runner/partial_passes.py), the bound formed on them, and
+    the fused ulp term per output format, for float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
     from . import magnitude, partial_passes, softmax_passes, upper_matmul
@@ -66,6 +66,11 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
     calls = 2
+    for summed in (ref.abs().float(), ref.abs()):  # a product of magnitudes summed in f32, or in float64
+        upper_matmul.UnwidenedProduct.of(summed, 4).widened()
+        calls += 1
+    upper_matmul.UnwidenedProduct.of(ref.abs().float().view(-1, 1), 4).widened_by_term(1, 1)  # stacked operands
+    calls += 1
     scores = ref.view(1, 1, 1, -1)
     for raw in (scores.float(), scores):  # attention's Q·Kᵀ magnitudes summed in f32; quantized: change factors
         softmax_passes.weight_terms(scores.abs(), scores, scores.amax(-1, keepdim=True), raw, 1, allowance=0.0,

@@ -31,6 +31,8 @@ VECTORISED = [
     ("e2egen.runner.draws", "_fill"),
     ("e2egen.runner.magnitude", "_narrow_chunk"),
     ("e2egen.runner.upper_matmul", "_round_up_chunk"),
+    ("e2egen.runner.upper_matmul", "_widen_chunk"),
+    ("e2egen.runner.upper_matmul", "_widen_stacked_rows"),
     ("e2egen.runner.softmax_passes", "_rows"),
     ("e2egen.runner.partial_passes", "_accumulate"),
     ("e2egen.runner.partial_passes", "_start"),

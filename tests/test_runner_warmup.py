@@ -19,7 +19,7 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     # the f32 scan, the rounding up, the partial sums' start and accumulation for float64 and f32 partials,
     # one at a time and in pairs, and the bound formed on them from float64 and f32 sums; the ulp terms
     # per format
-    bound_calls = 2 + 2 + 2 * 2 * 2 + 2 + 3 * 3
+    bound_calls = 2 + 3 + 2 + 2 * 2 * 2 + 2 + 3 * 3
     assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + bound_calls
                       + rounding_calls)
     from e2egen.metrics import fused_numba
@@ -34,9 +34,11 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
                    fused_numba.scaled_plus_ulps_into, fused_numba.add_ulps_into,
                    fused_numba.partial_sums_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
                    upper_matmul._round_up_chunk, partial_passes._accumulate, partial_passes._start,
-                   partial_passes._accumulate_pair, partial_passes._start_pair, softmax_passes._rows):
+                   partial_passes._accumulate_pair, partial_passes._start_pair, softmax_passes._rows,
+                   upper_matmul._widen_chunk, upper_matmul._widen_stacked_rows):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()
     for kernel in (partial_passes._accumulate, partial_passes._start, partial_passes._accumulate_pair,
                    partial_passes._start_pair):
         assert {str(signature[0].dtype) for signature in kernel.signatures} == {"float32", "float64"}
     assert {str(signature[3].dtype) for signature in softmax_passes._rows.signatures} == {"float32", "float64"}
+    assert {str(signature[0].dtype) for signature in upper_matmul._widen_chunk.signatures} == {"float32", "float64"}

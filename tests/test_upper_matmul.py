@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from e2egen.metrics import fused_numba
 from e2egen.metrics.backend import ENV_VAR
 from e2egen.runner.magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, widening
-from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, _rounded_up_torch, rounded_up, upper_matmul,
-                                       upper_product)
+from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, _rounded_up_torch, rounded_up,
+                                       upper_matmul, upper_product)
 
 F32_SMALLEST = 2.0 ** -149
 
@@ -251,3 +251,31 @@ def test_a_convolution_of_magnitudes_is_an_upper_bound(values):
         assert Fraction(got) >= value
         widest = (float(value) + raised) * (1 + 2 * F32_UNIT_ROUNDOFF) ** 20 * widening(22)
         assert got <= widest + 18 * 8 * F32_MIN_NORMAL * 2
+
+
+# -- the widening pass ----------------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([torch.float32, torch.float64]), st.integers(1, 300), st.floats(0.0, 1e-30),
+       st.floats(1.0, 1.5), st.integers(0, 2 ** 32 - 1))
+def test_the_widening_pass_is_torchs_two_roundings(dtype, size, allowance, factor, seed):
+    values = torch.rand(size, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * 100
+    values[0, 0], values[-1, -1] = math.inf, math.nan
+    summed = values.to(dtype)
+    widened = UnwidenedProduct(summed, allowance, factor).widened()
+    expected = summed.to(torch.float64).add_(allowance).mul_(factor)
+    assert torch.allclose(widened, expected, rtol=0, atol=0, equal_nan=True)  # the same bits
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 5), st.integers(1, 7), st.integers(0, 2 ** 32 - 1))
+def test_stacked_rows_are_regrouped_by_term(blocks, terms, per_block, columns, seed):
+    """Row (block, term, i) of the stacked product lands at (term, block, i), widened; the torch fallback
+    (E2E_METRICS_BACKEND=torch) the same."""
+    summed = torch.rand(blocks, terms * per_block, columns, generator=torch.Generator().manual_seed(seed))
+    product = UnwidenedProduct(summed, 1e-30, 1.25)
+    expected = product.widened().view(blocks, terms, per_block, columns).transpose(0, 1).reshape(terms, -1, columns)
+    assert torch.equal(product.widened_by_term(terms, per_block), expected)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "torch")
+        assert torch.equal(product.widened_by_term(terms, per_block), expected)

@@ -31,7 +31,7 @@ from e2egen.metrics.backend import numba_path
 
 __all__ = ["WeightTerms", "weight_terms"]
 
-ROW_CHUNK_ELEMENTS = 1 << 16  # the fewest scores per task (a hand-off costs tens of microseconds)
+ROW_CHUNK_ELEMENTS = 1 << 18  # the fewest scores per task (a hand-off costs tens of microseconds)
 
 if fused_numba.AVAILABLE:
     import numba

@@ -168,7 +168,7 @@ class SoftmaxTimesV:
         """(of(rows, o_abs), through_softmax of the product's errors (times |score_scale|), through_softmax
         of score_roundings): in one numba pass over the scores (runner/softmax_passes.py) where its products
         with |V| are proven in f32, else in torch's ops."""
-        fused = None if score_scale is not None or bias is not None else cls._fused(rows, o_abs, product, score_ops)
+        fused = cls._fused(rows, o_abs, product, score_ops, score_scale, bias)
         if fused is not None:
             return fused
         errors = product.tensor()
@@ -179,8 +179,9 @@ class SoftmaxTimesV:
         return terms, terms.through_softmax(errors), terms.through_softmax(roundings)
 
     @classmethod
-    def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors,
-               score_ops: int) -> tuple["SoftmaxTimesV", Through, Through] | None:
+    def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors, score_ops: int,
+               score_scale: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through] | None:
         """with_score_errors from softmax_passes.weight_terms and f32 products, or None where those do not
         pay (fewer than F32_FROM_ROWS rows per kv head in the product of the stacked operands, 3·group·seq_q)
         or are not proven (upper_matmul.f32_premises)."""
@@ -190,7 +191,8 @@ class SoftmaxTimesV:
             return None
         terms = weight_terms(rows.p, rows.scores, rows.row_max, product.raw, rows.group, allowance=product.allowance,
                              widening=product.widening, scale=product.scale, score_ops=score_ops,
-                             log_keys=math.log(sk), argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS)
+                             log_keys=math.log(sk), argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS,
+                             score_scale=score_scale, bias=bias)
         if terms is None:
             return None
         v_squared, v_squared_largest = rounded_up(rows.v.square())

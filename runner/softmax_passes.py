@@ -3,10 +3,12 @@
 For every score j of a row (query i of one head: p_j its exact softmax weight, s_j its score, -inf where
 masked, m the row's largest score), the bound needs two score errors (docs/attention-bound.md, step 1)
 
-    E1_j = ((Ŝ_j + a)·W)·c      the Q·Kᵀ product sum's: upper_matmul's sum Ŝ before its widening (+a, ·W),
-                                times |scale|; or given as it is (quantized attention's change factors:
-                                a = 0, W = c = 1)
-    E2_j = (k·|s_j| + 2·((|s_j| + 2|m|) + log seq_k)) + 2·EXP_ULPS       the roundings, |s_j| 0 where masked
+    E1_j = (((Ŝ_j + a)·W)·c)·|τ_j|     the Q·Kᵀ product sum's: upper_matmul's sum Ŝ before its widening (+a,
+                                      ·W), times |scale| and the score scale's |τ_j| (1 without one); or given
+                                      as it is (quantized attention's change factors: a = 0, W = c = 1)
+    E2_j = ((|s_j| + |β_j|)·k + 2·((|s_j| + 2|m|) + log seq_k)) + 2·EXP_ULPS     the roundings: k of them
+                                      in the scores (scale, score scale, bias β_j, 0 without one), |s_j| 0
+                                      where masked
 
 and from them p_j·E1_j, p_j·E2_j, p_j and p_j², each rounded up to f32 for its product with |V| (V² for
 p²: upper_matmul), and per row Σ p·E1, Σ p·E2, Σ p² and the least allowed score. In torch's ops that is
@@ -44,8 +46,8 @@ if fused_numba.AVAILABLE:
     _MAGNITUDE = (1 << 63) - 1
 
     @numba.njit(error_model="numpy", fastmath=False)
-    def _score_terms(p, s, raw, twice_max, allowance, widening, scale, score_ops, log_keys, argument_roundings,
-                     exp_term):
+    def _score_terms(p, s, raw, tau, beta, twice_max, allowance, widening, scale, score_ops, log_keys,
+                     argument_roundings, exp_term):
         """(p·E1, p·E2, p², the score as the least-score search reads it) at one score, in the torch
         definition's operations and order. Compiled without the row kernel's reassoc flag, which would be
         free to regroup these products; LLVM inlines it with its flags kept per instruction (as
@@ -53,9 +55,9 @@ if fused_numba.AVAILABLE:
         finite = 0.0 if s != s else (_F64_MAX if s == np.inf else s)  # torch.nan_to_num's NaN and +inf
         magnitude = 0.0 if s == -np.inf else abs(finite)  # nan_to_num(neginf=0).abs()
         lowest = np.inf if s == -np.inf else finite  # nan_to_num(neginf=inf)
-        first = ((np.float64(raw) + allowance) * widening) * scale
-        # torch's add_(x, alpha=2) may fuse 2·x into the add: exact either way, 2·x being exact
-        second = (magnitude * score_ops + ((magnitude + twice_max) + log_keys) * argument_roundings) + exp_term
+        first = (((np.float64(raw) + allowance) * widening) * scale) * tau  # tau 1 without a score scale: exact
+        # beta 0 without a bias: exact; torch's add_(x, alpha=2) may fuse 2·x into the add: exact either way
+        second = ((magnitude + beta) * score_ops + ((magnitude + twice_max) + log_keys) * argument_roundings) + exp_term
         return p * first, p * second, p * p, _ordered(lowest)
 
     @numba.njit(inline="always", error_model="numpy")
@@ -71,22 +73,34 @@ if fused_numba.AVAILABLE:
         return _flipped(_bits(x))
 
     @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-    def _rows(p, scores, row_max, raw, stacked, squared, sums, lowest, lo, hi, per_kv, allowance, widening, scale,
-              score_ops, log_keys, argument_roundings, exp_term):
-        """Rows lo..hi of the module docstring's pass; the largest operand's f32 bits. reassoc lets the
-        row sums vectorise; every other float operation is _score_terms' own."""
+    def _rows(p, scores, row_max, raw, score_scale, bias, stacked, squared, sums, lowest, lo, hi, per_kv, allowance,
+              widening, scale, score_ops, log_keys, argument_roundings, exp_term):
+        """Rows lo..hi of the module docstring's pass; the largest operand's f32 bits. score_scale and bias may
+        be None: numba compiles a version without them, its branches on them pruned (a choice in the loop
+        read both arrays, 12 % slower). reassoc lets the row sums vectorise; every other float operation is
+        _score_terms' own."""
         _align_stack()
         largest = 0
         for r in range(lo, hi):
             base = (r // per_kv) * 2 * per_kv + r  # its kv head's block of 3·per_kv rows, then its row there
             first, second, weights = stacked[base], stacked[base + per_kv], stacked[base + 2 * per_kv]
             p_r, s_r, raw_r, squared_r = p[r], scores[r], raw[r], squared[r]
+            if score_scale is not None:
+                tau_r = score_scale[r]
+            if bias is not None:
+                beta_r = bias[r]
             twice_max = 2.0 * abs(row_max[r])
             sum_first = sum_second = sum_squared = 0.0
             least = _ordered(np.inf)
             for j in range(p_r.shape[0]):
+                tau = 1.0
+                if score_scale is not None:
+                    tau = abs(tau_r[j])
+                beta = 0.0
+                if bias is not None:
+                    beta = abs(beta_r[j])
                 by_first, by_second, p_squared, score = _score_terms(
-                    p_r[j], s_r[j], raw_r[j], twice_max, allowance, widening, scale, score_ops, log_keys,
+                    p_r[j], s_r[j], raw_r[j], tau, beta, twice_max, allowance, widening, scale, score_ops, log_keys,
                     argument_roundings, exp_term)
                 bits_first, bits_second = round_up_pattern(by_first), round_up_pattern(by_second)
                 bits_weight, bits_squared = round_up_pattern(p_r[j]), round_up_pattern(p_squared)
@@ -117,16 +131,21 @@ class WeightTerms:
 
 def weight_terms(p: torch.Tensor, scores: torch.Tensor, row_max: torch.Tensor, raw: torch.Tensor, group: int, *,
                  allowance: float, widening: float, scale: float, score_ops: float, log_keys: float,
-                 argument_roundings: float, exp_term: float) -> WeightTerms | None:
-    """The module docstring's pass, or None where it does not apply (no numba, not the CPU,
-    E2E_METRICS_BACKEND=torch, or operands not float64 (raw: f32 or float64) of the scores' shape)."""
+                 argument_roundings: float, exp_term: float, score_scale: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None) -> WeightTerms | None:
+    """The module docstring's pass, E1 times |score_scale| and |bias| added to |s| in E2 where given; None
+    where it does not apply (no numba, not the CPU, E2E_METRICS_BACKEND=torch, or operands not float64
+    (raw: f32 or float64) of the scores' shape)."""
+    given = [t for t in (score_scale, bias) if t is not None]
     if not (fused_numba.AVAILABLE and numba_path(p.device) and p.dim() == 4 and p.numel()
             and p.dtype == scores.dtype == row_max.dtype == torch.float64 and raw.dtype in (torch.float32, torch.float64)
-            and p.shape == scores.shape == raw.shape and row_max.shape == p.shape[:-1] + (1,)):
+            and p.shape == scores.shape == raw.shape and row_max.shape == p.shape[:-1] + (1,)
+            and all(t.dtype == torch.float64 and t.shape == p.shape and t.device == p.device for t in given)):
         return None
     b, hq, sq, sk = p.shape
     rows, per_kv = b * hq * sq, group * sq
     arrays = [t.contiguous().view(rows, sk).numpy() for t in (p, scores, raw)]
+    extra = [t.contiguous().view(rows, sk).numpy() if t is not None else None for t in (score_scale, bias)]
     maxima = row_max.contiguous().view(rows).numpy()
     stacked = torch.empty((b, hq // group, 3 * per_kv, sk), dtype=torch.float32)
     squared = torch.empty(p.shape, dtype=torch.float32)
@@ -134,8 +153,10 @@ def weight_terms(p: torch.Tensor, scores: torch.Tensor, row_max: torch.Tensor, r
     least = torch.empty((b, hq, sq, 1), dtype=torch.float64)
     targets = (stacked.view(-1, sk).numpy(), squared.view(rows, sk).numpy(), sums.view(rows, 3).numpy(),
                least.view(rows).numpy())
-    scalars = (per_kv, *(float(x) for x in (allowance, widening, scale, score_ops, log_keys, argument_roundings, exp_term)))
-    parts = threads.over_chunks(rows, lambda lo, hi: _rows(*arrays[:2], maxima, arrays[2], *targets, lo, hi, *scalars),
+    scalars = (per_kv,
+               *(float(x) for x in (allowance, widening, scale, score_ops, log_keys, argument_roundings, exp_term)))
+    parts = threads.over_chunks(rows, lambda lo, hi: _rows(*arrays[:2], maxima, arrays[2], *extra, *targets, lo, hi,
+                                                           *scalars),
                                 max(1, ROW_CHUNK_ELEMENTS // sk))
     largest = float(np.int32(max(parts)).view(np.float32))
     return WeightTerms(stacked, squared, sums[..., 0:1], sums[..., 1:2], sums[..., 2:3], least, largest)

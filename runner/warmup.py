@@ -72,10 +72,14 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     upper_matmul.UnwidenedProduct.of(ref.abs().float().view(-1, 1), 4).widened_by_term(1, 1)  # stacked operands
     calls += 1
     scores = ref.view(1, 1, 1, -1)
-    for raw in (scores.float(), scores):  # attention's Q·Kᵀ magnitudes summed in f32; quantized: change factors
+    # attention's Q·Kᵀ magnitudes summed in f32, with or without score scale and bias tensors; quantized
+    # attention's change factors in float64
+    for raw, score_scale, bias in ((scores.float(), None, None), (scores.float(), scores, None),
+                                   (scores.float(), None, scores), (scores.float(), scores, scores),
+                                   (scores, None, None)):
         softmax_passes.weight_terms(scores.abs(), scores, scores.amax(-1, keepdim=True), raw, 1, allowance=0.0,
                                     widening=1.0, scale=1.0, score_ops=1, log_keys=1.0, argument_roundings=2,
-                                    exp_term=32)
+                                    exp_term=32, score_scale=score_scale, bias=bias)
         calls += 1
     for part in (ref, ref.float()):  # the kernel's partials in float64 or, where proven, in f32
         for parts in ((part,), (part, part)):  # one at a time, and in pairs

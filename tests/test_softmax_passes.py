@@ -45,20 +45,23 @@ def _stacked_by_kv_head(tensors, group):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 2), st.integers(1, 2), st.integers(1, 3), st.integers(1, 5), st.integers(1, 40),
-       st.sampled_from([torch.float32, torch.float64]), st.integers(0, 3), st.floats(0.0, 1.0),
-       st.floats(0.0, 40.0), st.integers(0, 2 ** 32 - 1))
-def test_the_pass_gives_the_torch_definitions_f32_operands_bit_for_bit(b, hkv, group, sq, sk, raw_dtype, score_ops, masked, spread,
-                                                      seed):
+       st.sampled_from([torch.float32, torch.float64]), st.integers(0, 3), st.booleans(), st.booleans(),
+       st.floats(0.0, 1.0), st.floats(0.0, 40.0), st.integers(0, 2 ** 32 - 1))
+def test_the_pass_gives_the_torch_definitions_f32_operands_bit_for_bit(b, hkv, group, sq, sk, raw_dtype, score_ops,
+                                                                      with_scale, with_bias, masked, spread, seed):
     rng = np.random.default_rng(seed)
     hq = hkv * group
     scores, row_max, p = _softmax_rows(rng, b, hq, sq, sk, spread, masked)
     raw = torch.tensor(rng.random((b, hq, sq, sk)) * 50, dtype=raw_dtype)
+    score_scale, bias = (torch.tensor(rng.standard_normal((b, hq, sq, sk)), dtype=torch.float64) if given else None
+                         for given in (with_scale, with_bias))
     allowance, widening, scale = float(rng.random() * 1e-30), 1 + float(rng.random()) * 1e-3, float(rng.random())
     terms = weight_terms(p, scores, row_max, raw, group, allowance=allowance, widening=widening, scale=scale,
                          score_ops=score_ops, log_keys=math.log(sk), argument_roundings=ARGUMENT_ROUNDINGS,
-                         exp_term=2 * EXP_ULPS)
-    first = p * ScoreErrors(raw.clone(), allowance, widening, scale).tensor()
-    second = p * score_roundings(SimpleNamespace(scores=scores, row_max=row_max), sk, score_ops)
+                         exp_term=2 * EXP_ULPS, score_scale=score_scale, bias=bias)
+    errors = ScoreErrors(raw.clone(), allowance, widening, scale).tensor()
+    first = p * (errors.mul_(score_scale.abs()) if with_scale else errors)
+    second = p * score_roundings(SimpleNamespace(scores=scores, row_max=row_max), sk, score_ops, bias)
     expected = [rounded_up(t)[0] for t in (first, second, p)]
     assert torch.equal(terms.stacked.view(torch.int32), _stacked_by_kv_head(expected, group).view(torch.int32))
     squared = rounded_up(p.square())[0]
@@ -95,6 +98,7 @@ def test_off_the_numba_path_the_pass_steps_aside(monkeypatch):
 # -- the bound on the pass ------------------------------------------------------------------------------
 ATTENTION = [
     {"heads_q": 4, "heads_kv": 2, "seq_q": 16, "seq_k": 40, "head_dim_qk": 16, "causal": True},
+    {"seq_q": 12, "seq_k": 20, "head_dim_qk": 8, "score_scale": True, "score_bias": True},
     {"batch": 2, "seq_q": 9, "seq_k": 33, "head_dim_qk": 8, "kv_lengths": [0, 20], "return_lse": True},
     {"heads_q": 8, "heads_kv": 2, "seq_q": 1, "seq_k": 300, "head_dim_qk": 32},  # decode: 12 stacked rows
     {"seq_q": 8, "seq_k": 24, "head_dim_qk": 16, "quantized": True, "return_lse": True},
@@ -120,7 +124,8 @@ def _rows_and_bounds(params, dtype, fused: bool, monkeypatch):
     return problem, inputs64, rows, evaluated, taken
 
 
-@pytest.mark.parametrize("params", ATTENTION, ids=["gqa-causal", "kv-lengths-lse", "decode", "quantized"])
+@pytest.mark.parametrize("params", ATTENTION, ids=["gqa-causal", "scale-bias", "kv-lengths-lse", "decode",
+                                                  "quantized"])
 def test_the_fused_bound_is_the_torch_paths_to_the_f32_sums_rounding(params, monkeypatch):
     """Both are upper bounds on the same sums; the torch path's float64 or separately summed f32 products
     differ from the stacked f32 one by at most the f32 sums' own widening."""

@@ -25,16 +25,24 @@ def thread_count(tasks: int) -> int:
 
 
 TASKS_PER_THREAD = 4  # enough to even out the threads' shares, few enough that hand-offs stay rare
+# The fewest elements per task. Handing tasks to the pool costs 36 µs for two empty ones here, and a split
+# pass pays more than that while its work is small: round_to f16 over 131K elements took 153 µs in two
+# tasks against 75 µs in one (benchmarks/bench_threads.py). Tasks of SMALLEST_TASK elements pay from about
+# 512K elements for passes of half a nanosecond per element or more (round_to: 224 against 311 µs);
+# memory-bound passes of a fifth of that (widening a sum, rounding up or scanning magnitudes) only from
+# about 4M, so they take LIGHT_TASK.
+SMALLEST_TASK = 1 << 18
+LIGHT_TASK = 1 << 20
 
 
-def chunk_size(length: int, smallest: int = 1 << 16) -> int:
+def chunk_size(length: int, smallest: int = SMALLEST_TASK) -> int:
     """Elements per task for a pass over `length` elements: a few tasks per thread, none below
-    `smallest` (a hand-off costs tens of microseconds, more when the GIL is contended)."""
+    `smallest` (SMALLEST_TASK above)."""
     threads = max(1, torch.get_num_threads())
     return max(smallest, -(-length // (threads * TASKS_PER_THREAD)))
 
 
-def over_chunks(length: int, work: Callable[[int, int], T], smallest: int = 1 << 16) -> list[T]:
+def over_chunks(length: int, work: Callable[[int, int], T], smallest: int = SMALLEST_TASK) -> list[T]:
     """[work(start, stop) for each piece of [0, length)], the pieces chunk_size(length, smallest) long, spread
     over the threads: the shape of every numba pass over a flat array."""
     chunk = chunk_size(length, smallest)

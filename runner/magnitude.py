@@ -141,7 +141,6 @@ def signed_sum_error(reduction_size: int, unit: float, min_normal: float) -> tup
     return relative, math.nextafter(2 * reduction_size * min_normal, math.inf)
 
 
-NARROW_CHUNK = 1 << 16  # the fewest elements per task of the numba scan
 
 if fused_numba.AVAILABLE:
     import numba
@@ -175,7 +174,8 @@ def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
         source = t.contiguous().view(-1).numpy()
         narrow = torch.empty(t.shape, dtype=torch.float32)
         target = narrow.view(-1).numpy()
-        parts = threads.over_chunks(source.shape[0], lambda lo, hi: _narrow_chunk(source, target, lo, hi), NARROW_CHUNK)
+        parts = threads.over_chunks(source.shape[0], lambda lo, hi: _narrow_chunk(source, target, lo, hi),
+                                    threads.LIGHT_TASK)
         smallest = min((part[0] for part in parts), default=math.inf)
         largest = max((part[1] for part in parts), default=0.0)
         exact = sum(part[2] for part in parts) == 0

@@ -138,7 +138,8 @@ def weight_terms(p: torch.Tensor, scores: torch.Tensor, row_max: torch.Tensor, r
     (raw: f32 or float64) of the scores' shape)."""
     given = [t for t in (score_scale, bias) if t is not None]
     if not (fused_numba.AVAILABLE and numba_path(p.device) and p.dim() == 4 and p.numel()
-            and p.dtype == scores.dtype == row_max.dtype == torch.float64 and raw.dtype in (torch.float32, torch.float64)
+            and p.dtype == scores.dtype == row_max.dtype == torch.float64
+            and raw.dtype in (torch.float32, torch.float64)
             and p.shape == scores.shape == raw.shape and row_max.shape == p.shape[:-1] + (1,)
             and all(t.dtype == torch.float64 and t.shape == p.shape and t.device == p.device for t in given)):
         return None

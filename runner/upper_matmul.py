@@ -51,8 +51,6 @@ F64_MIN_NORMAL = 2.0 ** -1022
 _SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
 _SPARE_ROUNDINGS = 4  # beyond widening()'s: this module's own float64 operations, and to spare
 F32_FROM_ROWS = 8
-ROUND_UP_CHUNK = 1 << 18  # the fewest elements per task of the numba pass (handing out smaller ones cost more)
-WIDEN_CHUNK = 1 << 20  # the same for the widening pass, lighter still (262K elements: 35 µs in one task, 127 in four)
 _F32_MIN_NORMAL_BITS = 0x00800000
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -133,7 +131,7 @@ def rounded_up(x: torch.Tensor) -> tuple[torch.Tensor, float]:
         up = torch.empty(x.shape, dtype=torch.float32)
         target = up.view(-1).numpy()
         parts = threads.over_chunks(source.shape[0], lambda lo, hi: _round_up_chunk(source, target, lo, hi),
-                                    ROUND_UP_CHUNK)
+                                    threads.LIGHT_TASK)
         return up, float(np.int32(max(parts)).view(np.float32))
     up = _rounded_up_torch(x)
     return up, float(up.max()) if up.numel() else 0.0
@@ -196,7 +194,7 @@ class UnwidenedProduct:
         out = torch.empty(summed.shape, dtype=torch.float64)
         target = out.view(-1).numpy()
         threads.over_chunks(source.shape[0], lambda lo, hi: _widen_chunk(source, target, lo, hi, self.allowance,
-                                                                        self.factor), WIDEN_CHUNK)
+                                                                        self.factor), threads.LIGHT_TASK)
         return out
 
     def widened_by_term(self, terms: int, per_block: int) -> torch.Tensor:
@@ -209,7 +207,8 @@ class UnwidenedProduct:
         if numba_path(summed.device) and summed.numel() and summed.dtype in (torch.float32, torch.float64):
             source, target = summed.contiguous().view(rows, columns).numpy(), out.view(rows, columns).numpy()
             threads.over_chunks(rows, lambda lo, hi: _widen_stacked_rows(
-                source, target, lo, hi, terms, per_block, self.allowance, self.factor), max(1, WIDEN_CHUNK // columns))
+                source, target, lo, hi, terms, per_block, self.allowance, self.factor),
+                max(1, threads.LIGHT_TASK // columns))
             return out
         by_term = summed.reshape(-1, terms, per_block, columns).transpose(0, 1)
         out.view(terms, -1, per_block, columns).copy_(by_term)

@@ -164,7 +164,8 @@ def test_the_fused_products_bound_their_exact_sums(monkeypatch):
         torch.testing.assert_close(to_lse, weighted.sum(-1), rtol=1e-3, atol=0.0)
     exact_pv = matmul_kv(rows.p, rows.v.abs(), group)
     assert (pv.weighted_v >= exact_pv).all() and (pv.weighted_v <= exact_pv * (1 + 4 * (keys + 8) * U32)).all()
-    rms = matmul_kv(rows.p.square(), rows.v.square(), group).sqrt() + o_abs * rows.p.square().sum(-1, keepdim=True).sqrt()
+    squared = rows.p.square()
+    rms = matmul_kv(squared, rows.v.square(), group).sqrt() + o_abs * squared.sum(-1, keepdim=True).sqrt()
     assert (pv.p_rounding_rms >= rms * (1 - 1e-12)).all()
 
 

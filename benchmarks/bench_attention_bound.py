@@ -18,7 +18,6 @@ evaluated bounds agree to the f32 sums' widening.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,9 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tool_work import catalogue_cases, positive  # noqa: E402
+from bench_tool_work import catalogue_cases, per_case_arguments  # noqa: E402
 from e2egen.runner.bound import BoundModel  # noqa: E402
-from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.ops.attention_math import _attention_rows, attention_float64  # noqa: E402
 from e2egen.runner.run import reference_inputs  # noqa: E402
@@ -75,15 +73,7 @@ def check_agreement(case_id: str, now: dict, baseline: dict, keys: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--catalogue", default=str(ROOT / "configs.toml"))
-    parser.add_argument("--repeat", type=positive, default=9)
-    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: torch's)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    retain_freed_memory()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeat}")
+    args = per_case_arguments(__doc__.splitlines()[0], repeat=9)
     print("| case | scores | reference | baseline (torch's ops) | now | now ÷ baseline | baseline ÷ reference "
           "| now ÷ reference |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

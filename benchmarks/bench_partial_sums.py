@@ -20,7 +20,6 @@ prints that term over the allowance, summed over the outputs (how little the all
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -33,10 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tool_work import catalogue_cases, positive  # noqa: E402
+from bench_tool_work import catalogue_cases, per_case_arguments  # noqa: E402
 from e2egen.runner.arithmetic import Arithmetic  # noqa: E402
 from e2egen.runner.bound import PartialSums, _partial_sums  # noqa: E402
-from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.magnitude import f32_operands, magnitude  # noqa: E402
 from e2egen.runner.ops.conv_taps import tap_partial  # noqa: E402
@@ -99,15 +97,7 @@ def check_allowance(problem, inputs64, arithmetic, now: PartialSums, base: tuple
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--catalogue", default=str(ROOT / "configs.toml"))
-    parser.add_argument("--repeat", type=positive, default=7)
-    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: torch's)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    retain_freed_memory()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeat}")
+    args = per_case_arguments(__doc__.splitlines()[0], repeat=7)
     print("| case | partials | output elements | baseline (tenth round) | now | now ÷ baseline | term ÷ allowance |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     total_base = total_now = 0.0

@@ -13,9 +13,7 @@ Median of --repeat.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_bound_passes import median_ms  # noqa: E402
 from bench_tool_work import positive  # noqa: E402
 from e2egen.metrics import rounding_numba, threads  # noqa: E402
 from e2egen.metrics.formats import float_format  # noqa: E402
@@ -32,13 +31,8 @@ from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 
 
 def median_us(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e6
+    fn()  # warm
+    return median_ms(fn, repeat) * 1e3
 
 
 def passes(size: int):

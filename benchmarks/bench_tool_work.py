@@ -63,6 +63,25 @@ def positive(text: str) -> int:
     return value
 
 
+def per_case_arguments(description: str, repeat: int) -> argparse.Namespace:
+    """--catalogue, --repeat and --threads of a script that times the PR subset's cases one by one; applies
+    the threads and keeps freed memory for reuse (as a run does), and prints the run's header line."""
+    import torch
+
+    from e2egen.runner.host_memory import retain_freed_memory
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--catalogue", default=str(Path(__file__).resolve().parents[1] / "configs.toml"))
+    parser.add_argument("--repeat", type=positive, default=repeat)
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    retain_freed_memory()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeat}")
+    return args
+
+
 def catalogue_cases(path: str) -> list:
     """Every case of the catalogue at `path`; a bad catalogue is one line on stderr and exit status 2."""
     from e2egen.errors import UserError

@@ -36,7 +36,7 @@ def median_us(fn, repeat: int) -> float:
 
 
 def passes(size: int):
-    """(name, work(lo, hi)) for the two passes over `size` elements."""
+    """(name, work(lo, hi)) for the four passes over `size` elements."""
     summed = torch.rand(size, dtype=torch.float32).numpy()
     widened = torch.empty(size, dtype=torch.float64).numpy()
     values = (torch.rand(size, dtype=torch.float64) * 100).numpy()

@@ -26,8 +26,8 @@ def thread_count(tasks: int) -> int:
 
 TASKS_PER_THREAD = 4  # enough to even out the threads' shares, few enough that hand-offs stay rare
 # The fewest elements per task. Handing tasks to the pool costs 36 µs for two empty ones here, and a split
-# pass pays more than that while its work is small: round_to f16 over 131K elements took 153 µs in two
-# tasks against 75 µs in one (benchmarks/bench_threads.py). Tasks of SMALLEST_TASK elements pay from about
+# pass pays more than that while its work is small: round_to f16 over 131K elements took 135 µs in two
+# tasks against 73 µs in one (benchmarks/bench_threads.py). Tasks of SMALLEST_TASK elements pay from about
 # 512K elements for passes of half a nanosecond per element or more (round_to: 224 against 311 µs);
 # memory-bound passes of a fifth of that (widening a sum, rounding up or scanning magnitudes) only from
 # about 4M, so they take LIGHT_TASK.

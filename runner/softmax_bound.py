@@ -112,7 +112,7 @@ class ScoreErrors:
     scale: float = 1.0
 
     def tensor(self) -> torch.Tensor:
-        """E in float64 (a float64 raw with something to apply is changed in place and returned)."""
+        """E in float64: raw itself where there is nothing to apply, else a new tensor."""
         if self.raw.dtype == torch.float64 and (self.allowance, self.widening, self.scale) == (0.0, 1.0, 1.0):
             return self.raw
         return UnwidenedProduct(self.raw, self.allowance, self.widening).widened().mul_(self.scale)
@@ -148,10 +148,12 @@ class SoftmaxTimesV:
     tiny_terms: torch.Tensor
 
     @classmethod
-    def of(cls, rows: AttentionRows, o_abs: torch.Tensor) -> "SoftmaxTimesV":
+    def of(cls, rows: AttentionRows, o_abs: torch.Tensor, v: Magnitudes | None = None) -> "SoftmaxTimesV":
+        """The magnitudes in torch's ops, one product per operand pair; v: |V| where already made (rounded up
+        to f32 once for every product with it)."""
         group = rows.group
         by_kv_head = functools.partial(matmul_kv, group=group)
-        v = magnitudes(rows.v)
+        v = v if v is not None else magnitudes(rows.v)
         p_squared = rows.p.square()
         rms = upper_matmul(p_squared, rows.v.square(), by_kv_head).sqrt_().add_(
             o_abs * p_squared.sum(-1, keepdim=True).sqrt())
@@ -168,25 +170,25 @@ class SoftmaxTimesV:
         """(of(rows, o_abs), through_softmax of the product's errors (times |score_scale|), through_softmax
         of score_roundings): in one numba pass over the scores (runner/softmax_passes.py) where its products
         with |V| are proven in f32, else in torch's ops."""
-        fused = cls._fused(rows, o_abs, product, score_ops, score_scale, bias)
+        v = magnitudes(rows.v)
+        fused = cls._fused(rows, o_abs, v, product, score_ops, score_scale, bias)
         if fused is not None:
             return fused
         errors = product.tensor()
         if score_scale is not None:
             errors.mul_(score_scale.abs())
-        terms = cls.of(rows, o_abs)
+        terms = cls.of(rows, o_abs, v)
         roundings = score_roundings(rows, rows.p.shape[-1], score_ops, bias)
         return terms, terms.through_softmax(errors), terms.through_softmax(roundings)
 
     @classmethod
-    def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors, score_ops: int,
+    def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, v: Magnitudes, product: ScoreErrors, score_ops: int,
                score_scale: torch.Tensor | None = None,
                bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through] | None:
         """with_score_errors from softmax_passes.weight_terms and f32 products, or None where those do not
         pay (fewer than F32_FROM_ROWS rows per kv head in the product of the stacked operands, 3·group·seq_q)
         or are not proven (upper_matmul.f32_premises)."""
         sq, sk = rows.p.shape[-2:]
-        v = magnitudes(rows.v)
         if 3 * rows.group * sq < F32_FROM_ROWS or not f32_sums_proven(sk) or v.rounded_up is None:
             return None
         terms = weight_terms(rows.p, rows.scores, rows.row_max, product.raw, rows.group, allowance=product.allowance,

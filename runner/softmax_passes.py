@@ -18,8 +18,9 @@ matrix per kv head (`stacked`: the rows of the q heads that read a kv head, as o
 stacks them, then the same for E2, then for p), so that one product serves all three.
 
 Every element is the torch definition's float64 operations in its order, so the operands are the same bits
-(tests/test_softmax_passes.py). The row sums are added in another order than torch's: they differ from its
-sums by float64 roundings, first-order terms far below the bound's spare roundings (runner/upper_matmul.py).
+(tests/test_softmax_passes.py). The row sums are added in another order than torch's sum: each is a float64
+sum of at most seq_k non-negative terms, within seq_k·2^-53 of the exact one either way, as the torch path's;
+the bound takes them as they are, a second-order term beside the errors it bounds.
 """
 from __future__ import annotations
 

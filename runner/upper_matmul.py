@@ -185,11 +185,11 @@ class UnwidenedProduct:
                    widening(reduction_size + _SPARE_ROUNDINGS, unit))
 
     def widened(self) -> torch.Tensor:
-        """(summed + allowance) · factor in float64: one numba pass on the CPU, torch's ops elsewhere (the
-        same two roundings)."""
+        """(summed + allowance) · factor in float64, a new tensor: one numba pass on the CPU, torch's ops
+        elsewhere (the same two roundings)."""
         summed = self.summed
         if not (numba_path(summed.device) and summed.numel() and summed.dtype in (torch.float32, torch.float64)):
-            return summed.to(torch.float64).add_(self.allowance).mul_(self.factor)
+            return summed.to(torch.float64, copy=True).add_(self.allowance).mul_(self.factor)
         source = summed.contiguous().view(-1).numpy()
         out = torch.empty(summed.shape, dtype=torch.float64)
         target = out.view(-1).numpy()
@@ -203,7 +203,7 @@ class UnwidenedProduct:
         summed = self.summed
         columns = summed.shape[-1]
         rows = summed.numel() // columns
-        out = torch.empty((terms, rows // terms, columns), dtype=torch.float64)
+        out = torch.empty((terms, rows // terms, columns), dtype=torch.float64, device=summed.device)
         if numba_path(summed.device) and summed.numel() and summed.dtype in (torch.float32, torch.float64):
             source, target = summed.contiguous().view(rows, columns).numpy(), out.view(rows, columns).numpy()
             threads.over_chunks(rows, lambda lo, hi: _widen_stacked_rows(

@@ -10,6 +10,7 @@ passes (the partial sums' and attention's included), round_to and ulp, and the i
 """
 from __future__ import annotations
 
+import itertools
 import time
 
 import torch
@@ -72,11 +73,9 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     upper_matmul.UnwidenedProduct.of(ref.abs().float().view(-1, 1), 4).widened_by_term(1, 1)  # stacked operands
     calls += 1
     scores = ref.view(1, 1, 1, -1)
-    # attention's Q·Kᵀ magnitudes summed in f32, with or without score scale and bias tensors; quantized
-    # attention's change factors in float64
-    for raw, score_scale, bias in ((scores.float(), None, None), (scores.float(), scores, None),
-                                   (scores.float(), None, scores), (scores.float(), scores, scores),
-                                   (scores, None, None)):
+    # attention's Q·Kᵀ magnitudes summed in f32 or in float64 (decode's few query rows; quantized attention's
+    # change factors), with or without score scale and bias tensors
+    for raw, score_scale, bias in itertools.product((scores.float(), scores), (None, scores), (None, scores)):
         softmax_passes.weight_terms(scores.abs(), scores, scores.amax(-1, keepdim=True), raw, 1, allowance=0.0,
                                     widening=1.0, scale=1.0, score_ops=1, log_keys=1.0, argument_roundings=2,
                                     exp_term=32, score_scale=score_scale, bias=bias)

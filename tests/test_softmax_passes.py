@@ -18,7 +18,7 @@ from e2egen.runner.ops.attention_math import attention_float64, matmul_kv
 from e2egen.runner.softmax_bound import (ARGUMENT_ROUNDINGS, EXP_ULPS, ScoreErrors, SoftmaxTimesV, attention_bound,
                                          score_roundings)
 from e2egen.runner.softmax_passes import weight_terms
-from e2egen.runner.upper_matmul import rounded_up
+from e2egen.runner.upper_matmul import magnitudes, rounded_up
 
 pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
 
@@ -98,7 +98,8 @@ def test_off_the_numba_path_the_pass_steps_aside(monkeypatch):
 # -- the bound on the pass ------------------------------------------------------------------------------
 ATTENTION = [
     {"heads_q": 4, "heads_kv": 2, "seq_q": 16, "seq_k": 40, "head_dim_qk": 16, "causal": True},
-    {"seq_q": 12, "seq_k": 20, "head_dim_qk": 8, "score_scale": True, "score_bias": True},
+    {"batch": 2, "heads_q": 6, "heads_kv": 2, "seq_q": 10, "seq_k": 24, "head_dim_qk": 8, "causal": True},
+    {"batch": 2, "seq_q": 12, "seq_k": 20, "head_dim_qk": 8, "score_scale": True, "score_bias": True},
     {"batch": 2, "seq_q": 9, "seq_k": 33, "head_dim_qk": 8, "kv_lengths": [0, 20], "return_lse": True},
     {"heads_q": 8, "heads_kv": 2, "seq_q": 1, "seq_k": 300, "head_dim_qk": 32},  # decode: 12 stacked rows
     {"seq_q": 8, "seq_k": 24, "head_dim_qk": 16, "quantized": True, "return_lse": True},
@@ -124,8 +125,10 @@ def _rows_and_bounds(params, dtype, fused: bool, monkeypatch):
     return problem, inputs64, rows, evaluated, taken
 
 
-@pytest.mark.parametrize("params", ATTENTION, ids=["gqa-causal", "scale-bias", "kv-lengths-lse", "decode",
-                                                  "quantized"])
+IDS = ["gqa-causal", "batched-gqa", "scale-bias", "kv-lengths-lse", "decode", "quantized"]
+
+
+@pytest.mark.parametrize("params", ATTENTION, ids=IDS)
 def test_the_fused_bound_is_the_torch_paths_to_the_f32_sums_rounding(params, monkeypatch):
     """Both are upper bounds on the same sums; the torch path's float64 or separately summed f32 products
     differ from the stacked f32 one by at most the f32 sums' own widening."""
@@ -140,33 +143,69 @@ def test_the_fused_bound_is_the_torch_paths_to_the_f32_sums_rounding(params, mon
         assert ((fused[name] - plain[name]).abs() <= plain[name] * 4 * (keys + 8) * U32).all()
 
 
-def test_the_fused_products_bound_their_exact_sums(monkeypatch):
+@pytest.mark.parametrize("params", ATTENTION[:-1], ids=IDS[:-1])
+def test_the_fused_products_bound_their_exact_sums(params, monkeypatch):
     """Σ_j p_j E_j |v_j| + |o| Σ_j p_j E_j for both score errors, and Σ_j p_j |v_j|, from the pass: never below
     the float64 sums of the exact terms, and within the f32 sums' widening of them."""
-    params = ATTENTION[0]
     problem, inputs64, rows, _, _ = _rows_and_bounds(params, "f16", True, monkeypatch)
     o_abs = rows.o.abs()
-    group = problem.params.group
-    exact_qk = matmul_kv(inputs64["q"].abs(), inputs64["k"].abs().mT, group) * abs(problem.params.softmax_scale)
+    group, softmax_scale = problem.params.group, abs(problem.params.softmax_scale)
+    score_scale = inputs64["score_scale"] if problem.params.score_scale else None
+    bias = inputs64["score_bias"] if problem.params.score_bias else None
+    score_ops = 1 + (score_scale is not None) + (bias is not None)
+    exact_qk = matmul_kv(inputs64["q"].abs(), inputs64["k"].abs().mT, group) * softmax_scale
+    if score_scale is not None:
+        exact_qk *= score_scale.abs()
     from e2egen.runner.upper_matmul import unwidened_matmul
 
     product = unwidened_matmul(inputs64["q"], inputs64["k"].mT, lambda a, b: matmul_kv(a, b, group))
-    assert product.summed.dtype == torch.float32  # the pass's f32 path
-    errors = ScoreErrors(product.summed, product.allowance, product.factor, abs(problem.params.softmax_scale))
-    pv, first, second = SoftmaxTimesV.with_score_errors(rows, o_abs, errors, 1)
+    errors = ScoreErrors(product.summed, product.allowance, product.factor, softmax_scale)
+    assert SoftmaxTimesV._fused(rows, o_abs, magnitudes(rows.v), errors, score_ops, score_scale, bias) is not None
+    pv, first, second = SoftmaxTimesV.with_score_errors(rows, o_abs, errors, score_ops, score_scale, bias)
     keys = rows.p.shape[-1]
-    roundings = score_roundings(rows, keys, 1)
+    roundings = score_roundings(rows, keys, score_ops, bias)
+    widest, underflow = 1 + 4 * (keys + 8) * U32, (keys + 8) * 2.0 ** -120  # upper_matmul's allowance
     for (to_output, to_lse), per_score in ((first, exact_qk), (second, roundings)):
         weighted = rows.p * per_score
         exact = matmul_kv(weighted, rows.v.abs(), group) + o_abs * weighted.sum(-1, keepdim=True)
         assert (to_output >= exact).all()
-        assert (to_output <= exact * (1 + 4 * (keys + 8) * U32) + 1e-300).all()
+        assert (to_output <= exact * widest + underflow).all()
         torch.testing.assert_close(to_lse, weighted.sum(-1), rtol=1e-3, atol=0.0)
     exact_pv = matmul_kv(rows.p, rows.v.abs(), group)
-    assert (pv.weighted_v >= exact_pv).all() and (pv.weighted_v <= exact_pv * (1 + 4 * (keys + 8) * U32)).all()
+    assert (pv.weighted_v >= exact_pv).all() and (pv.weighted_v <= exact_pv * widest + underflow).all()
     squared = rows.p.square()
     rms = matmul_kv(squared, rows.v.square(), group).sqrt() + o_abs * squared.sum(-1, keepdim=True).sqrt()
     assert (pv.p_rounding_rms >= rms * (1 - 1e-12)).all()
+
+
+def test_passes_split_into_tasks_give_one_tasks_bits(monkeypatch):
+    """The score pass and the widening passes over many small tasks (their offsets) as over one."""
+    from e2egen.metrics import threads
+    from e2egen.runner import softmax_passes
+    from e2egen.runner.upper_matmul import UnwidenedProduct
+
+    rng = np.random.default_rng(11)
+    b, hkv, group, sq, sk = 2, 2, 3, 7, 9
+    scores, row_max, p = _softmax_rows(rng, b, hkv * group, sq, sk, 3.0, 0.2)
+    raw = torch.tensor(rng.random(p.shape), dtype=torch.float32)
+    arguments = dict(allowance=1e-30, widening=1.001, scale=0.5, score_ops=2, log_keys=math.log(sk),
+                     argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS,
+                     bias=torch.tensor(rng.standard_normal(p.shape)))
+
+    right = torch.rand(b, hkv, sk, 5)
+
+    def results():
+        terms = weight_terms(p, scores, row_max, raw, group, **arguments)
+        product = UnwidenedProduct(torch.matmul(terms.stacked, right), 1e-30, 1.25)
+        return (terms.stacked, terms.squared, terms.sum_first, terms.sum_second, terms.sum_squared,
+                terms.least_score, product.widened(), product.widened_by_term(3, group * sq))
+
+    whole = results()
+    monkeypatch.setattr(softmax_passes, "ROW_CHUNK_ELEMENTS", 2 * sk)  # 4 rows a task: 21 tasks
+    monkeypatch.setattr(threads, "LIGHT_TASK", 16)
+    split = results()
+    for one, many in zip(whole, split):
+        assert torch.equal(one, many)
 
 
 def test_an_operand_beyond_the_f32_premises_takes_the_torch_path(monkeypatch):
@@ -175,7 +214,7 @@ def test_an_operand_beyond_the_f32_premises_takes_the_torch_path(monkeypatch):
     params = ATTENTION[0]
     problem, inputs64, rows, _, _ = _rows_and_bounds(params, "f16", True, monkeypatch)
     huge = torch.full_like(rows.p, 1e37)
-    fused = SoftmaxTimesV._fused(rows, rows.o.abs(), ScoreErrors(huge.clone()), 1)
+    fused = SoftmaxTimesV._fused(rows, rows.o.abs(), magnitudes(rows.v), ScoreErrors(huge.clone()), 1)
     assert fused is None
     pv, first, _ = SoftmaxTimesV.with_score_errors(rows, rows.o.abs(), ScoreErrors(huge.clone()), 1)
     plain = SoftmaxTimesV.of(rows, rows.o.abs()).through_softmax(huge)

@@ -103,15 +103,23 @@ class F32Operands:
     magnitudes: Mapping[str, torch.Tensor]
 
 
+def f32_sums_unproven(reduction_size: int) -> str:
+    """Why an f32 sum of `reduction_size` products of magnitudes is outside the analysis, whatever its
+    operands ("" where it is not): K·u too large for the widening, or torch allowed to sum f32 in lower
+    precision. Shared with runner/upper_matmul.py's products."""
+    if reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
+        return f"reduction of {reduction_size} products is too long for f32"
+    reason = reduced_precision_allowed()
+    return f"{reason} lets torch sum f32 in lower precision" if reason else ""
+
+
 def f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> F32Operands:
     """The premises of the f32 path, checked with one pass over each input, which also writes |input| as f32."""
     if any(t.device.type != "cpu" for t in inputs64.values()):
         return F32Operands("inputs on a device (its kernels may not sum in f32)", {})
-    if problem.reduction_size * F32_UNIT_ROUNDOFF > MAX_REDUCTION_ROUNDOFF:
-        return F32Operands(f"reduction of {problem.reduction_size} products is too long for f32", {})
-    reason = reduced_precision_allowed()
+    reason = f32_sums_unproven(problem.reduction_size)
     if reason:
-        return F32Operands(f"{reason} lets torch sum f32 in lower precision", {})
+        return F32Operands(reason, {})
     if len(inputs64) != 2:
         return F32Operands(f"{len(inputs64)} inputs: the analysis covers products of two", {})
     smallest, largest, narrow = 1.0, 1.0, {}

@@ -56,8 +56,9 @@ from .bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundin
 from .ops.attention_math import AttentionRows, QuantizedScores, expand_kv, matmul_kv
 from .problem import Problem
 from .softmax_passes import WeightTerms, weight_terms
-from .upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, f32_premises, f32_sums_proven, magnitudes,
-                           rounded_up, unwidened_matmul, upper_matmul)
+from .magnitude import f32_sums_unproven
+from .upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, f32_product_proven, magnitudes, rounded_up,
+                           unwidened_matmul, upper_matmul)
 
 EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
 ARGUMENT_ROUNDINGS = 2  # the exponent's argument: s - m, then a multiply by log2 e (or one fma)
@@ -187,9 +188,9 @@ class SoftmaxTimesV:
                bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through] | None:
         """with_score_errors from softmax_passes.weight_terms and f32 products, or None where those do not
         pay (fewer than F32_FROM_ROWS rows per kv head in the product of the stacked operands, 3·group·seq_q)
-        or are not proven (upper_matmul.f32_premises)."""
+        or are not proven (upper_matmul.f32_product_proven)."""
         sq, sk = rows.p.shape[-2:]
-        if 3 * rows.group * sq < F32_FROM_ROWS or not f32_sums_proven(sk) or v.rounded_up is None:
+        if 3 * rows.group * sq < F32_FROM_ROWS or f32_sums_unproven(sk) or v.rounded_up is None:
             return None
         terms = weight_terms(rows.p, rows.scores, rows.row_max, product.raw, rows.group, allowance=product.allowance,
                              widening=product.widening, scale=product.scale, score_ops=score_ops,
@@ -198,7 +199,7 @@ class SoftmaxTimesV:
         if terms is None:
             return None
         v_squared, v_squared_largest = rounded_up(rows.v.square())
-        if not f32_premises(sk, terms.largest, max(v.rounded_up[1], v_squared_largest)):
+        if not f32_product_proven(sk, terms.largest, max(v.rounded_up[1], v_squared_largest)):
             return None
         first, second, weighted_v = _stacked_products(terms, v.rounded_up[0], sk)
         squared = UnwidenedProduct.of(matmul_kv(terms.squared, v_squared, rows.group), sk).widened()

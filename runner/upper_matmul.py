@@ -42,8 +42,7 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 
-from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, MAX_REDUCTION_ROUNDOFF,
-                        reduced_precision_allowed, widening)
+from .magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, f32_sums_unproven, widening
 
 __all__ = ["Magnitudes", "UnwidenedProduct", "magnitudes", "unwidened_matmul", "upper_matmul", "upper_product"]
 
@@ -215,20 +214,15 @@ class UnwidenedProduct:
         return out.add_(self.allowance).mul_(self.factor)
 
 
-def f32_sums_proven(reduction_size: int) -> bool:
-    """The premises of an f32 product of magnitudes that do not depend on its operands (the module
-    docstring): K·u small enough, and torch summing f32 in f32."""
-    return reduction_size * F32_UNIT_ROUNDOFF <= MAX_REDUCTION_ROUNDOFF and not reduced_precision_allowed()
-
-
 def _within_range(reduction_size: int, left_largest: float, right_largest: float) -> bool:
     """No f32 sum of rounded-up magnitudes with these largest values comes near overflow; False for NaN, inf."""
     return reduction_size * left_largest * right_largest <= F32_MAX / 2
 
 
-def f32_premises(reduction_size: int, left_largest: float, right_largest: float) -> bool:
-    """Whether an f32 product of rounded-up magnitudes with these largest values is proven."""
-    return f32_sums_proven(reduction_size) and _within_range(reduction_size, left_largest, right_largest)
+def f32_product_proven(reduction_size: int, left_largest: float, right_largest: float) -> bool:
+    """Whether an f32 product of rounded-up magnitudes with these largest values is proven (the module
+    docstring): magnitude.f32_sums_unproven's premises, and no overflow."""
+    return not f32_sums_unproven(reduction_size) and _within_range(reduction_size, left_largest, right_largest)
 
 
 def unwidened_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Magnitudes, product: Product,
@@ -240,7 +234,7 @@ def unwidened_product(left: torch.Tensor | Magnitudes, right: torch.Tensor | Mag
     summed = None
     # NNPACK's Winograd/FFT convolutions subtract: never in a product of magnitudes (as runner/magnitude.py)
     with torch.backends.nnpack.flags(enabled=False):
-        if (f32_pays and f32_sums_proven(k) and left.rounded_up is not None and right.rounded_up is not None
+        if (f32_pays and not f32_sums_unproven(k) and left.rounded_up is not None and right.rounded_up is not None
                 and _within_range(k, left.rounded_up[1], right.rounded_up[1])):
             summed = product(left.rounded_up[0], right.rounded_up[0])
         if summed is None or summed.dtype != torch.float32:  # not the f32 sum analysed: float64

@@ -34,8 +34,6 @@ from e2egen.metrics.backend import numba_path
 
 __all__ = ["WeightTerms", "weight_terms"]
 
-ROW_CHUNK_ELEMENTS = 1 << 18  # the fewest scores per task (a hand-off costs tens of microseconds)
-
 if fused_numba.AVAILABLE:
     import numba
 
@@ -159,6 +157,6 @@ def weight_terms(p: torch.Tensor, scores: torch.Tensor, row_max: torch.Tensor, r
                *(float(x) for x in (allowance, widening, scale, score_ops, log_keys, argument_roundings, exp_term)))
     parts = threads.over_chunks(rows, lambda lo, hi: _rows(*arrays[:2], maxima, arrays[2], *extra, *targets, lo, hi,
                                                            *scalars),
-                                max(1, ROW_CHUNK_ELEMENTS // sk))
+                                max(1, threads.SMALLEST_TASK // sk))  # rows of scores per task
     largest = float(np.int32(max(parts)).view(np.float32))
     return WeightTerms(stacked, squared, sums[..., 0:1], sums[..., 1:2], sums[..., 2:3], least, largest)

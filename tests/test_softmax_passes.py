@@ -181,7 +181,6 @@ def test_the_fused_products_bound_their_exact_sums(params, monkeypatch):
 def test_passes_split_into_tasks_give_one_tasks_bits(monkeypatch):
     """The score pass and the widening passes over many small tasks (their offsets) as over one."""
     from e2egen.metrics import threads
-    from e2egen.runner import softmax_passes
     from e2egen.runner.upper_matmul import UnwidenedProduct
 
     rng = np.random.default_rng(11)
@@ -201,7 +200,7 @@ def test_passes_split_into_tasks_give_one_tasks_bits(monkeypatch):
                 terms.least_score, product.widened(), product.widened_by_term(3, group * sq))
 
     whole = results()
-    monkeypatch.setattr(softmax_passes, "ROW_CHUNK_ELEMENTS", 2 * sk)  # 4 rows a task: 21 tasks
+    monkeypatch.setattr(threads, "SMALLEST_TASK", 2 * sk)  # 2 rows a task at least
     monkeypatch.setattr(threads, "LIGHT_TASK", 16)
     split = results()
     for one, many in zip(whole, split):

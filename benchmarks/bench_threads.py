@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/bench_threads.py [--repeat 201]
 
 First the pool's own cost: threads.run over 1, 2, 4 and 8 empty tasks (one runs inline on the caller, the
-baseline). Then four passes at several sizes, each as one task on the caller (the baseline) and split the
+baseline). Then five passes at several sizes, each as one task on the caller (the baseline) and split the
 way threads.over_chunks splits it with the smallest task at 2^16 elements (the default before the twelfth
 round), 2^18 (threads.SMALLEST_TASK since) and 2^20 (threads.LIGHT_TASK): the widening of an f32 sum into
 float64 (upper_matmul._widen_chunk), round_to f16 (rounding_numba._round_to), Σ|a·b|'s f32 scan
-(magnitude._narrow_chunk) and the rounding up of magnitudes to f32 (upper_matmul._round_up_chunk).
+(magnitude._narrow_chunk), the rounding up of magnitudes to f32 (upper_matmul._round_up_chunk) and a
+bound's ulp term added in place (fused_numba.add_ulps_into).
 Median of --repeat.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_bound_passes import median_ms  # noqa: E402
 from bench_tool_work import positive  # noqa: E402
-from e2egen.metrics import rounding_numba, threads  # noqa: E402
+from e2egen.metrics import fused_numba, rounding_numba, threads  # noqa: E402
+from e2egen.metrics.ulp_terms import _ulp_args  # noqa: E402
 from e2egen.metrics.formats import float_format  # noqa: E402
 from e2egen.runner import magnitude, upper_matmul  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
@@ -36,7 +38,7 @@ def median_us(fn, repeat: int) -> float:
 
 
 def passes(size: int):
-    """(name, work(lo, hi)) for the four passes over `size` elements."""
+    """(name, work(lo, hi)) for the five passes over `size` elements."""
     summed = torch.rand(size, dtype=torch.float32).numpy()
     widened = torch.empty(size, dtype=torch.float64).numpy()
     values = (torch.rand(size, dtype=torch.float64) * 100).numpy()
@@ -48,6 +50,9 @@ def passes(size: int):
     narrowed = torch.empty(size, dtype=torch.float32).numpy()
     yield "Σ|a·b|'s f32 scan", lambda lo, hi: magnitude._narrow_chunk(values, narrowed, lo, hi)
     yield "rounding up to f32", lambda lo, hi: upper_matmul._round_up_chunk(values, narrowed, lo, hi)
+    total = torch.rand(size, dtype=torch.float64).numpy()
+    ulp_args = (1.0, *_ulp_args("f16"))
+    yield "the ulp term, in place", lambda lo, hi: fused_numba.add_ulps_into(total, values, lo, hi, *ulp_args)
 
 
 def main() -> None:

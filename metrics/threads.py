@@ -29,8 +29,8 @@ TASKS_PER_THREAD = 4  # enough to even out the threads' shares, few enough that 
 # pass pays more than that while its work is small: round_to f16 over 131K elements took 135 µs in two
 # tasks against 73 µs in one (benchmarks/bench_threads.py). Tasks of SMALLEST_TASK elements pay from about
 # 512K elements for passes of half a nanosecond per element or more (round_to: 224 against 311 µs);
-# memory-bound passes of a fifth of that (widening a sum, rounding up or scanning magnitudes) only from
-# about 4M, so they take LIGHT_TASK.
+# memory-bound passes of a fifth of that (widening a sum, rounding up or scanning magnitudes, adding a
+# bound's ulp term, the partial sums' running sums) only from about 4M, so they take LIGHT_TASK.
 SMALLEST_TASK = 1 << 18
 LIGHT_TASK = 1 << 20
 

@@ -30,7 +30,6 @@ from e2egen.metrics.rounding import ulp, ulp_emax
 
 __all__ = ["ScaledPlusUlps", "add_ulps", "partial_sums_plus_ulps", "scaled_plus_ulps"]
 
-CHUNK = 1 << 16  # the fewest elements per task (threads.chunk_size gives a few tasks per thread)
 
 def _fused(*tensors: torch.Tensor) -> bool:
     return all(t.is_contiguous() for t in tensors) and numba_path(tensors[0].device)
@@ -52,15 +51,17 @@ def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: fl
     flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
     args = (float(count), *_ulp_args(dtype))
     threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.scaled_plus_ulps_into(
-        flat_total, flat_terms, float(widening), float(scale), flat_ref, lo, hi, *args), CHUNK)
+        flat_total, flat_terms, float(widening), float(scale), flat_ref, lo, hi, *args),
+        threads.LIGHT_TASK)  # memory-bound, as add_ulps_into (benchmarks/bench_threads.py)
     return total
 
 
 def _add_in_place(total, ref, dtype: str, count: float) -> torch.Tensor:
     flat_total, flat_ref = total.view(-1).numpy(), ref.view(-1).numpy()
     args = (float(count), *_ulp_args(dtype))
-    threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.add_ulps_into(flat_total, flat_ref, lo, hi, *args),
-                        CHUNK)
+    threads.over_chunks(flat_ref.shape[0],
+                        lambda lo, hi: fused_numba.add_ulps_into(flat_total, flat_ref, lo, hi, *args),
+                        threads.LIGHT_TASK)  # memory-bound (benchmarks/bench_threads.py)
     return total
 
 
@@ -103,7 +104,7 @@ def partial_sums_plus_ulps(running: torch.Tensor, absolute: torch.Tensor | None,
     args = (float(count), *_ulp_args(dtype))
     threads.over_chunks(flat[0].shape[0], lambda lo, hi: fused_numba.partial_sums_plus_ulps_into(
         flat[0], flat[1], flat[2], absolute is not None, float(unit), float(constant), flat[3], float(alpha),
-        flat[4], lo, hi, *args), CHUNK)
+        flat[4], lo, hi, *args))
     return out
 
 

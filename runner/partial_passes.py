@@ -9,7 +9,7 @@ each element of the sums is read and written once per two partials, on every cor
 (metrics.threads): the passes are memory-bound, and the three float64 sums are most of their traffic (48 of
 the 52 bytes per element and partial, one at a time; 28 of 32 per partial in pairs). 27 partials of 400K
 elements took 6.0 ms on one thread against 10.9 ms for torch's ops one at a time, and 4M-element ones about
-half torch's time on two threads (below a million elements, two threads gain nothing: SMALLEST_CHUNK). The
+half torch's time on two threads (below a million elements, two threads gain nothing: threads.LIGHT_TASK). The
 operations are the same IEEE additions and exact absolute values in the same order, so the sums equal
 torch's bit for bit (tests/test_partial_passes.py); the first pass writes the sums without reading them.
 
@@ -27,10 +27,9 @@ from e2egen.metrics.backend import numba_path
 
 __all__ = ["accumulate", "start"]
 
-# A pass costs about 0.5 ns per element on one core. Below a million elements a second thread did not pay
-# for its hand-off and for the sums' chunks moving between the cores' caches from one partial to the next:
-# 27 partials of 400K elements took 6.0 ms on one thread, 10.3 ms on two (torch's ops: 6.2 ms on two).
-SMALLEST_CHUNK = 1 << 20
+# Tasks of threads.LIGHT_TASK elements: below a million elements a second thread did not pay for its hand-off
+# and for the sums' chunks moving between the cores' caches from one partial to the next (27 partials of 400K
+# elements took 6.0 ms on one thread, 10.3 ms on two; torch's ops: 6.2 ms on two).
 
 if fused_numba.AVAILABLE:
     import numba
@@ -127,4 +126,4 @@ def _applies(parts: tuple[torch.Tensor, ...]) -> bool:
 
 def _over_chunks(kernel, parts: tuple[torch.Tensor, ...], sums: tuple[torch.Tensor, ...]) -> None:
     flat = [t.view(-1).numpy() for t in (*parts, *sums)]
-    threads.over_chunks(flat[0].shape[0], lambda lo, hi: kernel(*flat, lo, hi), SMALLEST_CHUNK)
+    threads.over_chunks(flat[0].shape[0], lambda lo, hi: kernel(*flat, lo, hi), threads.LIGHT_TASK)

@@ -11,6 +11,9 @@ Per shape, in the same run:
   in compare  what forming it inside the comparison's pass adds: compare with the unformed bound less
               compare with the same bound written out (both with every metric);
   total       bound + in compare, as a ratio to the reference (goal: <= 0.5);
+  scanned     the same total where, as in runner.run, Σ|a·b|'s f32 scan was taken while the inputs
+              were widened (runner/magnitude.widened_with_scan): the bound without its scan, plus what
+              the scan adds to the widening (reference_inputs with the scan less without it);
   written     the fourth round's way, for comparison: the bound formed as a float64 tensor in one fused
               pass (ScaledPlusUlps.values), Σ|a·b| in f32;
   float64     the earlier way: Σ|a·b| in float64, then metrics.ulp as a separate tensor (no widening: it
@@ -36,7 +39,7 @@ from e2egen.runner import BoundModel, ReferenceOptions, make_problem  # noqa: E4
 from e2egen.runner.bound import error_bounds, product_sum_parts  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 from e2egen.runner.interval_bound import bound_for_output  # noqa: E402
-from e2egen.runner.inputs import generate_inputs  # noqa: E402
+from e2egen.runner.inputs import generate_inputs, reference_inputs  # noqa: E402
 from e2egen.runner.magnitude import f32_premises, magnitude  # noqa: E402
 from e2egen.runner.reference import compute_reference  # noqa: E402
 
@@ -72,12 +75,13 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load:.2f}; "
           f"median of {args.repeat}")
-    columns = ("reference", "bound", "in compare", "total ÷ ref", "written ÷ ref", "float64 ÷ ref")
+    columns = ("reference", "bound", "in compare", "total ÷ ref", "scanned ÷ ref", "written ÷ ref", "float64 ÷ ref")
     print(f"{'shape':<38}" + "".join(f"{c:>14}" for c in columns) + "  magnitude in")
     model = BoundModel()
     for name, (op, direction, dtype, layout, params) in SHAPES.items():
         problem = make_problem(op, direction, dtype, layout, params, (-1.0, 1.0), seed=1)
-        inputs64 = {key: t.to(torch.float64) for key, t in generate_inputs(problem).items()}
+        inputs = generate_inputs(problem)
+        inputs64 = {key: t.to(torch.float64) for key, t in inputs.items()}
         ref = compute_reference(problem, inputs64, ReferenceOptions()).value
         out = ref.to(metrics.get_format(problem.out_dtype).torch_dtype)
         part = error_bounds(problem, inputs64)[problem.primary_output]
@@ -93,9 +97,17 @@ def main() -> None:
         earlier = median_seconds(
             lambda: error_bounds(problem, inputs64)[problem.primary_output].evaluate(model, ref), args.repeat)
         old = median_seconds(lambda: float64_bound(problem, inputs64, ref, model), args.repeat)
+        cpu = torch.device("cpu")
+        widening = median_seconds(lambda: reference_inputs(inputs, cpu), args.repeat)
+        scanning = median_seconds(lambda: reference_inputs(inputs, cpu, scan_magnitudes=True), args.repeat)
+        scanned64 = reference_inputs(inputs, cpu, scan_magnitudes=True)  # each repeat reads its recorded scan
+        scanned = median_seconds(
+            lambda: bound_for_output(error_bounds(problem, scanned64)[problem.primary_output], model, ref, out),
+            args.repeat) + max(scanning - widening, 0.0)
         path = f32_premises(problem, inputs64) or "f32"
         cells = (f"{reference * 1e3:.1f}ms", f"{bound * 1e3:.1f}ms", f"{forming * 1e3:.1f}ms",
-                 f"{(bound + forming) / reference:.2f}", f"{earlier / reference:.2f}", f"{old / reference:.2f}")
+                 f"{(bound + forming) / reference:.2f}", f"{(scanned + forming) / reference:.2f}",
+                 f"{earlier / reference:.2f}", f"{old / reference:.2f}")
         print(f"{name:<38}" + "".join(f"{c:>14}" for c in cells) + f"  {path}")
 
 

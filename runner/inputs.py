@@ -23,7 +23,7 @@ from e2egen import metrics
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.encoding import encode
 
-from . import draws, narrowing
+from . import draws, magnitude, narrowing
 from .dtypes import FLOAT8, input_format_name, storage_dtype
 from .problem import Problem
 
@@ -170,24 +170,35 @@ def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device
 
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,
-                     flush_format: str | None = None) -> dict[str, torch.Tensor]:
+                     flush_format: str | None = None, scan_magnitudes: bool = False) -> dict[str, torch.Tensor]:
     """The same values in float64 (exact: every input format is a subset of float64); with flush_format,
     flushed as the reference's ftz option flushes them (metrics.flush_subnormals in that format), where
-    the storage allows in the widening pass itself."""
-    return {name: widen_to_float64(tensor, flush_format).to(device) for name, tensor in inputs.items()}
+    the storage allows in the widening pass itself. scan_magnitudes: the bound will want |inputs| as f32
+    (magnitude.takes_input_magnitudes); take them in the same pass where it can (magnitude.widened_with_scan)."""
+    return {name: widen_to_float64(tensor, flush_format, scan_magnitudes).to(device) for name, tensor in inputs.items()}
 
 
-def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None) -> torch.Tensor:
-    """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba a table
-    look-up on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py). With
-    flush_format, the values subnormal in that format become zeros of their sign."""
+_SCANNED_FORMATS = {torch.float32: "f32", **narrowing.NARROW_DTYPES}  # the formats magnitude.widened_with_scan takes
+
+
+def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None, scan_magnitudes: bool = False) -> torch.Tensor:
+    """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba one
+    vectorised pass over the bits on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py). With
+    flush_format, the values subnormal in that format become zeros of their sign. scan_magnitudes:
+    reference_inputs'."""
+    if scan_magnitudes:
+        own_format = flush_format is not None and flush_format == _SCANNED_FORMATS.get(tensor.dtype)
+        if flush_format is None or own_format:
+            widened = magnitude.widened_with_scan(tensor, flush_subnormals=own_format)
+            if widened is not None:
+                return widened
     if tensor.dtype == torch.uint8:
         from e2egen.metrics.encoding import decode
 
         widened = decode(tensor, "f4e2m1")
     elif (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
             and tensor.is_contiguous()):
-        if flush_format == narrowing.NARROW_DTYPES[tensor.dtype]:  # the table flushes: no pass of its own
+        if flush_format == narrowing.NARROW_DTYPES[tensor.dtype]:  # the widening flushes: no pass of its own
             return narrowing.widen(tensor, flush_subnormals=True)
         widened = narrowing.widen(tensor)
     else:

@@ -39,8 +39,9 @@ underflows or overflows, so W is 1 + (K + 4)·2^-53 there):
 """
 from __future__ import annotations
 
-import math
 import functools
+import math
+import weakref
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -48,11 +49,13 @@ import torch
 
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
+from e2egen.metrics.rounding import flush_subnormals as metrics_flush_subnormals
 
 from .problem import Problem
 
 __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
-           "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error"]
+           "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error",
+           "takes_input_magnitudes", "widened_with_scan"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
@@ -154,46 +157,163 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _float
+    from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
+
+    from .narrowing import pattern_value
+
+    _NO_MAGNITUDE = (1 << 63) - 1  # above every magnitude's bits: the minimum of none
+    _F32_MIN_NORMAL_BITS = 0x00800000
+
+    @numba.njit(inline="always", error_model="numpy")
+    def _scan_one(value, out, i, smallest, largest, inexact):
+        """|value| as f32 into out[i]; the scan's running (smallest non-zero, largest, inexact count).
+        Minima and maxima of |value| as integer bit patterns (same order), so that the loops vectorise;
+        zeros are kept out of the minimum arithmetically (a conditional expression there kept LLVM from
+        vectorising the loop: 5x slower)."""
+        magnitude = _bits(value) & ((1 << 63) - 1)
+        a = _float(magnitude)
+        f = np.float32(a)
+        out[i] = f
+        missed = 0 if np.float64(f) == a else 1  # NaN and values beyond f32 count here
+        return (min(smallest, magnitude + (magnitude == 0) * _NO_MAGNITUDE), max(largest, magnitude),
+                inexact + missed)
+
+    @numba.njit(inline="always")
+    def _scan_result(smallest, largest, inexact):
+        return _float(smallest) if smallest != _NO_MAGNITUDE else np.inf, _float(largest), inexact
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _narrow_chunk(x, out, lo, hi):
-        """|x| as f32 into out[lo:hi]; (smallest non-zero |x|, largest |x|, how many did not fit exactly).
-        Minima and maxima of |x| as integer bit patterns (same order), so that the loop vectorises; zeros
-        are kept out of the minimum arithmetically (a conditional expression there kept LLVM from vectorising
-        the loop: 5x slower)."""
+        """|x| as f32 into out[lo:hi]; (smallest non-zero |x|, largest |x|, how many did not fit exactly)."""
         _align_stack()
-        smallest, largest, inexact = (1 << 63) - 1, 0, 0
+        smallest, largest, inexact = _NO_MAGNITUDE, 0, 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):
-            magnitude = _bits(x_c[i]) & ((1 << 63) - 1)
-            a = _float(magnitude)
-            f = np.float32(a)
-            out_c[i] = f
-            inexact += 0 if np.float64(f) == a else 1  # NaN and values beyond f32 count here
-            largest = max(largest, magnitude)
-            smallest = min(smallest, magnitude + (magnitude == 0) * ((1 << 63) - 1))
-        return _float(smallest) if smallest != (1 << 63) - 1 else np.inf, _float(largest), inexact
+            smallest, largest, inexact = _scan_one(x_c[i], out_c, i, smallest, largest, inexact)
+        return _scan_result(smallest, largest, inexact)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _scan_f32_chunk(x, flush, out, lo, hi):
+        """_narrow_chunk's scan of x[lo:hi] (f32) into out; with `flush`, of x with its subnormals as zeros
+        of their sign (metrics.flush_subnormals). No float64 copy: torch's cast writes that faster (7 against
+        19 ms for 45M values written with the scan)."""
+        _align_stack()
+        smallest, largest, inexact = _NO_MAGNITUDE, 0, 0
+        x_c, out_c = x[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            bits = _bits32(x_c[i])
+            subnormal = (bits & 0x7FFFFFFF) < _F32_MIN_NORMAL_BITS
+            value = np.float64(_float32(bits & np.int32(-0x80000000)) if flush and subnormal else x_c[i])
+            smallest, largest, inexact = _scan_one(value, out_c, i, smallest, largest, inexact)
+        return _scan_result(smallest, largest, inexact)
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def _widen_patterns_chunk(patterns, m, exponent_mask, bias, flush, wide, out, lo, hi):
+        """The float64 values of 16-bit patterns[lo:hi] (runner/narrowing.pattern_value's) into wide, with
+        _narrow_chunk's scan of those values into out."""
+        _align_stack()
+        smallest, largest, inexact = _NO_MAGNITUDE, 0, 0
+        patterns_c, wide_c, out_c = patterns[lo:hi], wide[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            value = pattern_value(patterns_c[i], m, exponent_mask, bias, flush)
+            wide_c[i] = value
+            smallest, largest, inexact = _scan_one(value, out_c, i, smallest, largest, inexact)
+        return _scan_result(smallest, largest, inexact)
 
 
-def _narrowed(t: torch.Tensor) -> tuple[torch.Tensor, float, float, bool]:
-    """(|t| as f32, smallest non-zero |t| (1.0 if none), largest |t|, whether every |t| is an f32 value)."""
+Scan = tuple[torch.Tensor, float, float, bool]  # |t| as f32, smallest non-zero |t| (1.0 if none), largest, exact
+
+
+def _narrowed(t: torch.Tensor) -> Scan:
+    """(|t| as f32, smallest non-zero |t| (1.0 if none), largest |t|, whether every |t| is an f32 value):
+    the one recorded when t was widened (widened_with_scan), else a pass over t."""
+    recorded = _recorded_scan(t)
+    if recorded is not None:
+        return recorded
     if t.dtype == torch.float64 and numba_path(t.device):
         source = t.contiguous().view(-1).numpy()
         narrow = torch.empty(t.shape, dtype=torch.float32)
         target = narrow.view(-1).numpy()
-        parts = threads.over_chunks(source.shape[0], lambda lo, hi: _narrow_chunk(source, target, lo, hi),
-                                    threads.LIGHT_TASK)
-        smallest = min((part[0] for part in parts), default=math.inf)
-        largest = max((part[1] for part in parts), default=0.0)
-        exact = sum(part[2] for part in parts) == 0
-    else:  # the same in torch's passes
-        absolute = t.abs()
-        narrow = absolute.to(torch.float32)
-        exact = bool((narrow.to(absolute.dtype) == absolute).all())
-        largest = float(absolute.max()) if t.numel() else 0.0
-        smallest = float(torch.where(absolute == 0, math.inf, absolute).min()) if t.numel() else math.inf
+        return _scan_of(narrow, threads.over_chunks(source.shape[0],
+                                                    lambda lo, hi: _narrow_chunk(source, target, lo, hi),
+                                                    threads.LIGHT_TASK))
+    # the same in torch's passes
+    absolute = t.abs()
+    narrow = absolute.to(torch.float32)
+    exact = bool((narrow.to(absolute.dtype) == absolute).all())
+    largest = float(absolute.max()) if t.numel() else 0.0
+    smallest = float(torch.where(absolute == 0, math.inf, absolute).min()) if t.numel() else math.inf
     return narrow, (smallest if math.isfinite(smallest) else 1.0), largest, exact
+
+
+def _scan_of(narrow: torch.Tensor, parts: list[tuple[float, float, int]]) -> Scan:
+    smallest = min((part[0] for part in parts), default=math.inf)
+    largest = max((part[1] for part in parts), default=0.0)
+    return narrow, (smallest if math.isfinite(smallest) else 1.0), largest, sum(part[2] for part in parts) == 0
+
+
+# -- the scan taken while the inputs are widened --------------------------------------------------------
+# Every input of a product-sum op is read once to widen it to float64 for the reference, before the kernel
+# runs; writing |input| as f32 and the premises' figures in that pass spares f32_operands a second pass over
+# the float64 copy (8 bytes an element read, 4 written). Each scan is kept for the float64 tensor it
+# describes, while that tensor lives and is unchanged (torch's version counter): the record is a function
+# of the values, so any reader gets what its own scan would give. The float64 copies are the tool's own;
+# the kernel never sees them, so nothing the kernel does can change them or the record.
+_SCANS: dict[int, tuple[weakref.ref, int, Scan]] = {}
+
+
+def _record_scan(wide: torch.Tensor, scan: Scan) -> None:
+    key = id(wide)
+    _SCANS[key] = (weakref.ref(wide, lambda _, key=key: _SCANS.pop(key, None)), wide._version, scan)
+
+
+def _recorded_scan(t: torch.Tensor) -> Scan | None:
+    entry = _SCANS.get(id(t))
+    if entry is None or entry[0]() is not t or entry[1] != t._version:
+        return None
+    return entry[2]
+
+
+def widened_with_scan(tensor: torch.Tensor, flush_subnormals: bool = False) -> torch.Tensor | None:
+    """tensor in float64 (exact), and _narrowed's scan of those values recorded for the float64 tensor,
+    both from the narrow tensor: f16 and bf16 in one pass, f32 in a scan beside torch's cast. With
+    flush_subnormals, the subnormals of tensor's format become zeros of their sign (metrics.flush_subnormals)
+    in both. None where this does not serve: numba absent or turned off, or not a contiguous CPU f16, bf16
+    or f32 tensor."""
+    from . import narrowing
+
+    if not (numba_path(tensor.device) and tensor.is_contiguous() and tensor.numel()
+            and tensor.dtype in (torch.float32, *narrowing.NARROW_DTYPES)):
+        return None
+    narrow = torch.empty(tensor.shape, dtype=torch.float32)
+    narrow_flat = narrow.view(-1).numpy()
+    if tensor.dtype in narrowing.NARROW_DTYPES:  # one pass writes both
+        patterns = tensor.view(torch.uint16).reshape(-1).numpy()
+        layout = narrowing.pattern_layout(tensor.dtype)
+        wide = torch.empty(tensor.shape, dtype=torch.float64)
+        wide_flat = wide.view(-1).numpy()
+        parts = threads.over_chunks(tensor.numel(), lambda lo, hi: _widen_patterns_chunk(
+            patterns, *layout, flush_subnormals, wide_flat, narrow_flat, lo, hi), threads.LIGHT_TASK)
+    else:
+        source = tensor.view(-1).numpy()
+        parts = threads.over_chunks(tensor.numel(), lambda lo, hi: _scan_f32_chunk(
+            source, flush_subnormals, narrow_flat, lo, hi), threads.LIGHT_TASK)
+        wide = tensor.to(torch.float64)
+        if flush_subnormals:
+            wide = metrics_flush_subnormals(wide, "f32")
+    _record_scan(wide, _scan_of(narrow, parts))
+    return wide
+
+
+def takes_input_magnitudes(problem: Problem) -> bool:
+    """Whether the problem's bound asks f32_operands for its inputs: a product-sum op bounded by
+    runner/bound.product_sum_bound, with two inputs and a reduction that f32 may sum. Only then is the
+    scan taken while the inputs are widened; for any other op it would be a write for nothing."""
+    from .ops.base import ProductSumOp
+
+    spec = problem.spec
+    return (isinstance(spec, ProductSumOp) and type(spec).error_bound is ProductSumOp.error_bound
+            and len(problem.input_shapes) == 2 and not f32_sums_unproven(problem.reduction_size))
 
 
 @dataclass(frozen=True, eq=False)

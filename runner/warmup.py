@@ -5,8 +5,10 @@
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
 Each kernel is compiled for every argument type a run gives it: every float format's comparison with
-and without a bound (written out, or formed in the pass from f32 or float64 sums), the input draw in f32 and float64, the input rounding of f16 and bf16, the bound's
-passes (the partial sums' and attention's included), round_to and ulp, and the interval primitives' passes.
+and without a bound (written out, or formed in the pass from f32 or float64 sums), the input draw in f32
+and float64, the input rounding of f16 and bf16, Σ|a·b|'s scan while f32, f16 and bf16 inputs are
+widened, the bound's passes (the partial sums' and attention's included), round_to and ulp, and the
+interval primitives' passes.
 """
 from __future__ import annotations
 
@@ -46,12 +48,22 @@ def warm() -> int:
     for dtype in narrowing.NARROW_DTYPES:
         narrowing.widen(narrowing.narrow(ref, dtype))
         calls += 2
+    calls += _warm_input_scans(ref)
     for dtype in draws.DRAW_DTYPES:
         draws.uniform((257,), -1.0, 1.0, 0, 0, dtype)
         calls += 1
     calls += _warm_bound_kernels(ref)
     calls += _warm_rounding_kernels(ref)
     return calls
+
+
+def _warm_input_scans(ref: torch.Tensor) -> int:
+    """Σ|a·b|'s f32 scan taken while f32, f16 and bf16 inputs are widened (runner/magnitude.py)."""
+    from . import magnitude
+
+    for dtype in (torch.float32, *narrowing.NARROW_DTYPES):
+        magnitude.widened_with_scan(ref.to(dtype))
+    return 1 + len(narrowing.NARROW_DTYPES)
 
 
 def _warm_bound_kernels(ref: torch.Tensor) -> int:

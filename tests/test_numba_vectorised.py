@@ -24,12 +24,15 @@ pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not 
 
 # (module, kernel); fused_numba._reduce_chunk is checked inside _kernel, which inlines it (a cached
 # _kernel never compiles _reduce_chunk on its own, so it has no signatures to recompile). Left out:
-# narrowing._widen (a table look-up, gathers by nature) and fused_numba._count_specials (a scalar pass
-# with branches over the rare chunks that hold NaN, inf or overflow).
+# fused_numba._count_specials (a scalar pass with branches over the rare chunks that hold NaN, inf or
+# overflow).
 VECTORISED = [
     ("e2egen.runner.narrowing", "_narrow"),
+    ("e2egen.runner.narrowing", "_widen"),
     ("e2egen.runner.draws", "_fill"),
     ("e2egen.runner.magnitude", "_narrow_chunk"),
+    ("e2egen.runner.magnitude", "_scan_f32_chunk"),
+    ("e2egen.runner.magnitude", "_widen_patterns_chunk"),
     ("e2egen.runner.upper_matmul", "_round_up_chunk"),
     ("e2egen.runner.upper_matmul", "_widen_chunk"),
     ("e2egen.runner.upper_matmul", "_widen_stacked_rows"),

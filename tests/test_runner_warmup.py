@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from e2egen.metrics import formats, fused_numba, rounding_numba
-from e2egen.runner import draws, interval_passes, narrowing, partial_passes, softmax_passes, upper_matmul
+from e2egen.runner import draws, interval_passes, magnitude, narrowing, partial_passes, softmax_passes, upper_matmul
 from e2egen.runner.warmup import warm
 
 
@@ -20,8 +20,10 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
     # one at a time and in pairs, and the bound formed on them from float64 and f32 sums; the ulp terms
     # per format
     bound_calls = 2 + 3 + 8 + 2 * 2 * 2 + 2 + 3 * 3
+    # the same scan taken while f32, f16 and bf16 inputs are widened
+    input_scan_calls = 1 + len(narrowing.NARROW_DTYPES)
     assert warm() == (4 * len(float_formats) + 2 * len(narrowing.NARROW_DTYPES) + draw_calls + bound_calls
-                      + rounding_calls)
+                      + input_scan_calls + rounding_calls)
     from e2egen.metrics import fused_numba
 
     recipes = {str(signature[3]) for signature in fused_numba._kernel.signatures}
@@ -35,7 +37,8 @@ def test_warm_compiles_every_comparison_and_input_rounding_signature():
                    fused_numba.partial_sums_plus_ulps_into, fused_numba._maxima, fused_numba._locate,
                    upper_matmul._round_up_chunk, partial_passes._accumulate, partial_passes._start,
                    partial_passes._accumulate_pair, partial_passes._start_pair, softmax_passes._rows,
-                   upper_matmul._widen_chunk, upper_matmul._widen_stacked_rows):
+                   upper_matmul._widen_chunk, upper_matmul._widen_stacked_rows, magnitude._scan_f32_chunk,
+                   magnitude._widen_patterns_chunk):
         assert kernel.signatures, kernel  # compiled (or loaded from the cache) by warm()
     for kernel in (partial_passes._accumulate, partial_passes._start, partial_passes._accumulate_pair,
                    partial_passes._start_pair):

@@ -1,0 +1,175 @@
+"""Σ|a·b|'s f32 scan taken while the inputs are widened (runner/magnitude.widened_with_scan).
+
+The scan is the f32 path's premises and |inputs| as f32; taken in the widening pass, before the kernel
+runs, it must be exactly what a scan of the float64 copy gives, stay tied to that copy (dropped when the
+copy changes or dies), and leave every bound as it was.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e2egen import metrics
+from e2egen.metrics import fused_numba
+from e2egen.runner import BoundModel, ReferenceOptions, make_problem, run
+from e2egen.runner import magnitude, narrowing
+
+run_module = sys.modules["e2egen.runner.run"]  # the package's `run` is the function
+
+pytestmark = pytest.mark.skipif(not fused_numba.AVAILABLE, reason="numba is not installed")
+
+NARROW = [(torch.float16, "f16"), (torch.bfloat16, "bf16")]
+
+
+def fresh_scan(wide: torch.Tensor) -> magnitude.Scan:
+    """The scan of a copy of `wide`, which has no record: the float64 pass's own answer."""
+    return magnitude._narrowed(wide.clone())
+
+
+def assert_same_scan(got: magnitude.Scan, expected: magnitude.Scan) -> None:
+    assert torch.equal(got[0].view(torch.int32), expected[0].view(torch.int32))  # bits: NaN and -0 too
+    assert got[2] == expected[2] or (math.isnan(got[2]) and math.isnan(expected[2]))
+    assert (got[1], got[3]) == (expected[1], expected[3])
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("dtype,name", NARROW)
+def test_every_16_bit_pattern_widens_exactly_and_flushes_as_metrics_does(dtype, name, flush):
+    patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype)
+    expected = patterns.to(torch.float64)
+    if flush:
+        expected = metrics.flush_subnormals(expected, name)
+    for widened in (narrowing.widen(patterns, flush_subnormals=flush),
+                    magnitude.widened_with_scan(patterns, flush_subnormals=flush)):
+        assert torch.equal(widened.isnan(), expected.isnan())
+        finite = ~expected.isnan()
+        assert torch.equal(widened[finite].view(torch.int64), expected[finite].view(torch.int64))  # -0 too
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_f32_flushes_its_subnormals_as_metrics_does(flush):
+    tiny = 2.0 ** -149
+    tensor = torch.tensor([tiny, -tiny, 2.0 ** -126, -(2.0 ** -127), 0.0, -0.0, 1.5, math.inf, math.nan])
+    expected = tensor.to(torch.float64)
+    if flush:
+        expected = metrics.flush_subnormals(expected, "f32")
+    wide = magnitude.widened_with_scan(tensor, flush_subnormals=flush)
+    assert torch.equal(wide.nan_to_num(7.0).view(torch.int64), expected.nan_to_num(7.0).view(torch.int64))
+    assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("dtype,name", NARROW)
+def test_the_scan_of_every_16_bit_pattern_is_the_float64_scan(dtype, name, flush):
+    patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype)
+    wide = magnitude.widened_with_scan(patterns, flush_subnormals=flush)
+    assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
+
+
+special_f32 = st.sampled_from([0.0, -0.0, math.inf, -math.inf, math.nan, 2.0 ** -149, -(2.0 ** -126),
+                               float(torch.finfo(torch.float32).max)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.floats(width=32), special_f32), min_size=1, max_size=3000),
+       st.sampled_from([torch.float32, torch.float16, torch.bfloat16]))
+def test_the_recorded_scan_is_the_float64_scan_for_any_values(values, dtype):
+    tensor = torch.tensor(values, dtype=torch.float32).to(dtype)
+    wide = magnitude.widened_with_scan(tensor)
+    assert torch.equal(wide.isnan(), tensor.isnan())
+    assert torch.equal(wide.nan_to_num(7.0).view(torch.int64), tensor.to(torch.float64).nan_to_num(7.0).view(torch.int64))
+    assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
+
+
+def test_a_scan_split_into_many_tasks_is_one_tasks(monkeypatch):
+    from e2egen.metrics import threads
+
+    tensor = torch.linspace(-3.0, 3.0, 100_003, dtype=torch.float32)
+    tensor[[5, 77_777]] = torch.tensor([2.0 ** -140, 2.0 ** 100])  # the extremes in different tasks
+    whole = magnitude._narrowed(magnitude.widened_with_scan(tensor))
+    monkeypatch.setattr(threads, "LIGHT_TASK", 4096)
+    assert_same_scan(magnitude._narrowed(magnitude.widened_with_scan(tensor)), whole)
+
+
+def test_the_record_follows_its_tensor():
+    wide = magnitude.widened_with_scan(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float16))
+    recorded = magnitude._narrowed(wide)
+    assert magnitude._narrowed(wide) is recorded  # read from the record, no second pass
+    assert magnitude._narrowed(wide.clone()) is not recorded  # equal values, another tensor: scanned anew
+    wide.mul_(4.0)  # changed after its scan: the record no longer describes it
+    assert magnitude._narrowed(wide)[2] == 8.0
+    key = id(wide)
+    del wide
+    assert key not in magnitude._SCANS
+
+
+def test_tensors_the_pass_does_not_serve_are_left_to_the_other_widenings(monkeypatch):
+    assert magnitude.widened_with_scan(torch.ones(4, dtype=torch.float64)) is None
+    assert magnitude.widened_with_scan(torch.ones(4, 2, dtype=torch.float16).mT) is None  # not contiguous
+    assert magnitude.widened_with_scan(torch.ones(0, dtype=torch.float16)) is None
+    from e2egen.metrics.backend import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, "torch")  # the numba passes turned off
+    assert magnitude.widened_with_scan(torch.ones(4, dtype=torch.float16)) is None
+
+
+def test_which_problems_take_the_scan():
+    gemm = make_problem("gemm", "fwd", "f16", "nt", {"m": 8, "n": 8, "k": 16}, (-1.0, 1.0), 1)
+    conv = make_problem("conv2d", "bwd_data", "bf16", "nhwc", {"n": 1, "c": 4, "k": 4, "hw": [6, 6], "kernel": 3},
+                        (-1.0, 1.0), 1)
+    assert magnitude.takes_input_magnitudes(gemm) and magnitude.takes_input_magnitudes(conv)
+    long = make_problem("gemm", "fwd", "f32", "nn", {"m": 1, "n": 1, "k": 1 << 21}, (-1.0, 1.0), 1)
+    assert not magnitude.takes_input_magnitudes(long)  # K·u too large: the bound sums in float64
+    attention = make_problem("attention", "fwd", "f16", "bhsd",
+                             {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8}, (-1.0, 1.0), 1)
+    assert not magnitude.takes_input_magnitudes(attention)  # a bound of its own
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        assert not magnitude.takes_input_magnitudes(gemm)  # torch may sum f32 in bf16: float64 instead
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert magnitude.takes_input_magnitudes(gemm)
+
+
+CASES = [
+    ("gemm", "f16", "nt", {"m": 24, "n": 20, "k": 96}),
+    ("gemm", "bf16", "tn", {"m": 17, "n": 9, "k": 300}),
+    ("gemm", "f32", "nn", {"m": 16, "n": 12, "k": 64}),
+    ("conv2d", "f16", "nhwc", {"n": 2, "c": 8, "k": 6, "hw": [9, 8], "kernel": 3, "pad": 1}),
+]
+
+
+@pytest.mark.parametrize("reference", [ReferenceOptions(), ReferenceOptions(ftz=True)], ids=["plain", "ftz"])
+@pytest.mark.parametrize("op,dtype,layout,params", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_the_bound_is_the_same_whether_the_inputs_widening_scanned_or_not(op, dtype, layout, params, reference,
+                                                                          monkeypatch):
+    direction = "bwd_weight" if op == "conv2d" else "fwd"
+    problem = make_problem(op, direction, dtype, layout, params, (-2.0, 2.0), 3)
+    scanned = run(problem, device="cpu", bound=BoundModel(), reference=reference)
+
+    def no_second_scan(*args):
+        raise AssertionError("the float64 copy was scanned again")
+
+    with monkeypatch.context() as patch:  # the bound read the widening's scan, never the float64 copies
+        patch.setattr(magnitude, "_narrow_chunk", no_second_scan)
+        again = run(problem, device="cpu", bound=BoundModel(), reference=reference)
+    monkeypatch.setattr(run_module, "takes_input_magnitudes", lambda problem: False)
+    plain = run(problem, device="cpu", bound=BoundModel(), reference=reference)
+    for result in (again, plain):
+        assert torch.equal(result.bound, scanned.bound)
+        assert torch.equal(result.ref, scanned.ref)
+
+
+def test_no_scan_without_a_bound(monkeypatch):
+    def no_scan(*args, **kwargs):
+        raise AssertionError("scanned for a run with no bound")
+
+    monkeypatch.setattr(magnitude, "widened_with_scan", no_scan)
+    problem = make_problem("gemm", "fwd", "f16", "nn", {"m": 8, "n": 8, "k": 16}, (-1.0, 1.0), 1)
+    assert run(problem, device="cpu").bound is None

@@ -79,7 +79,7 @@ from .magnitude import (F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_MIN_NORMAL, F64_U
 from .ops.base import named_outputs
 from .options import ACCUMULATORS, MEASURED, BoundModel
 from .problem import Problem
-from .upper_matmul import upper_matmul
+from .upper_matmul import Magnitudes, upper_matmul
 
 if TYPE_CHECKING:
     from e2egen.metrics.ulp_terms import ScaledPlusUlps
@@ -433,7 +433,7 @@ class RoundedIntermediate:
     magnitude: torch.Tensor  # what the coefficient multiplies (Σ|a·b| of the first product)
     coefficient: "Coefficient"
     fmt: str
-    following: torch.Tensor  # |C|, float64
+    following: Magnitudes  # |C| (runner/upper_matmul.py), rounded up to f32 once for every product with it
     source: str = "rounded intermediate"
 
     def deviation(self, model: BoundModel) -> torch.Tensor:

@@ -31,17 +31,17 @@ from .bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIn
 from .intervals import Interval
 from .options import BoundModel
 from .problem import Problem
-from .upper_matmul import upper_matmul, upper_product
+from .upper_matmul import Magnitudes, upper_matmul, upper_product
 
 
 def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
                         c: torch.Tensor, first: str, second: str) -> SumOfBounds:
     """The bound of R_T(exact)·c, given the first product's exact value, its Σ|a·b| and length."""
     dtype, fmt = problem.dtype, problem.out_dtype
-    c_abs = c.abs()
-    rounded = upper_matmul(metrics.round_to(exact, fmt), c_abs)
+    c_magnitudes = Magnitudes(c)  # |C|, rounded up to f32 once for both products with it
+    rounded = upper_matmul(metrics.round_to(exact, fmt), c_magnitudes)
     return SumOfBounds((
-        RoundedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), fmt, c_abs,
+        RoundedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), fmt, c_magnitudes,
                             source=f"{first}, rounded to {fmt}"),
         ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), rounded, second),
         OutputRounding(fmt),
@@ -58,7 +58,7 @@ class SteppedIntermediate:
     step: Callable[[Interval], Interval]  # argument interval -> f(s·argument)'s interval in f32
     reference: torch.Tensor  # R_T(f(s·E)), the reference's intermediate
     fmt: str
-    following: torch.Tensor  # |C|
+    following: Magnitudes  # |C|
     source: str = "element-wise step"
 
     def deviation(self, model: BoundModel) -> torch.Tensor:
@@ -99,11 +99,11 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
         return FUNCTIONS[between].interval(scaled, context) if between in FUNCTIONS else scaled
 
     reference = metrics.round_to(problem.params.exact_step(exact), fmt)
-    c_abs = c.abs()
+    c_magnitudes = Magnitudes(c)  # |C|, rounded up to f32 once for both products with it
     return SumOfBounds((
-        SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_abs,
+        SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_magnitudes,
                             source=f"A·B product sum through {between} (scale {scale:g}), rounded to {fmt}"),
-        ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), upper_matmul(reference, c_abs),
+        ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), upper_matmul(reference, c_magnitudes),
                         "second product sum"),
         OutputRounding(fmt),
     ))

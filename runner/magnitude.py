@@ -55,7 +55,7 @@ from .problem import Problem
 
 __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
            "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error",
-           "takes_input_magnitudes", "widened_with_scan"]
+           "recorded_magnitudes", "takes_input_magnitudes", "widened_with_scan"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
@@ -274,6 +274,22 @@ def _recorded_scan(t: torch.Tensor) -> Scan | None:
     return entry[2]
 
 
+def recorded_magnitudes(x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+    """(|x| as f32, an upper bound on its largest value) from the scan recorded for x, or for the float64
+    tensor x is a view of, where that scan found every value an f32 normal or zero: there |x| as f32 is
+    exact and is its own rounding up (runner/upper_matmul.rounded_up). The largest value is that of the
+    whole recorded tensor. None where no such scan is recorded."""
+    base = x if x._base is None else x._base
+    scan = _recorded_scan(base)
+    if (scan is None or not scan[3] or scan[1] < F32_MIN_NORMAL or base.dtype != torch.float64
+            or base.storage_offset() != 0):
+        return None
+    narrow = scan[0]
+    if x is not base:  # the same elements of |base| as f32 (both contiguous from offset 0, one shape)
+        narrow = narrow.as_strided(x.size(), x.stride(), x.storage_offset())
+    return narrow, scan[2]
+
+
 def widened_with_scan(tensor: torch.Tensor, flush_subnormals: bool = False) -> torch.Tensor | None:
     """tensor in float64 (exact), and _narrowed's scan of those values recorded for the float64 tensor,
     both from the narrow tensor: f16 and bf16 in one pass, f32 in a scan beside torch's cast. With
@@ -306,14 +322,10 @@ def widened_with_scan(tensor: torch.Tensor, flush_subnormals: bool = False) -> t
 
 
 def takes_input_magnitudes(problem: Problem) -> bool:
-    """Whether the problem's bound asks f32_operands for its inputs: a product-sum op bounded by
-    runner/bound.product_sum_bound, with two inputs and a reduction that f32 may sum. Only then is the
-    scan taken while the inputs are widened; for any other op it would be a write for nothing."""
-    from .ops.base import ProductSumOp
-
-    spec = problem.spec
-    return (isinstance(spec, ProductSumOp) and type(spec).error_bound is ProductSumOp.error_bound
-            and len(problem.input_shapes) == 2 and not f32_sums_unproven(problem.reduction_size))
+    """Whether the problem's bound will read |inputs| as f32 (Op.bound_reads_input_magnitudes), and torch may
+    sum them in f32 at all (f32_sums_unproven over the op's reduction). Only then is the scan taken while
+    the inputs are widened; elsewhere it would be a write for nothing."""
+    return problem.spec.bound_reads_input_magnitudes and not f32_sums_unproven(problem.reduction_size)
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,7 +42,8 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 
-from .magnitude import F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, f32_sums_unproven, widening
+from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, f32_sums_unproven,
+                        recorded_magnitudes, widening)
 
 __all__ = ["Magnitudes", "UnwidenedProduct", "magnitudes", "unwidened_matmul", "upper_matmul", "upper_product"]
 
@@ -124,7 +125,12 @@ def _rounded_up_torch(x: torch.Tensor) -> torch.Tensor:
 
 def rounded_up(x: torch.Tensor) -> tuple[torch.Tensor, float]:
     """(|x| rounded up to f32, subnormals raised to the smallest normal; its largest value, NaN or inf
-    where x has one) for a float64 or f32 tensor on the CPU."""
+    where x has one) for a float64 or f32 tensor on the CPU. For an input of the op (or a view of one)
+    whose scan was taken while it was widened (runner/magnitude.recorded_magnitudes), that scan's f32
+    copy, with the whole input's largest value: no pass of its own."""
+    recorded = recorded_magnitudes(x)
+    if recorded is not None:
+        return recorded
     if x.dtype == torch.float64 and numba_path(x.device) and x.numel():
         source = x.contiguous().view(-1).numpy()
         up = torch.empty(x.shape, dtype=torch.float32)

@@ -125,9 +125,14 @@ def test_which_problems_take_the_scan():
     assert magnitude.takes_input_magnitudes(gemm) and magnitude.takes_input_magnitudes(conv)
     long = make_problem("gemm", "fwd", "f32", "nn", {"m": 1, "n": 1, "k": 1 << 21}, (-1.0, 1.0), 1)
     assert not magnitude.takes_input_magnitudes(long)  # K·u too large: the bound sums in float64
-    attention = make_problem("attention", "fwd", "f16", "bhsd",
-                             {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8}, (-1.0, 1.0), 1)
-    assert not magnitude.takes_input_magnitudes(attention)  # a bound of its own
+    attention = make_problem("attention", "fwd", "f16", "bhsd", {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8},
+                             (-1.0, 1.0), 1)
+    chain = make_problem("gemm_gemm", "fwd", "bf16", "nnn", {"m": 8, "n": 8, "k": 8, "o": 8}, (-1.0, 1.0), 1)
+    assert magnitude.takes_input_magnitudes(attention) and magnitude.takes_input_magnitudes(chain)
+    softmax = make_problem("softmax", "fwd", "f32", "contiguous", {"shape": [16, 64]}, (-1.0, 1.0), 3)
+    scaled = make_problem("scaled_gemm", "fwd", "f8e4m3fn", "nt", {"m": 24, "n": 40, "k": 70}, (-50.0, 50.0), 3)
+    assert not magnitude.takes_input_magnitudes(softmax)  # no product of input magnitudes in its bound
+    assert not magnitude.takes_input_magnitudes(scaled)  # its bound reads decoded products, not its codes
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")
@@ -138,32 +143,69 @@ def test_which_problems_take_the_scan():
 
 
 CASES = [
-    ("gemm", "f16", "nt", {"m": 24, "n": 20, "k": 96}),
-    ("gemm", "bf16", "tn", {"m": 17, "n": 9, "k": 300}),
-    ("gemm", "f32", "nn", {"m": 16, "n": 12, "k": 64}),
-    ("conv2d", "f16", "nhwc", {"n": 2, "c": 8, "k": 6, "hw": [9, 8], "kernel": 3, "pad": 1}),
+    ("gemm", "fwd", "f16", "nt", {"m": 24, "n": 20, "k": 96}),
+    ("gemm", "fwd", "bf16", "tn", {"m": 17, "n": 9, "k": 300}),
+    ("gemm", "fwd", "f32", "nn", {"m": 16, "n": 12, "k": 64}),
+    ("conv2d", "bwd_weight", "f16", "nhwc", {"n": 2, "c": 8, "k": 6, "hw": [9, 8], "kernel": 3, "pad": 1}),
+    ("attention", "fwd", "f16", "bhsd", {"seq_q": 32, "seq_k": 48, "head_dim_qk": 16, "heads_q": 4,
+                                         "heads_kv": 2, "batch": 2}),
+    ("attention", "fwd", "bf16", "bshd", {"seq_q": 1, "seq_k": 64, "head_dim_qk": 8, "heads_q": 8,
+                                          "heads_kv": 2}),
+    ("gemm_gemm", "fwd", "f16", "ntn", {"m": 16, "n": 24, "k": 32, "o": 8, "between": "gelu"}),
+    ("conv_gemm", "fwd", "bf16", "nhwc-t", {"n": 1, "c": 8, "k": 8, "hw": [6, 6], "kernel": 3, "o": 4}),
 ]
 
 
 @pytest.mark.parametrize("reference", [ReferenceOptions(), ReferenceOptions(ftz=True)], ids=["plain", "ftz"])
-@pytest.mark.parametrize("op,dtype,layout,params", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def test_the_bound_is_the_same_whether_the_inputs_widening_scanned_or_not(op, dtype, layout, params, reference,
-                                                                          monkeypatch):
-    direction = "bwd_weight" if op == "conv2d" else "fwd"
+@pytest.mark.parametrize("op,direction,dtype,layout,params", CASES, ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in CASES])
+def test_the_bound_is_the_same_whether_the_inputs_widening_scanned_or_not(op, direction, dtype, layout, params,
+                                                                          reference, monkeypatch):
     problem = make_problem(op, direction, dtype, layout, params, (-2.0, 2.0), 3)
     scanned = run(problem, device="cpu", bound=BoundModel(), reference=reference)
+    monkeypatch.setattr(run_module, "takes_input_magnitudes", lambda problem: False)
+    plain = run(problem, device="cpu", bound=BoundModel(), reference=reference)
+    for name, output in scanned.outputs.items():
+        assert torch.equal(output.bound, plain.outputs[name].bound), name
+        assert torch.equal(output.ref, plain.outputs[name].ref), name
+
+
+@pytest.mark.parametrize("op,direction,dtype,layout,params", CASES[:4], ids=[f"{c[0]}-{c[2]}" for c in CASES[:4]])
+def test_a_product_sum_bound_reads_no_input_again(op, direction, dtype, layout, params, monkeypatch):
+    problem = make_problem(op, direction, dtype, layout, params, (-2.0, 2.0), 3)
 
     def no_second_scan(*args):
         raise AssertionError("the float64 copy was scanned again")
 
-    with monkeypatch.context() as patch:  # the bound read the widening's scan, never the float64 copies
-        patch.setattr(magnitude, "_narrow_chunk", no_second_scan)
-        again = run(problem, device="cpu", bound=BoundModel(), reference=reference)
-    monkeypatch.setattr(run_module, "takes_input_magnitudes", lambda problem: False)
-    plain = run(problem, device="cpu", bound=BoundModel(), reference=reference)
-    for result in (again, plain):
-        assert torch.equal(result.bound, scanned.bound)
-        assert torch.equal(result.ref, scanned.ref)
+    monkeypatch.setattr(magnitude, "_narrow_chunk", no_second_scan)
+    assert run(problem, device="cpu", bound=BoundModel()).bound is not None
+
+
+def test_input_magnitudes_come_from_the_record_for_the_input_and_its_views(monkeypatch):
+    from e2egen.runner import upper_matmul
+
+    tensor = (torch.linspace(-3.0, 3.0, 6 * 8, dtype=torch.float32) ** 3).reshape(6, 8).to(torch.bfloat16)
+    wide = magnitude.widened_with_scan(tensor)
+    views = (wide, wide.mT, wide[1:4, 2:], wide[::2], wide[None].expand(3, 6, 8), wide.reshape(2, 3, 8)[:, 1])
+    fresh = [upper_matmul.rounded_up(view.clone()) for view in views]  # clones have no record: their own pass
+
+    def no_pass(*args):
+        raise AssertionError("an input's magnitudes were rounded up again")
+
+    monkeypatch.setattr(upper_matmul, "_round_up_chunk", no_pass)
+    for view, (expected, expected_largest) in zip(views, fresh):
+        got, largest = upper_matmul.rounded_up(view)
+        assert got.shape == view.shape and torch.equal(got, expected)
+        assert largest >= expected_largest and largest == float(wide.abs().max())  # the whole input's
+
+
+def test_an_input_with_f32_subnormals_is_rounded_up_as_before():
+    from e2egen.runner import upper_matmul
+
+    tensor = torch.tensor([1.0, 2.0 ** -130, -3.0, 0.0], dtype=torch.bfloat16)  # 2^-130: an f32 subnormal
+    wide = magnitude.widened_with_scan(tensor)
+    assert magnitude.recorded_magnitudes(wide) is None
+    up, _ = upper_matmul.rounded_up(wide)
+    assert up[1].item() == 2.0 ** -126  # raised to f32's smallest normal, which the scan's copy is not
 
 
 def test_no_scan_without_a_bound(monkeypatch):

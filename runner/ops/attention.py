@@ -70,6 +70,7 @@ class AttentionOp(Op):
     optional_params = frozen_mapping(OPTIONAL_PARAMS)
     dtypes = (*FLOAT_DTYPES, *FLOAT8, *INTEGER_DTYPES)
     torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (attention_torch.py)
+    bound_reads_input_magnitudes = True  # |Q|·|K|ᵀ and the products with |V|
 
     def __repr__(self) -> str:
         return "AttentionOp(attention)"

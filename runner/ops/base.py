@@ -63,6 +63,10 @@ class Op(ABC):
     param_names: tuple[str, ...]
     optional_params: Mapping[str, Any]
     dtypes: tuple[str, ...] = FLOAT_DTYPES  # the case dtypes it runs in (conv and gemm add fp8 and i8)
+    # Whether error_bound multiplies magnitudes of the inputs themselves (Σ|a·b|, attention's |Q|·|K|ᵀ and
+    # |V|, a fused chain's first product): the runner then takes |inputs| as f32 while it widens them for
+    # the reference (runner/magnitude.takes_input_magnitudes), so the bound does not read them again.
+    bound_reads_input_magnitudes: bool = False
 
     # -- parameters -------------------------------------------------------
     def parse_params(self, raw: Mapping[str, Any]) -> Any:
@@ -218,6 +222,8 @@ class Op(ABC):
 
 class ProductSumOp(Op):
     """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
+
+    bound_reads_input_magnitudes = True
 
     def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
         from ..bound import product_sum_bound

@@ -69,6 +69,7 @@ class ConvGemmOp(Op):
     layouts = CONV_GEMM_LAYOUTS
     param_names = ("n", "c", "k", "hw", "kernel", "o")
     optional_params = frozen_mapping({"stride": 1, "pad": 0, "dilation": 1})
+    bound_reads_input_magnitudes = True  # the convolution's Σ|x·w|
 
     def __repr__(self) -> str:
         return "ConvGemmOp(conv_gemm)"

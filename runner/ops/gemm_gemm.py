@@ -101,6 +101,7 @@ class GemmGemmOp(Op):
     param_names = ("m", "n", "k", "o")
     optional_params = frozen_mapping({"batch": 0, "between": IDENTITY, "scale": 1.0})
     catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm_gemm")})
+    bound_reads_input_magnitudes = True  # the first product's Σ|a·b|
 
     def __repr__(self) -> str:
         return "GemmGemmOp(gemm_gemm)"

@@ -126,6 +126,7 @@ class ScaledGemmOp(ProductSumOp):
                                       "pattern": "random", "out_dtype": ""})
     catalogue_minimums = GemmOp.catalogue_minimums
     torch_kernel_widens = False  # its default kernel takes the fp8 tensors (torch._scaled_mm where torch has it)
+    bound_reads_input_magnitudes = False  # low-bit codes and scales: its bound takes their decoded products
 
     def __repr__(self) -> str:
         return "ScaledGemmOp(scaled_gemm)"

@@ -3,7 +3,10 @@
     .venv/bin/python benchmarks/bench_inputs.py [--repeats 5]
 
 "inputs" is what run() times as inputs: generate_inputs (the counter-based draw of runner/draws.py, f32 or
-float64, in the range; exact rounding to the input format) plus the float64 copies the reference gets.
+float64, in the range; exact rounding to the input format) plus the float64 copies the reference gets, with
+|inputs| as f32 scanned in the same pass where the op's bound reads them (runner/magnitude.widened_with_scan;
+every case here). "scan together ÷ apart" compares that widening with the way before the thirteenth round
+of issue 20: the float64 copies alone, then Σ|a·b|'s scan of each copy (magnitude._narrowed), the baseline.
 Baselines: torch.rand of the same shapes in float64 and in the input dtype (the cheapest possible draw).
 Goal (issue 20): inputs <= 2x a plain draw. Every figure is a median of --repeats, runs interleaved, with
 freed memory kept for reuse as runner.run keeps it (runner/host_memory.py), so that no figure is mostly
@@ -24,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2egen.runner import make_problem  # noqa: E402
 from e2egen.runner.dtypes import storage_dtype  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
+from e2egen.runner import magnitude  # noqa: E402
 from e2egen.runner.inputs import _round_to_odd_f32, generate_inputs, reference_inputs  # noqa: E402
 
 CASES = [
@@ -50,7 +54,7 @@ def main() -> None:
     retain_freed_memory()  # as runner.run does: a repeat reuses the pages the last one freed
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.repeats}")
     header = ["case", "dtype", "Melements", "inputs", "rand f64", "rand dtype", "inputs/rand f64", "inputs/rand dtype",
-              "ns/element", "torch rounding path ns/element"]
+              "ns/element", "torch rounding path ns/element", "scan together ÷ apart"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for label, op, dtype, layout, params in CASES:
@@ -58,8 +62,13 @@ def main() -> None:
         shapes = list(problem.input_shapes.values())
         target = storage_dtype(dtype)
         generator = torch.Generator().manual_seed(0)
+        scan = magnitude.takes_input_magnitudes(problem)
+        drawn = generate_inputs(problem)
+        cpu = torch.device("cpu")
         work = {
-            "inputs": lambda: reference_inputs(generate_inputs(problem), torch.device("cpu")),
+            "inputs": lambda: reference_inputs(generate_inputs(problem), cpu, scan_magnitudes=scan),
+            "together": lambda: reference_inputs(drawn, cpu, scan_magnitudes=True),
+            "apart": lambda: [magnitude._narrowed(t) for t in reference_inputs(drawn, cpu).values()],
             "rand f64": lambda: [torch.rand(s, generator=generator, dtype=torch.float64) for s in shapes],
             "rand dtype": lambda: [torch.rand(s, generator=generator, dtype=target) for s in shapes],
         }
@@ -79,7 +88,8 @@ def main() -> None:
         row = [label, dtype, f"{elements / 1e6:.1f}", f"{median['inputs'] * 1e3:.0f} ms",
                f"{median['rand f64'] * 1e3:.0f} ms", f"{median['rand dtype'] * 1e3:.0f} ms",
                f"{median['inputs'] / median['rand f64']:.2f}x", f"{median['inputs'] / median['rand dtype']:.2f}x",
-               f"{median['inputs'] / elements * 1e9:.1f}", torch_path]
+               f"{median['inputs'] / elements * 1e9:.1f}", torch_path,
+               f"{median['together'] / median['apart']:.2f} ({median['together'] * 1e3:.0f} / {median['apart'] * 1e3:.0f} ms)"]
         print("| " + " | ".join(row) + " |", flush=True)
 
 

@@ -99,8 +99,8 @@ def main() -> None:
         old = median_seconds(lambda: float64_bound(problem, inputs64, ref, model), args.repeat)
         cpu = torch.device("cpu")
         widening = median_seconds(lambda: reference_inputs(inputs, cpu), args.repeat)
-        scanning = median_seconds(lambda: reference_inputs(inputs, cpu, scan_magnitudes=True), args.repeat)
-        scanned64 = reference_inputs(inputs, cpu, scan_magnitudes=True)  # each repeat reads its recorded scan
+        scanning = median_seconds(lambda: reference_inputs(inputs, cpu, scanned=inputs), args.repeat)
+        scanned64 = reference_inputs(inputs, cpu, scanned=inputs)  # each repeat reads its recorded scan
         scanned = median_seconds(
             lambda: bound_for_output(error_bounds(problem, scanned64)[problem.primary_output], model, ref, out),
             args.repeat) + max(scanning - widening, 0.0)

@@ -5,8 +5,9 @@
 "inputs" is what run() times as inputs: generate_inputs (the counter-based draw of runner/draws.py, f32 or
 float64, in the range; exact rounding to the input format) plus the float64 copies the reference gets, with
 |inputs| as f32 scanned in the same pass where the op's bound reads them (runner/magnitude.widened_with_scan;
-every case here). "scan together ÷ apart" compares that widening with the way before the thirteenth round
-of issue 20: the float64 copies alone, then Σ|a·b|'s scan of each copy (magnitude._narrowed), the baseline.
+every case here, attention's Q, K and V). "scan together ÷ apart" compares that widening with the way before
+the thirteenth round of issue 20: the float64 copies alone, then the scan of each scanned copy
+(magnitude._narrowed), the baseline.
 Baselines: torch.rand of the same shapes in float64 and in the input dtype (the cheapest possible draw).
 Goal (issue 20): inputs <= 2x a plain draw. Every figure is a median of --repeats, runs interleaved, with
 freed memory kept for reuse as runner.run keeps it (runner/host_memory.py), so that no figure is mostly
@@ -62,13 +63,14 @@ def main() -> None:
         shapes = list(problem.input_shapes.values())
         target = storage_dtype(dtype)
         generator = torch.Generator().manual_seed(0)
-        scan = magnitude.takes_input_magnitudes(problem)
+        scanned = magnitude.scanned_inputs(problem)
         drawn = generate_inputs(problem)
         cpu = torch.device("cpu")
         work = {
-            "inputs": lambda: reference_inputs(generate_inputs(problem), cpu, scan_magnitudes=scan),
-            "together": lambda: reference_inputs(drawn, cpu, scan_magnitudes=True),
-            "apart": lambda: [magnitude._narrowed(t) for t in reference_inputs(drawn, cpu).values()],
+            "inputs": lambda: reference_inputs(generate_inputs(problem), cpu, scanned=scanned),
+            "together": lambda: reference_inputs(drawn, cpu, scanned=scanned),
+            "apart": lambda: [magnitude._narrowed(t) for name, t in reference_inputs(drawn, cpu).items()
+                              if name in scanned],
             "rand f64": lambda: [torch.rand(s, generator=generator, dtype=torch.float64) for s in shapes],
             "rand dtype": lambda: [torch.rand(s, generator=generator, dtype=target) for s in shapes],
         }

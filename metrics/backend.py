@@ -76,9 +76,9 @@ def numba_path(device: torch.device) -> bool:
     """Whether the numba kernels run for tensors on `device`: the same choice as compare's (numba on the CPU
     when installed, unless E2E_METRICS_BACKEND=torch), for the comparison's and the bounds' numba passes
     with a torch definition beside them (round_to, ulp and encode, the interval passes, the bound's ulp
-    term and f32 scan). Off the CPU, or without numba, simply no (whatever the variable asks for: those
-    passes have their torch definitions). Input generation (runner/draws.py, runner/narrowing.py) keeps
-    numba where installed."""
+    term and f32 scan, that scan too where it is taken while the inputs are widened). Off the CPU, or
+    without numba, simply no (whatever the variable asks for: those passes have their torch definitions).
+    Input generation (runner/draws.py, runner/narrowing.py) keeps numba where installed."""
     if not fused_numba.AVAILABLE or device.type != "cpu":
         return False
     return choose(None, device) == "numba"

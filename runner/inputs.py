@@ -17,6 +17,8 @@ float64 one (1.8x faster here).
 """
 from __future__ import annotations
 
+from typing import Collection
+
 import torch
 
 from e2egen import metrics
@@ -170,12 +172,12 @@ def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device
 
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,
-                     flush_format: str | None = None, scan_magnitudes: bool = False) -> dict[str, torch.Tensor]:
+                     flush_format: str | None = None, scanned: Collection[str] = ()) -> dict[str, torch.Tensor]:
     """The same values in float64 (exact: every input format is a subset of float64); with flush_format,
     flushed as the reference's ftz option flushes them (metrics.flush_subnormals in that format), where
-    the storage allows in the widening pass itself. scan_magnitudes: the bound will want |inputs| as f32
-    (magnitude.takes_input_magnitudes); take them in the same pass where it can (magnitude.widened_with_scan)."""
-    return {name: widen_to_float64(tensor, flush_format, scan_magnitudes).to(device) for name, tensor in inputs.items()}
+    the storage allows in the widening pass itself. scanned: the inputs whose magnitudes the bound will
+    read as f32 (magnitude.scanned_inputs), taken in the same pass where it can (magnitude.widened_with_scan)."""
+    return {name: widen_to_float64(tensor, flush_format, name in scanned).to(device) for name, tensor in inputs.items()}
 
 
 _SCANNED_FORMATS = {torch.float32: "f32", **narrowing.NARROW_DTYPES}  # the formats magnitude.widened_with_scan takes
@@ -184,8 +186,8 @@ _SCANNED_FORMATS = {torch.float32: "f32", **narrowing.NARROW_DTYPES}  # the form
 def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None, scan_magnitudes: bool = False) -> torch.Tensor:
     """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba one
     vectorised pass over the bits on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py). With
-    flush_format, the values subnormal in that format become zeros of their sign. scan_magnitudes:
-    reference_inputs'."""
+    flush_format, the values subnormal in that format become zeros of their sign. scan_magnitudes: take
+    |tensor| as f32 in the same pass (reference_inputs' `scanned`)."""
     if scan_magnitudes:
         own_format = flush_format is not None and flush_format == _SCANNED_FORMATS.get(tensor.dtype)
         if flush_format is None or own_format:

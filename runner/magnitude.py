@@ -55,7 +55,7 @@ from .problem import Problem
 
 __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
            "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error",
-           "recorded_magnitudes", "takes_input_magnitudes", "widened_with_scan"]
+           "recorded_magnitudes", "scanned_inputs", "widened_with_scan"]
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
@@ -117,7 +117,8 @@ def f32_sums_unproven(reduction_size: int) -> str:
 
 
 def f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> F32Operands:
-    """The premises of the f32 path, checked with one pass over each input, which also writes |input| as f32."""
+    """The premises of the f32 path, checked with one pass over each input, which also writes |input| as f32:
+    in a run, the pass taken while the input was widened (widened_with_scan), else one of its own."""
     if any(t.device.type != "cpu" for t in inputs64.values()):
         return F32Operands("inputs on a device (its kernels may not sum in f32)", {})
     reason = f32_sums_unproven(problem.reduction_size)
@@ -163,6 +164,7 @@ if fused_numba.AVAILABLE:
 
     _NO_MAGNITUDE = (1 << 63) - 1  # above every magnitude's bits: the minimum of none
     _F32_MIN_NORMAL_BITS = 0x00800000
+    _F32_INFINITY_BITS = 0x7F800000
 
     @numba.njit(inline="always", error_model="numpy")
     def _scan_one(value, out, i, smallest, largest, inexact):
@@ -192,20 +194,34 @@ if fused_numba.AVAILABLE:
             smallest, largest, inexact = _scan_one(x_c[i], out_c, i, smallest, largest, inexact)
         return _scan_result(smallest, largest, inexact)
 
+    @numba.njit(inline="always", error_model="numpy")
+    def _f32_value(magnitude):
+        """The float64 value of an f32 magnitude's bits, by integer arithmetic: a subnormal is a float64
+        normal, so no operation here reads or makes a subnormal, and DAZ or FTZ on the thread (set by a
+        kernel library built with fast-math, say) cannot change it, as they change f32 -> float64 casts."""
+        exponent = magnitude >> 23
+        significand = (magnitude & 0x7FFFFF) | (np.int64(exponent > 0) << 23)
+        value = np.float64(significand) * _float((max(exponent, 1) - 150 + 1023) << 52)  # exact
+        return (np.inf if significand == 1 << 23 else np.nan) if exponent == 255 else value
+
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _scan_f32_chunk(x, flush, out, lo, hi):
         """_narrow_chunk's scan of x[lo:hi] (f32) into out; with `flush`, of x with its subnormals as zeros
-        of their sign (metrics.flush_subnormals). No float64 copy: torch's cast writes that faster (7 against
-        19 ms for 45M values written with the scan)."""
+        (metrics.flush_subnormals). On the bits alone (_f32_value): the copy is |x| bit for bit, and its
+        smallest and largest values are read from the same bits. No float64 copy: torch's cast writes that
+        faster (7 against 19 ms for 45M values written with the scan)."""
         _align_stack()
-        smallest, largest, inexact = _NO_MAGNITUDE, 0, 0
+        smallest, largest, not_a_number = _NO_MAGNITUDE, 0, 0
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):
-            bits = _bits32(x_c[i])
-            subnormal = (bits & 0x7FFFFFFF) < _F32_MIN_NORMAL_BITS
-            value = np.float64(_float32(bits & np.int32(-0x80000000)) if flush and subnormal else x_c[i])
-            smallest, largest, inexact = _scan_one(value, out_c, i, smallest, largest, inexact)
-        return _scan_result(smallest, largest, inexact)
+            magnitude = np.int64(_bits32(x_c[i]) & 0x7FFFFFFF)
+            magnitude = 0 if flush and magnitude < _F32_MIN_NORMAL_BITS else magnitude
+            out_c[i] = _float32(np.int32(magnitude))
+            not_a_number += 1 if magnitude > _F32_INFINITY_BITS else 0  # NaN: not an f32 magnitude
+            largest = max(largest, magnitude)
+            smallest = min(smallest, magnitude + (magnitude == 0) * _NO_MAGNITUDE)
+        return (_f32_value(smallest) if smallest != _NO_MAGNITUDE else np.inf, _f32_value(largest),
+                not_a_number)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _widen_patterns_chunk(patterns, m, exponent_mask, bias, flush, wide, out, lo, hi):
@@ -263,12 +279,16 @@ _SCANS: dict[int, tuple[weakref.ref, int, Scan]] = {}
 
 
 def _record_scan(wide: torch.Tensor, scan: Scan) -> None:
+    if wide.is_inference():  # no version counter to guard the record with: no record
+        return
     key = id(wide)
     _SCANS[key] = (weakref.ref(wide, lambda _, key=key: _SCANS.pop(key, None)), wide._version, scan)
 
 
 def _recorded_scan(t: torch.Tensor) -> Scan | None:
     entry = _SCANS.get(id(t))
+    if entry is not None and t.is_inference():
+        return None
     if entry is None or entry[0]() is not t or entry[1] != t._version:
         return None
     return entry[2]
@@ -321,11 +341,12 @@ def widened_with_scan(tensor: torch.Tensor, flush_subnormals: bool = False) -> t
     return wide
 
 
-def takes_input_magnitudes(problem: Problem) -> bool:
-    """Whether the problem's bound will read |inputs| as f32 (Op.bound_reads_input_magnitudes), and torch may
-    sum them in f32 at all (f32_sums_unproven over the op's reduction). Only then is the scan taken while
-    the inputs are widened; elsewhere it would be a write for nothing."""
-    return problem.spec.bound_reads_input_magnitudes and not f32_sums_unproven(problem.reduction_size)
+def scanned_inputs(problem: Problem) -> frozenset[str]:
+    """The inputs whose magnitudes the problem's bound will read as f32 (Op.bound_magnitude_inputs), where
+    torch may sum them in f32 at all (f32_sums_unproven over the op's reduction): those are scanned while
+    they are widened. Elsewhere a scan would be a write for nothing."""
+    names = problem.spec.bound_magnitude_inputs(problem.params, problem.direction)
+    return frozenset(names) if names and not f32_sums_unproven(problem.reduction_size) else frozenset()
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,9 +9,11 @@ tt` was let through at 20 GiB and killed at 23 GiB. The phases of run(), with wh
               (an op's adjust_inputs; the torch rounding path's temporaries)
   kernel      the rounded inputs, the float64 copies for the reference, the layout's stored copies,
               the kernel's outputs and as much again for its own temporaries (contiguous copies of
-              transposed operands, oneDNN's reordered weights)
+              transposed operands, oneDNN's reordered weights); with a bound, the f32 |inputs| scanned
+              for it while the inputs were widened (Op.bound_magnitude_inputs, runner/magnitude.py)
   reference   those, plus the float64 outputs and the op's scratch (Op.scratch_elements)
-  bound       those, plus |inputs| in float64, the op's scratch again, and two output-sized tensors
+  bound       those, plus |inputs| in float64 (where the f32 sum is not proven), the op's scratch
+              again, and two output-sized tensors
   variants    ftz: a flushed copy of the inputs; accumulate=k: the reduction as lhs/rhs matrices
 
 tests/test_runner_memory.py runs real cases of every op in fresh processes and checks that the measured
@@ -49,7 +51,7 @@ def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel 
     generation = inputs64 + _stored_inputs(problem) + largest64
     reference_side = inputs64 + outputs64 + scratch64
     if bound is not None:
-        reference_side += inputs64 + scratch64 + 2 * outputs64
+        reference_side += inputs64 + scratch64 + 2 * outputs64 + 4 * _scanned_elements(problem)
     if reference.ftz:
         reference_side += inputs64
     if reference.accumulate:
@@ -72,6 +74,11 @@ def _piece_temporaries(elements: int) -> int:
     """metrics.round_to and ulp (intermediates rounded to the format, the bound's output rounding) work in
     pieces of up to 2**20 elements with about a dozen int64/float64 temporaries each."""
     return 16 * 8 * min(elements, _ROUNDING_PIECE)
+
+
+def _scanned_elements(problem: Problem) -> int:
+    shapes = problem.input_shapes
+    return sum(math.prod(shapes[name]) for name in problem.spec.bound_magnitude_inputs(problem.params, problem.direction))
 
 
 def _stored_inputs(problem: Problem) -> int:

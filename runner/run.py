@@ -16,7 +16,7 @@ from .bound import BoundModel, ErrorBound, error_bounds
 from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
 from .errors import KernelFailure, Skip
 from .interval_bound import bound_for_output
-from .magnitude import takes_input_magnitudes
+from .magnitude import scanned_inputs
 from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from .kernels import TORCH_IMPL, call_kernel, case_kernel
 from .host_memory import retain_freed_memory
@@ -121,8 +121,8 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     started = time.perf_counter()
     inputs = generate_inputs(problem)
     flush_format = problem.input_format if reference.ftz else None  # flushed while widening: no pass of its own
-    scan = bound is not None and ref_device == _CPU and takes_input_magnitudes(problem)
-    inputs64 = reference_inputs(inputs, ref_device, flush_format, scan_magnitudes=scan)
+    scanned = scanned_inputs(problem) if bound is not None and ref_device == _CPU else ()
+    inputs64 = reference_inputs(inputs, ref_device, flush_format, scanned)
     kernel_tensors = arrange_for_kernel(problem, inputs, dev)
     synchronize(dev)
     timings["inputs"] = time.perf_counter() - started

@@ -32,7 +32,9 @@ def fresh_scan(wide: torch.Tensor) -> magnitude.Scan:
 
 
 def assert_same_scan(got: magnitude.Scan, expected: magnitude.Scan) -> None:
-    assert torch.equal(got[0].view(torch.int32), expected[0].view(torch.int32))  # bits: NaN and -0 too
+    nan = expected[0].isnan()
+    assert torch.equal(got[0].isnan(), nan)  # a NaN's payload may differ: NaN makes the scan inexact anyway
+    assert torch.equal(got[0][~nan].view(torch.int32), expected[0][~nan].view(torch.int32))  # bits: -0 too
     assert got[2] == expected[2] or (math.isnan(got[2]) and math.isnan(expected[2]))
     assert (got[1], got[3]) == (expected[1], expected[3])
 
@@ -60,6 +62,7 @@ def test_f32_flushes_its_subnormals_as_metrics_does(flush):
         expected = metrics.flush_subnormals(expected, "f32")
     wide = magnitude.widened_with_scan(tensor, flush_subnormals=flush)
     assert torch.equal(wide.nan_to_num(7.0).view(torch.int64), expected.nan_to_num(7.0).view(torch.int64))
+    assert magnitude._recorded_scan(wide) is not None
     assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
 
 
@@ -68,6 +71,7 @@ def test_f32_flushes_its_subnormals_as_metrics_does(flush):
 def test_the_scan_of_every_16_bit_pattern_is_the_float64_scan(dtype, name, flush):
     patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.uint16).view(dtype)
     wide = magnitude.widened_with_scan(patterns, flush_subnormals=flush)
+    assert magnitude._recorded_scan(wide) is not None
     assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
 
 
@@ -83,6 +87,7 @@ def test_the_recorded_scan_is_the_float64_scan_for_any_values(values, dtype):
     wide = magnitude.widened_with_scan(tensor)
     assert torch.equal(wide.isnan(), tensor.isnan())
     assert torch.equal(wide.nan_to_num(7.0).view(torch.int64), tensor.to(torch.float64).nan_to_num(7.0).view(torch.int64))
+    assert magnitude._recorded_scan(wide) is not None
     assert_same_scan(magnitude._narrowed(wide), fresh_scan(wide))
 
 
@@ -108,6 +113,49 @@ def test_the_record_follows_its_tensor():
     assert key not in magnitude._SCANS
 
 
+def test_a_view_of_a_changed_input_is_not_served_from_the_record():
+    wide = magnitude.widened_with_scan(torch.tensor([[1.0, -2.0], [0.5, 4.0]], dtype=torch.bfloat16))
+    view = wide.mT
+    assert magnitude.recorded_magnitudes(view) is not None
+    wide[0, 0] = 8.0  # the input changed after its scan (through the base: the view's base's version moves)
+    assert magnitude.recorded_magnitudes(view) is None
+    view.mul_(2.0)  # and through a view
+    assert magnitude.recorded_magnitudes(wide) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_flushing_on_the_thread_cannot_make_the_record_hide_a_subnormal(dtype):
+    """A kernel library built with fast-math may leave DAZ and FTZ set on the thread. The scan must still
+    see an f32 subnormal input (2^-140), so the record is not served as subnormal-free."""
+    tensor = torch.ones(200_000, dtype=torch.float32)
+    tensor[::7] = 2.0 ** -140 if dtype == torch.float32 else 2.0 ** -130
+    tensor = tensor.to(dtype)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormals")
+    try:
+        wide = magnitude.widened_with_scan(tensor)
+        served = magnitude.recorded_magnitudes(wide)
+        scan = magnitude._recorded_scan(wide)
+    finally:
+        torch.set_flush_denormal(False)
+    assert served is None
+    assert scan[1] < magnitude.F32_MIN_NORMAL or not scan[3]  # seen as subnormal, or as inexact
+
+
+def test_an_f32_nan_of_any_payload_makes_the_scan_inexact():
+    patterns = torch.tensor([0x7F800001, 0x7FBFFFFF, 0x7FC00000, -0x7FFFFFFF, 0x3F800000], dtype=torch.int32)
+    wide = magnitude.widened_with_scan(patterns.view(torch.float32))  # signalling and quiet NaNs, either sign
+    assert not magnitude._recorded_scan(wide)[3] and magnitude.recorded_magnitudes(wide) is None
+
+
+def test_a_run_under_inference_mode_bounds_as_outside_it():
+    problem = make_problem("gemm", "fwd", "f16", "nn", {"m": 8, "n": 8, "k": 32}, (-1.0, 1.0), 1)
+    outside = run(problem, device="cpu", bound=BoundModel())
+    with torch.inference_mode():  # no version counters: the scan is not recorded, the bound scans again
+        inside = run(problem, device="cpu", bound=BoundModel())
+    assert torch.equal(inside.bound, outside.bound)
+
+
 def test_tensors_the_pass_does_not_serve_are_left_to_the_other_widenings(monkeypatch):
     assert magnitude.widened_with_scan(torch.ones(4, dtype=torch.float64)) is None
     assert magnitude.widened_with_scan(torch.ones(4, 2, dtype=torch.float16).mT) is None  # not contiguous
@@ -118,28 +166,50 @@ def test_tensors_the_pass_does_not_serve_are_left_to_the_other_widenings(monkeyp
     assert magnitude.widened_with_scan(torch.ones(4, dtype=torch.float16)) is None
 
 
-def test_which_problems_take_the_scan():
+def test_which_inputs_are_scanned():
     gemm = make_problem("gemm", "fwd", "f16", "nt", {"m": 8, "n": 8, "k": 16}, (-1.0, 1.0), 1)
     conv = make_problem("conv2d", "bwd_data", "bf16", "nhwc", {"n": 1, "c": 4, "k": 4, "hw": [6, 6], "kernel": 3},
                         (-1.0, 1.0), 1)
-    assert magnitude.takes_input_magnitudes(gemm) and magnitude.takes_input_magnitudes(conv)
+    assert magnitude.scanned_inputs(gemm) == set(gemm.input_shapes) and len(gemm.input_shapes) == 2
+    assert magnitude.scanned_inputs(conv) == set(conv.input_shapes) and len(conv.input_shapes) == 2
     long = make_problem("gemm", "fwd", "f32", "nn", {"m": 1, "n": 1, "k": 1 << 21}, (-1.0, 1.0), 1)
-    assert not magnitude.takes_input_magnitudes(long)  # K·u too large: the bound sums in float64
-    attention = make_problem("attention", "fwd", "f16", "bhsd", {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8},
+    assert not magnitude.scanned_inputs(long)  # K·u too large: the bound sums in float64
+    attention = make_problem("attention", "fwd", "f16", "bhsd",
+                             {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8, "score_scale": True, "score_bias": True},
                              (-1.0, 1.0), 1)
+    assert magnitude.scanned_inputs(attention) == {"q", "k", "v"}  # not the score tensors its bound never scans
+    assert {"score_scale", "score_bias"} <= set(attention.input_shapes)
     chain = make_problem("gemm_gemm", "fwd", "bf16", "nnn", {"m": 8, "n": 8, "k": 8, "o": 8}, (-1.0, 1.0), 1)
-    assert magnitude.takes_input_magnitudes(attention) and magnitude.takes_input_magnitudes(chain)
+    assert magnitude.scanned_inputs(chain) == {"a", "b", "c"}
     softmax = make_problem("softmax", "fwd", "f32", "contiguous", {"shape": [16, 64]}, (-1.0, 1.0), 3)
     scaled = make_problem("scaled_gemm", "fwd", "f8e4m3fn", "nt", {"m": 24, "n": 40, "k": 70}, (-50.0, 50.0), 3)
-    assert not magnitude.takes_input_magnitudes(softmax)  # no product of input magnitudes in its bound
-    assert not magnitude.takes_input_magnitudes(scaled)  # its bound reads decoded products, not its codes
+    assert not magnitude.scanned_inputs(softmax)  # no product of input magnitudes in its bound
+    assert not magnitude.scanned_inputs(scaled)  # its bound multiplies decoded products, not its codes
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")
-        assert not magnitude.takes_input_magnitudes(gemm)  # torch may sum f32 in bf16: float64 instead
+        assert not magnitude.scanned_inputs(gemm)  # torch may sum f32 in bf16: float64 instead
     finally:
         torch.set_float32_matmul_precision(before)
-    assert magnitude.takes_input_magnitudes(gemm)
+    assert magnitude.scanned_inputs(gemm)
+
+
+def test_a_run_records_scans_of_the_named_inputs_only(monkeypatch):
+    recorded = []
+    widen = magnitude.widened_with_scan
+
+    def noting(tensor, flush_subnormals=False):
+        wide = widen(tensor, flush_subnormals)
+        recorded.append(tuple(tensor.shape))
+        return wide
+
+    monkeypatch.setattr(magnitude, "widened_with_scan", noting)
+    problem = make_problem("attention", "fwd", "f16", "bhsd",
+                           {"seq_q": 8, "seq_k": 16, "head_dim_qk": 8, "head_dim_v": 4, "score_bias": True},
+                           (-1.0, 1.0), 1)
+    run(problem, device="cpu", bound=BoundModel())
+    shapes = problem.input_shapes
+    assert sorted(recorded) == sorted(tuple(shapes[name]) for name in ("q", "k", "v"))
 
 
 CASES = [
@@ -162,7 +232,7 @@ def test_the_bound_is_the_same_whether_the_inputs_widening_scanned_or_not(op, di
                                                                           reference, monkeypatch):
     problem = make_problem(op, direction, dtype, layout, params, (-2.0, 2.0), 3)
     scanned = run(problem, device="cpu", bound=BoundModel(), reference=reference)
-    monkeypatch.setattr(run_module, "takes_input_magnitudes", lambda problem: False)
+    monkeypatch.setattr(run_module, "scanned_inputs", lambda problem: frozenset())
     plain = run(problem, device="cpu", bound=BoundModel(), reference=reference)
     for name, output in scanned.outputs.items():
         assert torch.equal(output.bound, plain.outputs[name].bound), name

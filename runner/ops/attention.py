@@ -70,7 +70,6 @@ class AttentionOp(Op):
     optional_params = frozen_mapping(OPTIONAL_PARAMS)
     dtypes = (*FLOAT_DTYPES, *FLOAT8, *INTEGER_DTYPES)
     torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (attention_torch.py)
-    bound_reads_input_magnitudes = True  # |Q|·|K|ᵀ and the products with |V|
 
     def __repr__(self) -> str:
         return "AttentionOp(attention)"
@@ -108,6 +107,9 @@ class AttentionOp(Op):
         if params.quantized and dtype not in INTEGER_DTYPES:
             return f"quantized attention runs in i8, not {dtype}"
         return None
+
+    def bound_magnitude_inputs(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
+        return ("q", "k", "v")  # |Q|·|K|ᵀ and the products with |V|; not the score tensors
 
     def input_formats(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, str]:
         """i8 (quantized): Q, K and the quant bias i8, everything else f16 (rocMLIR's types); fp8: Q, K, V in

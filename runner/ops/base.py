@@ -63,10 +63,6 @@ class Op(ABC):
     param_names: tuple[str, ...]
     optional_params: Mapping[str, Any]
     dtypes: tuple[str, ...] = FLOAT_DTYPES  # the case dtypes it runs in (conv and gemm add fp8 and i8)
-    # Whether error_bound multiplies magnitudes of the inputs themselves (Σ|a·b|, attention's |Q|·|K|ᵀ and
-    # |V|, a fused chain's first product): the runner then takes |inputs| as f32 while it widens them for
-    # the reference (runner/magnitude.takes_input_magnitudes), so the bound does not read them again.
-    bound_reads_input_magnitudes: bool = False
 
     # -- parameters -------------------------------------------------------
     def parse_params(self, raw: Mapping[str, Any]) -> Any:
@@ -212,6 +208,12 @@ class Op(ABC):
         result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
         return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
 
+    def bound_magnitude_inputs(self, params: Any, direction: str) -> tuple[str, ...]:
+        """The inputs whose magnitudes error_bound multiplies as they are (Σ|a·b|, attention's |Q|·|K|ᵀ and
+        |V|, a fused chain's operands): the runner takes those as f32 while it widens them for the reference
+        (runner/magnitude.scanned_inputs), so the bound does not read them again. None by default."""
+        return ()
+
     def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
         """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces.
 
@@ -223,7 +225,8 @@ class Op(ABC):
 class ProductSumOp(Op):
     """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
 
-    bound_reads_input_magnitudes = True
+    def bound_magnitude_inputs(self, params: Any, direction: str) -> tuple[str, ...]:
+        return tuple(self.input_shapes(params, direction))  # Σ|a·b|
 
     def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
         from ..bound import product_sum_bound

@@ -69,7 +69,6 @@ class ConvGemmOp(Op):
     layouts = CONV_GEMM_LAYOUTS
     param_names = ("n", "c", "k", "hw", "kernel", "o")
     optional_params = frozen_mapping({"stride": 1, "pad": 0, "dilation": 1})
-    bound_reads_input_magnitudes = True  # the convolution's Σ|x·w|
 
     def __repr__(self) -> str:
         return "ConvGemmOp(conv_gemm)"
@@ -87,6 +86,9 @@ class ConvGemmOp(Op):
 
     def output_shape(self, params: ConvGemmParams, direction: str) -> Shape:
         return params.out_shape
+
+    def bound_magnitude_inputs(self, params: ConvGemmParams, direction: str) -> tuple[str, ...]:
+        return ("x", "w", "c")  # the convolution's Σ|x·w|, and |C| in the gemm
 
     def conv_reduction_size(self, params: ConvGemmParams) -> int:
         """Products in each element of the conv output (C·R·S)."""

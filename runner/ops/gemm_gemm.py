@@ -101,7 +101,6 @@ class GemmGemmOp(Op):
     param_names = ("m", "n", "k", "o")
     optional_params = frozen_mapping({"batch": 0, "between": IDENTITY, "scale": 1.0})
     catalogue_minimums = frozen_mapping({"batch": (1, "batch counts the matrices; leave it out for a plain 2-d gemm_gemm")})
-    bound_reads_input_magnitudes = True  # the first product's Σ|a·b|
 
     def __repr__(self) -> str:
         return "GemmGemmOp(gemm_gemm)"
@@ -120,6 +119,9 @@ class GemmGemmOp(Op):
 
     def output_shape(self, params: GemmGemmParams, direction: str) -> Shape:
         return params.out_shape
+
+    def bound_magnitude_inputs(self, params: GemmGemmParams, direction: str) -> tuple[str, ...]:
+        return ("a", "b", "c")  # the first product's Σ|a·b|, and |C| in the second
 
     def reduction_size(self, params: GemmGemmParams, direction: str) -> int:
         return params.k + params.n

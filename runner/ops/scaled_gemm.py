@@ -126,7 +126,6 @@ class ScaledGemmOp(ProductSumOp):
                                       "pattern": "random", "out_dtype": ""})
     catalogue_minimums = GemmOp.catalogue_minimums
     torch_kernel_widens = False  # its default kernel takes the fp8 tensors (torch._scaled_mm where torch has it)
-    bound_reads_input_magnitudes = False  # low-bit codes and scales: its bound takes their decoded products
 
     def __repr__(self) -> str:
         return "ScaledGemmOp(scaled_gemm)"
@@ -150,6 +149,9 @@ class ScaledGemmOp(ProductSumOp):
 
     def output_names(self, params: ScaledGemmParams, direction: str) -> tuple[str, ...]:
         return ("c",)
+
+    def bound_magnitude_inputs(self, params: ScaledGemmParams, direction: str) -> tuple[str, ...]:
+        return ()  # low-bit codes and scales: its bound multiplies their decoded products
 
     def outputs(self, params: ScaledGemmParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
         return {"c": TensorSpec(self.output_shape(params, direction), params.output_format)}

@@ -285,3 +285,16 @@ def test_no_scan_without_a_bound(monkeypatch):
     monkeypatch.setattr(magnitude, "widened_with_scan", no_scan)
     problem = make_problem("gemm", "fwd", "f16", "nn", {"m": 8, "n": 8, "k": 16}, (-1.0, 1.0), 1)
     assert run(problem, device="cpu").bound is None
+
+
+def test_the_torch_backend_scans_nothing_early_and_bounds_alike(monkeypatch):
+    from e2egen.metrics.backend import ENV_VAR
+
+    problem = make_problem("gemm", "fwd", "bf16", "tn", {"m": 12, "n": 10, "k": 200}, (-1.0, 1.0), 2)
+    numba_run = run(problem, device="cpu", bound=BoundModel())
+    monkeypatch.setenv(ENV_VAR, "torch")
+    recorded = []
+    monkeypatch.setattr(magnitude, "_record_scan", lambda wide, scan: recorded.append(wide))
+    torch_run = run(problem, device="cpu", bound=BoundModel())
+    assert not recorded  # nothing scanned early: the bound scanned the float64 copies in torch's ops
+    assert torch.equal(torch_run.bound, numba_run.bound)

@@ -180,20 +180,15 @@ def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,
     return {name: widen_to_float64(tensor, flush_format, name in scanned).to(device) for name, tensor in inputs.items()}
 
 
-_SCANNED_FORMATS = {torch.float32: "f32", **narrowing.NARROW_DTYPES}  # the formats magnitude.widened_with_scan takes
-
-
 def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None, scan_magnitudes: bool = False) -> torch.Tensor:
     """Exact. torch's f16/bf16 -> float64 casts run on one core at ~4 ns per element; with numba one
     vectorised pass over the bits on every core (narrowing.widen). uint8 holds fp4 codes (runner/dtypes.py). With
     flush_format, the values subnormal in that format become zeros of their sign. scan_magnitudes: take
     |tensor| as f32 in the same pass (reference_inputs' `scanned`)."""
     if scan_magnitudes:
-        own_format = flush_format is not None and flush_format == _SCANNED_FORMATS.get(tensor.dtype)
-        if flush_format is None or own_format:
-            widened = magnitude.widened_with_scan(tensor, flush_subnormals=own_format)
-            if widened is not None:
-                return widened
+        widened = magnitude.widened_with_scan(tensor, flush_format)
+        if widened is not None:
+            return widened
     if tensor.dtype == torch.uint8:
         from e2egen.metrics.encoding import decode
 

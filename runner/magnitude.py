@@ -60,6 +60,7 @@ __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "w
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 F64_UNIT_ROUNDOFF = 2.0 ** -53
 F32_MIN_NORMAL = 2.0 ** -126
+F32_MIN_NORMAL_BITS = 0x00800000  # its bit pattern: below it a non-zero f32 magnitude is subnormal
 F64_MIN_NORMAL = 2.0 ** -1022
 F32_MAX = float(torch.finfo(torch.float32).max)
 MAX_REDUCTION_ROUNDOFF = 2.0 ** -4  # K·u above this: the f32 path would widen too much; float64 instead
@@ -160,10 +161,9 @@ if fused_numba.AVAILABLE:
 
     from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
 
-    from .narrowing import pattern_value
+    from .narrowing import magnitude_value, pattern_value
 
     _NO_MAGNITUDE = (1 << 63) - 1  # above every magnitude's bits: the minimum of none
-    _F32_MIN_NORMAL_BITS = 0x00800000
     _F32_INFINITY_BITS = 0x7F800000
 
     @numba.njit(inline="always", error_model="numpy")
@@ -196,13 +196,11 @@ if fused_numba.AVAILABLE:
 
     @numba.njit(inline="always", error_model="numpy")
     def _f32_value(magnitude):
-        """The float64 value of an f32 magnitude's bits, by integer arithmetic: a subnormal is a float64
-        normal, so no operation here reads or makes a subnormal, and DAZ or FTZ on the thread (set by a
-        kernel library built with fast-math, say) cannot change it, as they change f32 -> float64 casts."""
-        exponent = magnitude >> 23
-        significand = (magnitude & 0x7FFFFF) | (np.int64(exponent > 0) << 23)
-        value = np.float64(significand) * _float((max(exponent, 1) - 150 + 1023) << 52)  # exact
-        return (np.inf if significand == 1 << 23 else np.nan) if exponent == 255 else value
+        """The float64 value of an f32 magnitude's bits, by integer arithmetic (narrowing.magnitude_value): a
+        subnormal is a float64 normal, so no operation here reads or makes a subnormal, and DAZ or FTZ on the
+        thread (set by a kernel library built with fast-math, say) cannot change it, as they change f32 ->
+        float64 casts."""
+        return magnitude_value(magnitude, 23, 255, 127, False)
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _scan_f32_chunk(x, flush, out, lo, hi):
@@ -215,7 +213,7 @@ if fused_numba.AVAILABLE:
         x_c, out_c = x[lo:hi], out[lo:hi]
         for i in range(hi - lo):
             magnitude = np.int64(_bits32(x_c[i]) & 0x7FFFFFFF)
-            magnitude = 0 if flush and magnitude < _F32_MIN_NORMAL_BITS else magnitude
+            magnitude = 0 if flush and magnitude < F32_MIN_NORMAL_BITS else magnitude
             out_c[i] = _float32(np.int32(magnitude))
             not_a_number += 1 if magnitude > _F32_INFINITY_BITS else 0  # NaN: not an f32 magnitude
             largest = max(largest, magnitude)
@@ -286,10 +284,8 @@ def _record_scan(wide: torch.Tensor, scan: Scan) -> None:
 
 
 def _recorded_scan(t: torch.Tensor) -> Scan | None:
-    entry = _SCANS.get(id(t))
-    if entry is not None and t.is_inference():
-        return None
-    if entry is None or entry[0]() is not t or entry[1] != t._version:
+    entry = _SCANS.get(id(t))  # an inference tensor has no version counter (and no record)
+    if entry is None or t.is_inference() or entry[0]() is not t or entry[1] != t._version:
         return None
     return entry[2]
 
@@ -310,17 +306,19 @@ def recorded_magnitudes(x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
     return narrow, scan[2]
 
 
-def widened_with_scan(tensor: torch.Tensor, flush_subnormals: bool = False) -> torch.Tensor | None:
+def widened_with_scan(tensor: torch.Tensor, flush_format: str | None = None) -> torch.Tensor | None:
     """tensor in float64 (exact), and _narrowed's scan of those values recorded for the float64 tensor,
     both from the narrow tensor: f16 and bf16 in one pass, f32 in a scan beside torch's cast. With
-    flush_subnormals, the subnormals of tensor's format become zeros of their sign (metrics.flush_subnormals)
-    in both. None where this does not serve: numba absent or turned off, or not a contiguous CPU f16, bf16
-    or f32 tensor."""
+    flush_format, the tensor's own format, its subnormals become zeros of their sign (metrics.flush_subnormals)
+    in both. None where this does not serve: numba absent or turned off, not a contiguous CPU f16, bf16 or
+    f32 tensor, or flush_format another format."""
     from . import narrowing
 
-    if not (numba_path(tensor.device) and tensor.is_contiguous() and tensor.numel()
-            and tensor.dtype in (torch.float32, *narrowing.NARROW_DTYPES)):
+    own_format = {torch.float32: "f32", **narrowing.NARROW_DTYPES}.get(tensor.dtype)
+    if not (numba_path(tensor.device) and tensor.is_contiguous() and tensor.numel() and own_format is not None
+            and flush_format in (None, own_format)):
         return None
+    flush_subnormals = flush_format is not None
     narrow = torch.empty(tensor.shape, dtype=torch.float32)
     narrow_flat = narrow.view(-1).numpy()
     if tensor.dtype in narrowing.NARROW_DTYPES:  # one pass writes both

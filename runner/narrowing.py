@@ -15,7 +15,6 @@ to the torch path.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
@@ -57,6 +56,18 @@ if AVAILABLE:
             out_c[i] = pattern | sign
 
     @numba.njit(inline="always", error_model="numpy")
+    def magnitude_value(magnitude, m, exponent_mask, bias, flush):
+        """The float64 value of a magnitude's bits (no sign) in a format with m mantissa bits, its exponent
+        field's all-ones `exponent_mask` and `bias`: the integer significand times a power of two built from
+        its bits, both exact (every such format's values are float64 normals), inf and NaN; with `flush`, a
+        subnormal becomes zero. pattern_value's arithmetic, and magnitude.py's for f32 bits."""
+        exponent = (magnitude >> m) & exponent_mask
+        mantissa = magnitude & ((np.int64(1) << m) - 1)
+        significand = (mantissa | (np.int64(exponent > 0) << m)) * np.int64(not (flush and exponent == 0))
+        value = np.float64(significand) * _float((max(exponent, 1) - bias - m + 1023) << 52)
+        return (np.inf if mantissa == 0 else np.nan) if exponent == exponent_mask else value
+
+    @numba.njit(inline="always", error_model="numpy")
     def pattern_value(pattern, m, exponent_mask, bias, flush):
         """The float64 value of a 16-bit pattern (uint16) of a format with m mantissa bits, its exponent
         field's all-ones `exponent_mask` and `bias`: metrics.rounding.pattern_value's arithmetic, with the
@@ -65,12 +76,7 @@ if AVAILABLE:
         for 45M f16 values). runner/magnitude.py's widening scan inlines it, and numba's cache notices
         changes to a kernel's own file only: after changing this, touch that file too."""
         bits = np.int64(pattern)
-        exponent = (bits >> m) & exponent_mask
-        mantissa = bits & ((np.int64(1) << m) - 1)
-        significand = (mantissa | (np.int64(exponent > 0) << m)) * np.int64(not (flush and exponent == 0))
-        magnitude = np.float64(significand) * _float((max(exponent, 1) - bias - m + 1023) << 52)  # exact
-        magnitude = (np.inf if mantissa == 0 else np.nan) if exponent == exponent_mask else magnitude
-        return _float(_bits(magnitude) | ((bits >> 15) << 63))
+        return _float(_bits(magnitude_value(bits & 0x7FFF, m, exponent_mask, bias, flush)) | ((bits >> 15) << 63))
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _widen(patterns, out, start, stop, m, exponent_mask, bias, flush):

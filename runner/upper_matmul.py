@@ -42,8 +42,8 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 
-from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF, f32_sums_unproven,
-                        recorded_magnitudes, widening)
+from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_MIN_NORMAL_BITS, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF,
+                        f32_sums_unproven, recorded_magnitudes, widening)
 
 __all__ = ["Magnitudes", "UnwidenedProduct", "magnitudes", "unwidened_matmul", "upper_matmul", "upper_product"]
 
@@ -51,7 +51,6 @@ F64_MIN_NORMAL = 2.0 ** -1022
 _SHORTFALL_PER_PRODUCT = 2.0 ** 3  # 2K operations, 2 smallest normals short each, carried on by factors < 2
 _SPARE_ROUNDINGS = 4  # beyond widening()'s: this module's own float64 operations, and to spare
 F32_FROM_ROWS = 8
-_F32_MIN_NORMAL_BITS = 0x00800000
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -70,7 +69,7 @@ if fused_numba.AVAILABLE:
         nearest = np.float32(a)
         pattern = _bits32(nearest)
         pattern += np.int32(np.float64(nearest) < a)  # one step up (nearest >= 0): the next f32
-        return _F32_MIN_NORMAL_BITS if 0 < pattern < _F32_MIN_NORMAL_BITS else pattern
+        return F32_MIN_NORMAL_BITS if 0 < pattern < F32_MIN_NORMAL_BITS else pattern
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _widen_chunk(summed, out, lo, hi, allowance, factor):
@@ -111,7 +110,7 @@ def _raised(up: torch.Tensor) -> torch.Tensor:
     """Non-negative f32 values with the non-zero subnormals raised to the smallest normal, told apart by
     their bits: with DAZ on, a float comparison would read them as zero."""
     bits = up.view(torch.int32)
-    return torch.where((bits > 0) & (bits < _F32_MIN_NORMAL_BITS), F32_MIN_NORMAL, up)
+    return torch.where((bits > 0) & (bits < F32_MIN_NORMAL_BITS), F32_MIN_NORMAL, up)
 
 
 def _rounded_up_torch(x: torch.Tensor) -> torch.Tensor:

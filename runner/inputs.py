@@ -113,6 +113,17 @@ def round_to_format(values: torch.Tensor, fmt: str, *, saturate: bool = False) -
     return round_to_storage(values, dtype)
 
 
+def store_exact(values: torch.Tensor, fmt: str) -> torch.Tensor:
+    """float64 values the format holds exactly (already rounded, e.g. scaling.quantize's) -> its storage
+    dtype: torch's cast, which is exact for them, in place of round_to_format's rounding pass; fp4 its
+    codes, i8 and the wide formats as round_to_format stores them (equal there: tests/test_scaled_gemm.py)."""
+    if fmt in FLOAT8 or fmt == "f32":
+        return values.to(storage_dtype(fmt))
+    if fmt == "e8m0":
+        return values.to(torch.float32).to(storage_dtype(fmt))  # powers of two: exact in f32
+    return round_to_format(values, fmt)
+
+
 _FP4_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # code & 7 -> |value|
 
 

@@ -108,12 +108,10 @@ def scales_for(amax: torch.Tensor, element_fmt: str, scale_fmt: str, *, power_of
 
 def quantize(values: torch.Tensor, blocks: Blocks, element_fmt: str, scale_fmt: str, *,
              power_of_two: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(elements, scales) as float64 values of their formats: the elements rounded with saturation."""
-    from .inputs import round_to_format, widen_to_float64
-
+    """(elements, scales) as float64 values of their formats: the elements rounded with saturation, once, in
+    float64 (quantize_inputs then stores them without rounding again)."""
     scales = scales_for(blocks.block_amax(values), element_fmt, scale_fmt, power_of_two=power_of_two)
-    elements = round_to_format(values / blocks.expand(scales), element_fmt, saturate=True)
-    return widen_to_float64(elements), scales
+    return metrics.round_to(values / blocks.expand(scales), element_fmt, saturate=True), scales
 
 
 def dequantized(elements: torch.Tensor, scales: torch.Tensor, blocks: Blocks) -> torch.Tensor:

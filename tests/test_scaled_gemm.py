@@ -12,9 +12,10 @@ from e2egen import metrics
 from e2egen.runner import run
 from e2egen.runner.bound import BoundModel
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.inputs import generate_inputs, reference_inputs
+from e2egen.metrics.encoding import decode
+from e2egen.runner.inputs import generate_inputs, input_formats, reference_inputs, round_to_format, store_exact
 from e2egen.runner.problem import make_problem
-from e2egen.runner.scaling import Blocks, PATTERNS, quantize
+from e2egen.runner.scaling import Blocks, PATTERNS, quantize, quantized_operands
 
 SHAPE = {"m": 24, "n": 40, "k": 70}
 
@@ -92,6 +93,36 @@ def test_the_kernel_receives_elements_and_scales_in_their_storage():
     run(problem("f8e5m2", "nnnn", scaling="blockwise", block=16, scale_b_dtype="e8m0"), impl=f"{__name__}:spy")
     assert seen["a"].dtype == torch.float8_e5m2 and seen["scale_a"].dtype == torch.float32
     assert tuple(seen["scale_b"].shape) == (5, 3) and seen["scale_b"].is_contiguous() and seen["scale_b"].dtype == torch.float8_e8m0fnu
+
+
+@pytest.mark.parametrize("fmt", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f4e2m1", "e8m0", "f32"])
+def test_storing_values_the_format_holds_equals_rounding_them(fmt):
+    """store_exact (the stored inputs' cast) against round_to_format (their rounding) on every finite value
+    of the format, both zeros included (f32: a sample with its subnormals and extremes)."""
+    if fmt == "f32":
+        bits = torch.cat([torch.randint(-2 ** 31, 2 ** 31 - 1, (4096,), generator=torch.Generator().manual_seed(1),
+                                        dtype=torch.int64), torch.tensor([0, 1, 0x7F7FFFFF, 0x00800000, -2 ** 31])])
+        values = bits.to(torch.int32).view(torch.float32).to(torch.float64)
+    else:
+        values = decode(torch.arange(256 if fmt != "f4e2m1" else 16), fmt)
+    values = values[torch.isfinite(values)]
+    stored, rounded = store_exact(values, fmt), round_to_format(values, fmt, saturate=True)
+    assert stored.dtype == rounded.dtype
+    width = {1: torch.uint8, 4: torch.int32}[stored.element_size()]
+    assert torch.equal(stored.view(width), rounded.view(width))
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_every_pattern_hands_store_exact_values_its_formats_hold(pattern):
+    """quantize_inputs stores without rounding (store_exact): what each pattern makes must already be values of
+    the input's format, or the cast would round them where the reference does not."""
+    for dtype, extra in [("f8e4m3fn", {}), ("f4e2m1", {}), ("f8e4m3fnuz_f8e5m2fnuz", {"scale_a_dtype": "f32"})]:
+        case = problem(dtype, pattern=pattern, **extra)
+        drawn = {name: torch.rand(shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * 100 - 50
+                 for name, shape in case.input_shapes.items()}
+        formats = input_formats(case)
+        for name, values in quantized_operands(case.params.pattern, case.params.blocks, drawn, formats).items():
+            assert torch.equal(metrics.round_to(values, formats[name]), values), (dtype, name)
 
 
 def test_same_seed_same_inputs_and_a_new_seed_new_ones():

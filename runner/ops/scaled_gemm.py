@@ -179,11 +179,11 @@ class ScaledGemmOp(ProductSumOp):
 
     def quantize_inputs(self, params: ScaledGemmParams, drawn: dict[str, torch.Tensor],
                         formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
-        from ..inputs import round_to_format
+        from ..inputs import store_exact
         from ..scaling import quantized_operands
 
         values = quantized_operands(params.pattern, params.blocks, drawn, formats)
-        return {name: round_to_format(tensor, formats[name], saturate=True) for name, tensor in values.items()}
+        return {name: store_exact(tensor, formats[name]) for name, tensor in values.items()}
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         letters = layout if len(layout) == 4 else layout + "nt"

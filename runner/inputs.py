@@ -10,10 +10,11 @@ depend on the seed, shapes and dtype only: not on the layout, not on the device.
 exactly these rounded values, upcast to float64.
 
 The draw is float64, except where every input format has at most 11 significand bits (f16, bf16,
-fp8) and the op takes the plain draw: there it is f32 (24 bits, at least 13 more than the format, so
-the values still cover the format's grid), scaled to the range in float64 and rounded once to f32,
-then to the format by torch's f32 cast, which is a single correct rounding. An f32 draw writes half the memory of a
-float64 one (1.8x faster here).
+fp8) or is f32 and the op takes the plain draw: there it is f32 (24 bits, at least 13 more than a narrow
+format, so the values still cover the format's grid), scaled to the range in float64 and rounded once to
+f32, then to a narrow format by torch's f32 cast, which is a single correct rounding. For f32 inputs the
+f32 draw is the input itself, the same values as the float64 draw rounded once to f32. An f32 draw
+writes half the memory of a float64 one (1.8x faster here).
 """
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ F32_DRAW_MAX_BITS = 11  # significand bits (implicit one included) of the widest
 
 
 def draws_in_f32(problem: Problem, formats: dict[str, str]) -> bool:
-    """Whether this problem's real-valued draw is f32 (module docstring): narrow formats only, and only
-    for an op that neither shapes nor quantizes the draw itself (those work on float64 values)."""
+    """Whether this problem's real-valued draw is f32 (module docstring): narrow formats and f32 itself, and
+    only for an op that neither shapes nor quantizes the draw itself (those work on float64 values)."""
     from e2egen.metrics import get_format
 
     from .ops.base import Op
@@ -61,7 +62,7 @@ def draws_in_f32(problem: Problem, formats: dict[str, str]) -> bool:
     spec = type(problem.spec)
     if spec.adjust_inputs is not Op.adjust_inputs or spec.quantize_inputs is not Op.quantize_inputs:
         return False
-    return all(not get_format(fmt).is_integer and get_format(fmt).mantissa_bits + 1 <= F32_DRAW_MAX_BITS
+    return all(fmt == "f32" or (not get_format(fmt).is_integer and get_format(fmt).mantissa_bits + 1 <= F32_DRAW_MAX_BITS)
                for fmt in formats.values())
 
 

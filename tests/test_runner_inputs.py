@@ -149,7 +149,24 @@ def test_narrow_formats_draw_f32_and_round_once_with_torchs_cast():
         for name, values in expected.items():
             assert torch.equal(drawn[name].view(torch.uint8), round_to_format(values, dtype).view(torch.uint8))
             assert torch.equal(drawn[name].view(torch.uint8), values.to(drawn[name].dtype).view(torch.uint8))
-    wide = make_problem("gemm", "fwd", "f32", "nn", {"m": 7, "n": 5, "k": 9}, (-3.0, 2.0), seed=4)
     shaped = make_problem("attention", "fwd", "f16", OPS["attention"].layouts[0],
                           {"seq_q": 4, "seq_k": 4, "head_dim_qk": 8}, (-1.0, 1.0), seed=4)
-    assert not draws_in_f32(wide, input_formats(wide)) and not draws_in_f32(shaped, input_formats(shaped))
+    integers = make_problem("gemm", "fwd", "i8", "nn", {"m": 7, "n": 5, "k": 9}, (-3.0, 2.0), seed=4)
+    assert not draws_in_f32(shaped, input_formats(shaped)) and not draws_in_f32(integers, input_formats(integers))
+
+
+def test_f32_inputs_are_the_f32_draw_which_is_the_float64_draw_rounded_once():
+    """f32 inputs come from the f32 draw itself: the same values as the float64 draw rounded once to f32
+    (to nearest even), subnormals and the range's ends included."""
+    from e2egen.runner import draws
+    from e2egen.runner.inputs import draws_in_f32, input_formats
+
+    for value_range in ((-3.0, 2.0), (-1e-39, 1e-39), (-3e38, 3e38)):
+        problem = make_problem("gemm", "fwd", "f32", "nn", {"m": 70, "n": 50, "k": 90}, value_range, seed=4)
+        assert draws_in_f32(problem, input_formats(problem))
+        drawn = generate_inputs(problem)
+        for stream, (name, shape) in enumerate(problem.input_shapes.items()):
+            wide = draws.uniform(shape, *value_range, problem.seed, stream, torch.float64)
+            assert drawn[name].dtype == torch.float32
+            assert torch.equal(drawn[name].view(torch.int32), wide.to(torch.float32).view(torch.int32))
+            assert torch.equal(drawn[name].view(torch.int32), metrics.round_to(wide, "f32").to(torch.float32).view(torch.int32))

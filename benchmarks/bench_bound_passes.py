@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import positive  # noqa: E402
 from e2egen.metrics import fused_numba, threads  # noqa: E402
-from e2egen.metrics.ulp_terms import CHUNK, _ulp_args, add_ulps, partial_sums_plus_ulps  # noqa: E402
+from e2egen.metrics.ulp_terms import _ulp_args, add_ulps, partial_sums_plus_ulps  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 
 UNIT, CONSTANT, ALPHA, FORMAT = 2.0 ** -10, 1e-30, 2.1e-6, "f16"  # ALPHA: W·within of that weight gradient
@@ -44,7 +44,7 @@ def aliased_add_ulps(total: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     flat_total, flat_ref = total.view(-1).numpy(), ref.view(-1).numpy()
     args = (1.0, *_ulp_args(FORMAT))
     threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.scaled_plus_ulps_into(
-        flat_total, flat_total, 1.0, 1.0, flat_ref, lo, hi, *args), CHUNK)
+        flat_total, flat_total, 1.0, 1.0, flat_ref, lo, hi, *args), threads.LIGHT_TASK)  # as ulp_terms' passes
     return total
 
 

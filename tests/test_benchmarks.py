@@ -35,3 +35,13 @@ def test_a_script_answers_help(script):
     done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:")
+
+
+def test_the_comparison_parts_still_match_the_kernel(monkeypatch):
+    """bench_compare_parts.py takes each part out of metrics/fused_numba.py by its lines: each part's lines must
+    still be in the kernel, and taking it out must change the source."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    namespace = runpy.run_path(str(BENCHMARKS / "bench_compare_parts.py"), run_name="benchmark_under_test")
+    source = namespace["KERNEL_SOURCE"].read_text(encoding="utf-8")
+    for part in namespace["PARTS"]:
+        assert namespace["variant_source"](source, part) != source, part

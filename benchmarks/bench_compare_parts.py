@@ -10,12 +10,13 @@ compiled by numba and timed calling _kernel directly (one thread: the pool is no
 --elements f16 outputs against a float64 reference and bound, in chunks of 4096, best of --repeats runs of
 --calls calls. A variant computes wrong values; only its time is read. The cost of a part is the baseline's
 ns per element less the variant's. If the source no longer holds a part's lines the script stops and names
-them: update the variant with the kernel.
+the part: update its patterns with the kernel.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 import tempfile
 import time
@@ -32,43 +33,24 @@ from e2egen.metrics import partials as P  # noqa: E402
 from e2egen.metrics.formats import get_format  # noqa: E402
 
 KERNEL_SOURCE = ROOT / "metrics" / "fused_numba.py"
-_DIRECTED_MODES = """        if mode == 0:
-            kept = np.float64(quanta)
-        elif mode == 1 or (mode == 2 and rsign) or (mode == 3 and not rsign):
-            kept = np.floor(in_quanta)
-        else:
-            kept = np.ceil(in_quanta)"""
-# part -> the (shipped text, replacement) pairs that take it out
+# The directed modes' branch: from `if mode == 0:` to its last line, `kept = np.ceil(in_quanta)`.
+_DIRECTED_MODES = (r"if mode == 0:\n(?:.*\n)*?\s*kept = np\.ceil\(in_quanta\)", "kept = np.float64(quanta)")
+# part -> (pattern, replacement) pairs (re.MULTILINE) that take it out; each pattern must match
 PARTS = {
-    "histogram (eight counts)": [("""            counts_b += 1 if rel > 0.0 else 0
-            counts_b += (1 << 21) if rel >= _E1 else 0
-            counts_b += (1 << 42) if rel >= _E2 else 0
-            counts_c += 1 if rel >= _E3 else 0
-            counts_c += (1 << 21) if rel >= _E4 else 0
-            counts_c += (1 << 42) if rel >= _E5 else 0
-            counts_d += 1 if rel >= _E6 else 0
-            counts_d += (1 << 21) if rel >= _E7 else 0
-""", "")],
-    "bias statistics (four sums)": [("""            sum_s += u1
-            sum_sq_s += u1 * u1
-            sum_t += u2
-            sum_sq_t += u2 * u2
-""", "")],
-    "two divisions": [("rel = d / ax if nonzero_ref else 0.0", "rel = d * ax if nonzero_ref else 0.0"),
-                          ("ratio = d / abs(bound_value) if d != 0.0 else 0.0",
-                           "ratio = d * abs(bound_value) if d != 0.0 else 0.0")],
-    "directed rounding modes": [(_DIRECTED_MODES, "        kept = np.float64(quanta)")],
-    "rounding to the format": [("quanta = np.int64(np.rint(in_quanta))", "quanta = np.int64(in_quanta)"),
-                               (_DIRECTED_MODES, "        kept = np.float64(quanta)")],
+    "histogram (eight counts)": [(r"^\s*counts_[bcd] \+= .*\brel\b.*\n", "")],
+    "bias statistics (four sums)": [(r"^\s*sum_(?:s|sq_s|t|sq_t) \+= .*\n", "")],
+    "two divisions": [(r"= d / (ax|abs\(bound_value\))", r"= d * \1")],
+    "directed rounding modes": [_DIRECTED_MODES],
+    "rounding to the format": [(r"np\.int64\(np\.rint\(in_quanta\)\)", "np.int64(in_quanta)"), _DIRECTED_MODES],
 }
 CHUNK = 4096
 
 
 def variant_source(source: str, part: str) -> str:
-    for shipped, replacement in PARTS[part]:
-        if shipped not in source:
-            raise SystemExit(f"error: {KERNEL_SOURCE} no longer holds the lines of '{part}':\n{shipped}")
-        source = source.replace(shipped, replacement)
+    for pattern, replacement in PARTS[part]:
+        source, count = re.subn(pattern, replacement, source, flags=re.MULTILINE)
+        if count == 0:
+            raise SystemExit(f"error: {KERNEL_SOURCE} no longer holds the lines of '{part}' ({pattern})")
     return source
 
 

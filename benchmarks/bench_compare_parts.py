@@ -6,7 +6,7 @@ baseline) against copies of it with one part taken out, on one core over cached 
 Each variant is the module's source with one part's lines replaced (the histogram's eight counts, the bias
 statistics' four sums and with them the deviation from the rounded reference they read, the two divisions made
 multiplications, the rounding's directed modes, the rounding to the format), written to a temporary folder,
-compiled by numba and timed calling _kernel directly (one thread: the pool is not involved) over
+compiled by numba and timed calling _kernel directly, in turn (one thread: the pool is not involved) over
 --elements f16 outputs against a float64 reference and bound, in chunks of 4096, best of --repeats runs of
 --calls calls. A variant computes wrong values; only its time is read. The cost of a part is the baseline's
 ns per element less the variant's. If the source no longer holds a part's lines the script stops and names
@@ -29,28 +29,31 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import positive  # noqa: E402
-from e2egen.metrics import partials as P  # noqa: E402
+from e2egen.metrics import fused_numba, partials as P  # noqa: E402
+from e2egen.metrics.backend import NUMBA_SMALLEST_CHUNK  # noqa: E402
 from e2egen.metrics.formats import get_format  # noqa: E402
 
 KERNEL_SOURCE = ROOT / "metrics" / "fused_numba.py"
 # The directed modes' branch: from `if mode == 0:` to its last line, `kept = np.ceil(in_quanta)`.
-_DIRECTED_MODES = (r"if mode == 0:\n(?:.*\n)*?\s*kept = np\.ceil\(in_quanta\)", "kept = np.float64(quanta)")
-# part -> (pattern, replacement) pairs (re.MULTILINE) that take it out; each pattern must match
+_DIRECTED_MODES = (r"if mode == 0:\n(?:.*\n)*?\s*kept = np\.ceil\(in_quanta\)", "kept = np.float64(quanta)", 1)
+# part -> (pattern, replacement, how many times the kernel holds the pattern) that take it out (re.MULTILINE);
+# a count that no longer matches means the kernel changed and the part would no longer be what it says
 PARTS = {
-    "histogram (eight counts)": [(r"^\s*counts_[bcd] \+= .*\brel\b.*\n", "")],
-    "bias statistics (four sums)": [(r"^\s*sum_(?:s|sq_s|t|sq_t) \+= .*\n", "")],
-    "two divisions": [(r"= d / (ax|abs\(bound_value\))", r"= d * \1")],
+    "histogram (eight counts)": [(r"^\s*counts_[bcd] \+= .*\brel\b.*\n", "", 8)],
+    "bias statistics (four sums)": [(r"^\s*sum_(?:s|sq_s|t|sq_t) \+= .*\n", "", 4)],
+    "two divisions": [(r"= d / (ax|abs\(bound_value\))", r"= d * \1", 2)],
     "directed rounding modes": [_DIRECTED_MODES],
-    "rounding to the format": [(r"np\.int64\(np\.rint\(in_quanta\)\)", "np.int64(in_quanta)"), _DIRECTED_MODES],
+    "rounding to the format": [(r"np\.int64\(np\.rint\(in_quanta\)\)", "np.int64(in_quanta)", 1), _DIRECTED_MODES],
 }
-CHUNK = 4096
+CHUNK = NUMBA_SMALLEST_CHUNK  # the chunk compare() gives small outputs, as these 16K elements
 
 
 def variant_source(source: str, part: str) -> str:
-    for pattern, replacement in PARTS[part]:
+    for pattern, replacement, expected in PARTS[part]:
         source, count = re.subn(pattern, replacement, source, flags=re.MULTILINE)
-        if count == 0:
-            raise SystemExit(f"error: {KERNEL_SOURCE} no longer holds the lines of '{part}' ({pattern})")
+        if count != expected:
+            raise SystemExit(f"error: {KERNEL_SOURCE} holds the lines of '{part}' ({pattern}) {count} times, not "
+                             f"{expected}: update the part with the kernel")
     return source
 
 
@@ -61,13 +64,15 @@ def load(path: Path, name: str):
     return module
 
 
-def ns_per_element(module, elements: int, calls: int, repeats: int) -> float:
+def timed_call(module, elements: int):
+    """A call of the module's _kernel over `elements` cached f16 outputs a few ulps off a float64 reference,
+    with a bound written out; the first call compiles."""
     rng = np.random.default_rng(1)
     ref = rng.standard_normal(elements)
     flipped = ref.astype(np.float16).view(np.uint16) ^ rng.integers(0, 4, elements).astype(np.uint16)
-    out = flipped.view(np.int16)  # a few ulps off the rounded reference
+    out = flipped.view(np.int16)
     bound = np.abs(ref) * 1e-3 + 1e-3
-    args = module._format_args(get_format("f16"), False, 1e-3, 0)
+    args = module._format_args(get_format("f16"), ftz=False, rel_floor=1e-3, mode=0)
     n_chunks = -(-elements // CHUNK)
     floats = np.full((n_chunks, P.N_FLOAT), -1.0)
     ints = np.full((n_chunks, P.N_INT), -1, np.int64)
@@ -77,14 +82,8 @@ def ns_per_element(module, elements: int, calls: int, repeats: int) -> float:
         module._kernel(ref, out, bound, None, CHUNK, 0, n_chunks, maxima_bits=maxima, floats=floats, ints=ints,
                        **args)
 
-    call()  # compiles
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(calls):
-            call()
-        best = min(best, (time.perf_counter() - started) / calls / elements * 1e9)
-    return best
+    call()
+    return call
 
 
 def main() -> None:
@@ -93,22 +92,30 @@ def main() -> None:
     parser.add_argument("--calls", type=positive, default=400)
     parser.add_argument("--repeats", type=positive, default=7)
     args = parser.parse_args()
-    source = KERNEL_SOURCE.read_text(encoding="utf-8")
-    if "import numba" not in source or importlib.util.find_spec("numba") is None:
+    if not fused_numba.AVAILABLE:
         raise SystemExit("error: numba is not installed; the comparison's pass is numba's")
+    source = KERNEL_SOURCE.read_text(encoding="utf-8")
+    variants = {"as shipped": source, **{part: variant_source(source, part) for part in PARTS}}
+    best = dict.fromkeys(variants, float("inf"))
     with tempfile.TemporaryDirectory() as folder:
-        timings = {}
-        for index, part in enumerate([None, *PARTS]):
+        calls = {}
+        for index, (name, text) in enumerate(variants.items()):
             path = Path(folder) / f"compare_variant_{index}.py"
-            path.write_text(source if part is None else variant_source(source, part), encoding="utf-8")
-            timings[part] = ns_per_element(load(path, path.stem), args.elements, args.calls, args.repeats)
-    baseline = timings.pop(None)
+            path.write_text(text, encoding="utf-8")
+            calls[name] = timed_call(load(path, path.stem), args.elements)
+        for _ in range(args.repeats):  # the variants in turn, so that a slow spell of the machine hits them all
+            for name, call in calls.items():
+                started = time.perf_counter()
+                for _ in range(args.calls):
+                    call()
+                best[name] = min(best[name], (time.perf_counter() - started) / args.calls / args.elements * 1e9)
+    baseline = best.pop("as shipped")
     print(f"# {args.elements} cached f16 elements, a written bound, one core; ns per element, best of "
-          f"{args.repeats} x {args.calls} calls")
+          f"{args.repeats} x {args.calls} calls, the variants in turn")
     print("| pass | ns per element | part's cost | share |")
     print("| --- | --- | --- | --- |")
     print(f"| as shipped (baseline) | {baseline:.2f} | | |")
-    for part, ns in timings.items():
+    for part, ns in best.items():
         print(f"| without the {part} | {ns:.2f} | {baseline - ns:.2f} | {(baseline - ns) / baseline:.0%} |")
 
 

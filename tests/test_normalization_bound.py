@@ -156,7 +156,29 @@ def test_norm_backward_kernels_stay_within_the_bound(seed, n, scale, offset, cen
     else:
         kernel = kernels_torch_backward(centered)
         out = kernel(grad, x, weight, normalized_shape=(n,), eps=1e-5)
-    assert_within(op, "bwd_data", "f32", {"shape": [ROWS, n], "eps": 1e-5}, {"grad_y": grad, "x": x, "weight": weight}, out)
+    # our rms_norm sums x² sequentially; on rows of mean 1000 its rounding errors correlate and the default
+    # (probabilistic) model does not hold: the next test pins that, and the strict model still must
+    models = (STRICT,) if ours and not centered and offset >= 1000 else (DEFAULT, STRICT)
+    assert_within(op, "bwd_data", "f32", {"shape": [ROWS, n], "eps": 1e-5}, {"grad_y": grad, "x": x, "weight": weight}, out,
+                  models)
+
+
+def test_the_default_model_misses_a_sequential_sum_of_nearly_equal_terms():
+    """docs/normalization-bound.md, Findings: rms_norm's Σx² summed sequentially in f32 over rows of mean 1000
+    and spread ±0.016 (terms equal to 5 digits) errs by ~600u for n = 4096, where the default model allows
+    λ√n = 320u; its backward's grad_weight passes the default bound's 1.5× and stays within the strict one.
+    Found by the test above; when the default model learns correlated errors, this test says so."""
+    n = 4096
+    x = draw_rows(0, n, 0.015625, 1000.0, "f32")
+    grad, weight = draw_rows(2, n, 1.0, 0.0, "f32"), draw_rows(1, n, 1.0, 0.0, "f32")[0]
+    grad_weight = kernels.rms_norm_backward_f32(grad, x, weight, normalized_shape=(n,), eps=1e-5)[1]
+    problem = make_problem("rms_norm", "bwd_data", "f32", "contiguous", {"shape": [ROWS, n], "eps": 1e-5}, (-1.0, 1.0), 0)
+    inputs64 = {"grad_y": grad.double(), "x": x.double(), "weight": weight.double()}
+    ref = problem.spec.reference(problem, inputs64)["grad_weight"]
+    bound = problem.spec.error_bound(problem, inputs64)["grad_weight"]
+    error = (grad_weight.double() - ref).abs()
+    assert (error / bound.evaluate(DEFAULT, ref)).max() > 1.5
+    assert (error <= bound.evaluate(STRICT, ref)).all()
 
 
 def kernels_torch_backward(centered: bool):

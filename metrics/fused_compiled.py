@@ -3,8 +3,9 @@
 Measured, not chosen: compare() does not use this module (backend.py picks
 numba or fused_torch); benchmarks/bench_metrics.py --torch-compile times it
 against both; docs/performance-history.md ("torch.compile") has the figures
-and the decision, README's Performance section the summary. It computes exactly what fused_torch.partials computes (the sums
-in another order), and tests/test_metrics_compiled.py checks that.
+and the decision, README's Performance section the summary. It computes
+exactly what fused_torch.partials computes (the sums in another order), and
+tests/test_metrics_compiled.py checks that.
 
 Layout: the flat data as a [rows, cols] matrix, a row per chunk (cols =
 the chunk size; the last rows copied into a zero-padded pair of rows where n

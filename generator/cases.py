@@ -166,18 +166,19 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     from e2egen import runner
 
     seed = catalogue.seed if global_seed is None else global_seed
+    default_tolerances = layers.default_layer("tolerances")
     cases, problems = [], []
     figures_by_shape: dict[tuple, tuple[int, int, int]] = {}  # ranges share a problem's size figures
     options: dict[tuple, Any] = {}  # many cases resolve to the same options: built once each
     for suite, config, axes in _combinations(catalogue):
         dtype = axes["dtype"]
         levels = (dtype, axes["direction"])
-        tolerances = _resolve(levels, catalogue.tolerances, suite.tolerances, config.tolerances)
+        tolerances = _resolve(levels, default_tolerances, catalogue.tolerances, suite.tolerances, config.tolerances)
         tolerances = {k: v for k, v in sorted(tolerances.items()) if v is not False}
         key = CaseId(suite.name, suite.op, config.name, axes["direction"], dtype, axes["layout"], axes["range"])
         cid = str(key)
         if not tolerances:
-            problems.append(Problem(config.location, cid, f"the case checks no metric: give [tolerances.{dtype}] (or tolerances at the suite or config)"))
+            problems.append(Problem(config.location, cid, f"the case checks no metric: the catalogue turned off every default one; give [tolerances.{dtype}] (or tolerances at the suite or config)"))
             continue
         reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
         bound = None
@@ -227,7 +228,7 @@ def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[st
 
 
 def _resolve(case_axes: tuple[str, str], *levels: Layered) -> dict[str, Any]:
-    """Most specific wins: catalogue, suite, config; within each, all < direction < dtype < dtype.direction."""
+    """Most specific wins: e2egen's defaults, catalogue, suite, config; within each, all < direction < dtype < dtype.direction."""
     return layers.merge(levels, *case_axes)  # case_axes is (dtype, direction)
 
 

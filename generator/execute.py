@@ -44,6 +44,23 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every output: (Comparison, Verdict)
     arithmetic: Any = None  # runner.arithmetic.lookup.Measured: the kernel's arithmetic the case was judged by
+    broken: list[str] = field(default_factory=list)  # requirement keys the measured arithmetic broke (unexcused)
+    accepted: list[tuple[str, Any]] = field(default_factory=list)  # (requirement key, Acceptance) excused
+    loosened: list[str] = field(default_factory=list)  # what the case's policy loosens (generator.defaults)
+
+    @property
+    def failure_kind(self) -> str:
+        """What failed, as the first line of a report says it ("" when nothing did)."""
+        if self.status != "failed":
+            return ""
+        numerics = self.verdict is not None and any(not v.passed for _, v in self.outputs.values())
+        if self.broken and numerics:
+            return "requirement broken by the measured arithmetic, and numerics outside the bound"
+        if self.broken:
+            return "requirement broken by the measured arithmetic (numerics within the bound)"
+        if numerics:
+            return "numerics outside the bound"
+        return "the kernel did not run to a verdict"
 
     @property
     def passed(self) -> bool:
@@ -135,6 +152,7 @@ def _run_case(case: Case, torch_device: Any, outcome: Outcome, warm_kernel: bool
         return
     outcome.device = result.device
     outcome.timings = dict(result.timings)
+    outcome.loosened = policy_loosened(case, problem)
     start = time.perf_counter()
     for name, output in result.outputs.items():
         rounding = result.arithmetic.arithmetic.rounding if result.arithmetic is not None else "nearest-even"
@@ -195,18 +213,21 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def judge_case(case: Any, measured: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
-    """(requirements the measured arithmetic breaks that fail the case, those an [[accept]] entry excuses
-    with the entry); nothing when the arithmetic was assumed, not measured."""
+    """(requirements the measured arithmetic breaks that fail the case, those an accepted deviation excuses
+    with the entry: the catalogue's [[accept]], else e2egen's knowledge of torch's kernels); nothing when the
+    arithmetic was assumed, not measured."""
     from e2egen.runner.arithmetic.requirements import judge
+    from e2egen.runner.arithmetic.torch_deviations import accepted_for
 
     if measured is None or not measured.measured:
         return [], []
-    return judge(case.require, case.accepted, measured.arithmetic, case.dtype, measured.device.device,
-                 measured.device.impl, str(measured.cell))
+    key = measured.device
+    return judge(case.require, accepted_for(key.impl, case.accepted), measured.arithmetic, case.dtype, key.device,
+                 key.impl, str(measured.cell), dict(key.versions))
 
 
 def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
-    """Fail the case for each requirement the measured arithmetic breaks that no [[accept]] entry covers;
+    """Fail the case for each requirement the measured arithmetic breaks that no accepted deviation covers;
     the report starts with the arithmetic, then each broken and each accepted requirement."""
     lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
     if not measured.measured:  # nothing was measured: there is nothing to hold against the requirements
@@ -214,13 +235,25 @@ def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
         return
     failing, excused = judge_case(outcome.case, measured)
     lines += [f"REQUIREMENT BROKEN: {v.message}" for v in failing]
-    lines += [f"accepted deviation: {v.message} — {entry.reason} ([[accept]] device={entry.device})"
-              for v, entry in excused]
+    lines += [f"accepted deviation: {v.message} — {entry.describe()}" for v, entry in excused]
+    outcome.accepted = [(v.key, entry) for v, entry in excused]
+    outcome.loosened += [f"[[accept]] cells = \"{entry.cells}\" excuses require.{v.key}" for v, entry in excused
+                         if not entry.shipped]
     outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
     if failing:
+        outcome.broken = [v.key for v in failing]
         broken = "arithmetic: " + "; ".join(v.message for v in failing)
         outcome.status = "failed"
         outcome.reason = broken + (f"; {outcome.reason}" if outcome.reason else "")
+
+
+def policy_loosened(case: Case, problem: Any) -> list[str]:
+    """What the case's catalogue loosens against e2egen's default policy (bias_z, where the op shares one
+    rounding across elements, is the op's own choice, not the catalogue's)."""
+    from e2egen.generator.defaults import loosened
+
+    dropped = {"bias_z": "shared rounding"} if problem.spec.shared_rounding(problem.params) else {}
+    return loosened(case.tolerances, case.require, dropped)
 
 
 def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, Any]:
@@ -234,10 +267,13 @@ def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, 
 
 
 def describe(outcome: Outcome) -> str:
-    """The text a person reads for one case: header, report, repro."""
+    """The text a person reads for one case: header (what failed, first), policy, report, repro, next steps."""
     case = outcome.case
-    head = f"{case.id}  [{outcome.status.upper()}]  seed={case.seed} device={outcome.device}"
+    status = outcome.status.upper() + (f": {outcome.failure_kind}" if outcome.failure_kind else "")
+    head = f"{case.id}  [{status}]  seed={case.seed} device={outcome.device}"
     lines = [head, f"catalogue: {case.location}" if case.location else ""]
+    if outcome.loosened:
+        lines.append("policy: loosened by the catalogue: " + "; ".join(outcome.loosened))
     if outcome.reason:
         lines.append(f"reason: {outcome.reason}")
     if outcome.report and outcome.report != outcome.reason:
@@ -245,4 +281,22 @@ def describe(outcome: Outcome) -> str:
     if outcome.timings:
         lines.append("time: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in outcome.timings.items()))
     lines.append(f"repro: {outcome.repro}")
+    lines += next_steps(outcome)
     return "\n".join(line for line in lines if line)
+
+
+def next_steps(outcome: Outcome) -> list[str]:
+    """What to do about a failed case: the command that explains it and, for a requirement its measured
+    arithmetic broke, the [[accept]] entry that would accept the deviation (its reason left to fill)."""
+    if outcome.status != "failed":
+        return []
+    steps = [f"next: {outcome.repro.replace(' run ', ' explain ', 1)}   (reruns it under reference variants and "
+             f"names the likely cause)"]
+    if outcome.broken and outcome.arithmetic is not None:
+        key = outcome.arithmetic.device
+        steps += ["or, if this arithmetic is acceptable for this kernel, accept it in the catalogue:",
+                  "  [[accept]]", f'  device = "{key.device}"', f'  impl = "{key.impl}"',
+                  f'  cells = "{outcome.arithmetic.cell}"',
+                  "  require = [" + ", ".join(f'"{k}"' for k in dict.fromkeys(outcome.broken)) + "]",
+                  '  reason = ""  # required: why this arithmetic is acceptable']
+    return steps

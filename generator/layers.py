@@ -1,11 +1,12 @@
 """Layered settings: which catalogue entry a case's tolerance, reference, bound or require option comes from.
 
 A catalogue sets tolerances, reference options, bound options and requirements in layered
-tables (`Layered`), at three scopes: the catalogue, a suite, a config. Within
+tables (`Layered`), at three scopes: the catalogue, a suite, a config; below them all lie e2egen's own
+defaults (the "default" scope: generator.defaults), which every catalogue gets unless it says otherwise. Within
 a scope, each table has a key: "" (every case), a direction ("bwd_data"), a
 dtype ("f16") or both ("f16.bwd_data"). The most specific entry wins:
 
-    scope:  catalogue < suite < config
+    scope:  default < catalogue < suite < config
     key:    "" < direction < dtype < dtype.direction     (within one scope)
 
 and the scope dominates: a config's "" beats a suite's "f16.bwd_data".
@@ -26,10 +27,10 @@ if TYPE_CHECKING:
     from e2egen.generator.catalogue import Catalogue, Layered
 
 TABLES = ("tolerances", "reference", "bound", "require")
-SCOPES = ("catalogue", "suite", "config")  # least to most specific
+SCOPES = ("default", "catalogue", "suite", "config")  # least to most specific
 KEY_KINDS = ("", "direction", "dtype", "dtype.direction")  # least to most specific, within a scope
 
-Scope = tuple  # ("catalogue",) | ("suite", suite) | ("config", suite, config)
+Scope = tuple  # ("default",) | ("catalogue",) | ("suite", suite) | ("config", suite, config)
 
 
 class CaseLike(Protocol):
@@ -56,7 +57,7 @@ def case_keys(dtype: str, direction: str) -> tuple[str, ...]:
 
 def case_scopes(suite: str, config: str) -> tuple[Scope, ...]:
     """The scopes that apply to a case of `suite`/`config`, least to most specific (in `SCOPES` order)."""
-    by_scope = {"catalogue": ("catalogue",), "suite": ("suite", suite), "config": ("config", suite, config)}
+    by_scope = {"default": ("default",), "catalogue": ("catalogue",), "suite": ("suite", suite), "config": ("config", suite, config)}
     return tuple(by_scope[scope] for scope in SCOPES)
 
 
@@ -86,6 +87,8 @@ class Source:
     def label(self, name: str | None = None, table: str = "tolerances") -> str:
         """`tolerances.f16.rms`, `g: tolerances.f16`, `g/a: tolerances.f32.fwd.rms`."""
         dotted = ".".join(self.path(name, table) if name else self.path("", table)[:-1])
+        if self.scope[0] == "default":
+            return f"e2egen default: {dotted}"
         if self.scope[0] == "catalogue":
             return dotted
         if self.scope[0] == "suite":
@@ -132,7 +135,16 @@ def layers_for(catalogue: "Catalogue", suite_name: str, config_name: str, table:
     if config is None:
         raise KeyError(f"no config {config_name!r} in suite {suite_name!r} of {catalogue.path}")
     scopes = case_scopes(suite_name, config_name)
-    return list(zip(scopes, (getattr(catalogue, table), getattr(suite, table), getattr(config, table))))
+    return list(zip(scopes, (default_layer(table), getattr(catalogue, table), getattr(suite, table), getattr(config, table))))
+
+
+def default_layer(table: str) -> "Layered":
+    """e2egen's defaults for one table, as the least specific layer: the default tolerances; the other
+    tables' defaults are their options dataclasses' own (runner.options), so their layer is empty."""
+    from e2egen.generator.catalogue import EMPTY, Layered
+    from e2egen.generator.defaults import DEFAULT_TOLERANCES
+
+    return Layered(common=dict(DEFAULT_TOLERANCES)) if table == "tolerances" else EMPTY
 
 
 def resolve_with_sources(catalogue: "Catalogue", suite_name: str, config_name: str, dtype: str, direction: str,

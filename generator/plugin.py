@@ -51,6 +51,10 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     share_cpu_threads()
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) writes the summary
+        from e2egen.generator.run_summary import Summary
+
+        config.pluginmanager.register(Summary(), "e2egen-summary")
     device = config.getoption("--device", default=None)
     if device or os.environ.get("E2E_DEVICE"):  # a bad or missing device is one usage error, not a failure per case
         from e2egen.runner.device import DeviceError, check_device
@@ -208,6 +212,7 @@ def e2e_case(request):
     def run(case):
         from e2egen.generator.cases import derive_seed
         from e2egen.generator.execute import describe, execute, timed_out
+        from e2egen.generator.run_summary import PROPERTY, case_facts
 
         global_seed = request.config.getoption("--global-seed")
         if global_seed is not None:
@@ -225,6 +230,7 @@ def e2e_case(request):
                 raise
             outcome = timed_out(case, _device_name(device), catalogue, seconds)
         request.node.stash[OUTCOME] = outcome
+        request.node.user_properties.append((PROPERTY, case_facts(outcome)))
         if outcome.status == "skipped":
             pytest.skip(outcome.reason)
         if outcome.status == "failed":

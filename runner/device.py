@@ -18,6 +18,7 @@ import torch
 
 from e2egen.errors import UserError
 
+from .kernel_paths import apply_emulation
 from .host_memory import reusable_bytes
 from .errors import Skip
 from .dtypes import FLOAT4, INTEGER_DTYPES, LOW_BIT
@@ -40,6 +41,7 @@ def select_device(name: str | torch.device | None = None) -> torch.device:
     that lost its GPU must not go green by skipping everything), unless $E2E_ALLOW_MISSING_DEVICE=1 says
     skipping is fine: then it is a Skip, and the case is skipped with the reason.
     """
+    apply_emulation()
     source = "--device"
     if isinstance(name, torch.device):
         name = str(name)

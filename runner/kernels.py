@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from .arithmetic.torch_deviations import TORCH_IMPL
 from .dtypes import storage_dtype
 from .device import synchronize
 from .errors import ImplError, KernelDeclined, KernelFailure, Skip
@@ -57,7 +58,6 @@ from .ops import Op
 from .ops.base import named_outputs
 from .problem import Problem, check_direction, lookup_op
 
-TORCH_IMPL = "torch"
 _IMPL_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # How torch says an op has no kernel for a dtype/device: a missing capability, not a bug.
 _NOT_IMPLEMENTED = re.compile(r"not implemented for|not supported|NotImplementedError|no kernel", re.IGNORECASE)

@@ -182,13 +182,16 @@ class Requirements(CatalogueOptions):
     """inputs: the narrowest format the products may see ("exact": not below the case's dtype; a tf32
     case may round to tf32); acc: the narrowest format partial sums may pass through; rounding:
     "nearest" forbids truncation; subnormals: "kept" forbids flushing; compute: the narrowest format
-    element-wise math may be computed in (the guide's rule: f16 math in f32, then cast)."""
+    element-wise math may be computed in (the guide's rule: f16 math in f32, then cast).
+
+    The defaults are e2egen's default policy (generator.defaults): every catalogue gets them unless it
+    loosens them."""
 
     inputs: str = EXACT
-    acc: str = ANY
+    acc: str = "f32"
     rounding: str = ANY
     subnormals: str = ANY
-    compute: str = ANY
+    compute: str = "f32"
 
     TABLE: ClassVar[str] = "require"
     KEYS: ClassVar[tuple[OptionKey, ...]] = (

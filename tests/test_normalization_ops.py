@@ -16,15 +16,12 @@ import pytest
 import torch
 
 from e2egen import metrics
+from e2egen.generator.cases import applicable_tolerances
+from e2egen.generator.defaults import DEFAULT_TOLERANCES
 from e2egen.runner import BoundModel, make_problem, run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs
 
-DEFAULT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
-# The bound's own metrics. bias_z assumes independent errors; a kernel whose row sum is less accurate than
-# torch's (a sequential f32 sum of 1024 terms is off by ~30 u) scales a whole row by one common factor, which
-# bias_z reads as a systematic error (docs/normalization-bound.md). Our own kernels are judged by the bound.
-BOUND_ONLY = {"bound_ratio": 1.0, "bound_rms": 0.5}
 IMPL = "tests.test_normalization_ops:"
 F32 = torch.float32
 
@@ -273,7 +270,8 @@ def verdicts(op, kernel, direction, dtype, layout, params, seed=1, input_range=(
     problem = make_problem(op, direction, dtype, layout, params, input_range, seed)
     result = run(problem, impl=None if kernel == "torch" else IMPL + kernel, device="cpu", bound=BoundModel(),
                  measure=False)
-    tolerances = DEFAULT if kernel == "torch" else BOUND_ONLY
+    # The default verdict as a case gets it: bias_z left out, since a row shares its sum's rounding.
+    tolerances = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params))
     return {name: metrics.compare(o.ref, o.out, dtype=o.dtype, bound=o.bound).check(tolerances)
             for name, o in result.outputs.items()}
 

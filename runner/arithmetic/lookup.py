@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..kernel_paths import cuda_versions, dispatch_versions
 from ..device import device_name
 from ..errors import KernelFailure, Skip
 from ..kernels import TORCH_IMPL
@@ -42,8 +43,9 @@ def device_key(device: torch.device, impl: str) -> DeviceKey:
     if device.type == "cuda":
         versions["cuda"] = str(torch.version.cuda or "")
         versions["cudnn"] = str(torch.backends.cudnn.version() or "")
+        versions.update(cuda_versions())
     else:
-        versions["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+        versions.update(dispatch_versions())
     return DeviceKey.of(device_name(device), impl, versions)
 
 

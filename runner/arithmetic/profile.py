@@ -48,8 +48,13 @@ class DeviceKey:
 
     @property
     def file_name(self) -> str:
-        """The file a profile of this device and impl is written to (`e2egen arithmetic --out`, the shipped ones)."""
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.device}--{self.impl}").strip("-").lower()
+        """The file a profile of this device and impl is written to (`e2egen arithmetic --out`, the shipped ones):
+        on the CPU it names the code paths too (runner.cpu_dispatch), so each path's profile ships beside the others."""
+        versions = dict(self.versions)
+        paths = [versions[name] for name in ("cpu_capability", "onednn") if versions.get(name)]
+        if paths and versions.get("onednn"):
+            paths[-1] = f"onednn-{paths[-1]}"
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", "--".join([self.device, self.impl, *paths])).strip("-").lower()
         return f"{slug}.toml"
 
     @property

@@ -63,6 +63,11 @@ class _TensorOp(Op):
     def reduction_size(self, params: Any, direction: str) -> int:
         return params.row_length
 
+    def shared_rounding(self, params: Any) -> str:
+        return ("every element of a row shares the row's sum and its reciprocal (layer_norm, rms_norm: the mean and "
+                "1/sigma): a correct kernel's few-ulp error there scales the whole row by one factor "
+                "(docs/normalization-bound.md, \"bias_z\")")
+
     def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
         from ..dtypes import output_dtype_name
 

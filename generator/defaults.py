@@ -1,0 +1,47 @@
+"""The verdict every case gets unless its catalogue says otherwise: e2egen's default policy.
+
+Tolerances: the model's verdict, the same for every dtype (README "Default verdict"):
+- bound_ratio 1: every element within its error bound (1 = as accurate as the measured arithmetic allows);
+- bound_rms 0.5: the rms of error/bound stays at a correct kernel's level (its final rounding alone gives at
+  most 1/sqrt(12) = 0.29), far below a kernel whose elements sit near their bound;
+- bias_z 6: the mean signed error in ulps is zero within 6 standard deviations (a systematic bug that stays
+  under every element's bound still errs to one side).
+Requirements: the defaults of runner.options.Requirements (partial sums at least f32, inputs never rounded
+below the case's dtype, element-wise math at least in f32); integer outputs are compared exactly.
+
+A catalogue may loosen either (a tolerance raised or set to false, a requirement relaxed, an [[accept]]
+entry); `loosened` names what a case runs under that is looser than this, and reports say it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from e2egen.runner.options import ACC_REQUIREMENTS, COMPUTE_REQUIREMENTS, INPUT_REQUIREMENTS, Requirements
+
+DEFAULT_TOLERANCES: Mapping[str, float] = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
+DEFAULT_REQUIREMENTS = Requirements()
+
+# Each requirement's choices, strictest first: a later choice is looser.
+_STRICTNESS = {"inputs": INPUT_REQUIREMENTS, "acc": ("f64", "f32", "f16", "bf16", "any"),
+               "compute": ("f32", "f16", "bf16", "any"), "rounding": ("nearest", "any"), "subnormals": ("kept", "any")}
+
+
+def loosened(tolerances: Mapping[str, Any], require: Requirements, dropped: Mapping[str, Any] = {}) -> list[str]:
+    """What a case's policy loosens against the defaults, in words ("require.acc = \"any\" (default f32)").
+
+    tolerances: the case's; dropped: default metrics the op itself leaves out, with why (not a loosening)."""
+    found = []
+    for metric, default in DEFAULT_TOLERANCES.items():
+        if metric in dropped:
+            continue
+        value = tolerances.get(metric)
+        if value is None or value is False:
+            found.append(f"tolerances.{metric} off (default {default:g})")
+        elif value > default:
+            found.append(f"tolerances.{metric} = {value:g} (default {default:g})")
+    default_require = DEFAULT_REQUIREMENTS.to_catalogue()
+    for key, value in require.to_catalogue().items():
+        order = _STRICTNESS.get(key)
+        if order and order.index(value) > order.index(default_require[key]):
+            found.append(f"require.{key} = \"{value}\" (default {default_require[key]})")
+    return found

@@ -8,7 +8,7 @@ OUT     ?= build/e2e
 WORKERS ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup warm gen pr test nightly clean
+.PHONY: setup warm gen pr test pr-avx2 test-avx2 nightly device-check clean
 
 # torch goes in first, on its own: installing the project first would let pip
 # resolve torch from the registry and pull the multi-GB CUDA build.
@@ -38,8 +38,23 @@ pr: gen warm
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest tests -n $(WORKERS) -q $(PYTEST_ARGS)
 
+# torch's AVX2 code paths on an AVX-512 machine (runner/kernel_paths.py: ATen's AVX2 kernels, oneDNN off):
+# the PR subset, and the tests whose expectations depend on the CPU path (marker cpu_paths).
+AVX2 = E2EGEN_EMULATE_CPU=avx2 ATEN_CPU_CAPABILITY=avx2
+pr-avx2: gen warm
+	$(AVX2) $(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --kernel-time first $(PYTEST_ARGS)
+
+test-avx2: $(VENV)/.installed
+	$(AVX2) $(PYTHON) -m pytest tests -m cpu_paths -n $(WORKERS) -q $(PYTEST_ARGS)
+
 nightly: gen
 	$(E2EGEN) nightly --catalogue $(CATALOGUE) --out $(OUT) $(NIGHTLY_ARGS)
+
+# On a lent GPU machine: the CUDA-dependent tests, the probes, the PR subset and bench_metrics.py on CUDA,
+# each within its time budget, in one command under 10 minutes (benchmarks/device_check.py; --dry-run
+# prints the plan anywhere). --suite: gen writes to $(OUT), which a harness's $OUT in the environment sets.
+device-check: gen warm
+	$(PYTHON) benchmarks/device_check.py --suite $(OUT) --catalogue $(CATALOGUE) $(DEVICE_CHECK_ARGS)
 
 clean:
 	rm -rf build

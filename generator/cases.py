@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from e2egen.generator import layers
 from e2egen.generator.case_id import CaseId
+from e2egen.metrics.names import BOUND_METRIC_NAMES
 from e2egen.runner.arithmetic.requirements import Acceptance
 from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
 
@@ -76,7 +77,7 @@ class Case:
     seed: int
     tolerances: Mapping[str, float]
     reference: ReferenceOptions
-    bound: BoundModel | None  # None: the case checks no bound_ratio
+    bound: BoundModel | None  # None: the case checks neither bound_ratio nor bound_rms
     impl: str | None
     markers: tuple[str, ...]
     pr: bool
@@ -182,7 +183,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             continue
         reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
         bound = None
-        if "bound_ratio" in tolerances:
+        if any(name in tolerances for name in BOUND_METRIC_NAMES):
             bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
         require = _options(options, Requirements, _resolve(levels, catalogue.require, suite.require, config.require))
         lo, hi = catalogue.ranges[axes["range"]]

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from e2egen.runner.options import ACC_REQUIREMENTS, COMPUTE_REQUIREMENTS, INPUT_REQUIREMENTS, Requirements
+from e2egen.metrics.names import MODEL_TOLERANCES
+from e2egen.runner.options import INPUT_REQUIREMENTS, Requirements
 
-DEFAULT_TOLERANCES: Mapping[str, float] = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
+DEFAULT_TOLERANCES: Mapping[str, float] = MODEL_TOLERANCES  # the error model's own verdict (metrics.names)
 DEFAULT_REQUIREMENTS = Requirements()
 
 # Each requirement's choices, strictest first: a later choice is looser.

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
+from e2egen.runner.arithmetic.requirements import UNEXPLAINED
 from e2egen.runner.errors import CaseTimedOut, format_seconds
 
 
@@ -60,7 +61,11 @@ class Outcome:
             return "requirement broken by the measured arithmetic (numerics within the bound)"
         if numerics:
             return "numerics outside the bound"
-        return "the kernel did not run to a verdict"
+        if self.reason.startswith("timed out"):
+            return "timed out"
+        if self.reason.startswith("kernel failed"):
+            return "the kernel failed"
+        return "error while running the case"
 
     @property
     def passed(self) -> bool:
@@ -292,11 +297,12 @@ def next_steps(outcome: Outcome) -> list[str]:
         return []
     steps = [f"next: {outcome.repro.replace(' run ', ' explain ', 1)}   (reruns it under reference variants and "
              f"names the likely cause)"]
-    if outcome.broken and outcome.arithmetic is not None:
+    acceptable = [k for k in dict.fromkeys(outcome.broken) if k != UNEXPLAINED]
+    if acceptable and outcome.arithmetic is not None:
         key = outcome.arithmetic.device
         steps += ["or, if this arithmetic is acceptable for this kernel, accept it in the catalogue:",
                   "  [[accept]]", f'  device = "{key.device}"', f'  impl = "{key.impl}"',
                   f'  cells = "{outcome.arithmetic.cell}"',
-                  "  require = [" + ", ".join(f'"{k}"' for k in dict.fromkeys(outcome.broken)) + "]",
+                  "  require = [" + ", ".join(f'"{k}"' for k in acceptable) + "]",
                   '  reason = ""  # required: why this arithmetic is acceptable']
     return steps

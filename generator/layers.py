@@ -178,6 +178,12 @@ def layer_entries(scope: Scope, layered: "Layered") -> dict[tuple[Source, str], 
     return out
 
 
+def default_entries(table: str) -> dict[tuple[Source, str], Any]:
+    """(Source, name) -> value for e2egen's defaults of `table` (the "default" scope); a change to one of them
+    is written into the catalogue's top-level table, where it overrides the default."""
+    return layer_entries(("default",), default_layer(table))
+
+
 def existing_entries(catalogue: "Catalogue", table: str) -> dict[tuple[Source, str], Any]:
     """(Source, name) -> value for every setting the catalogue makes in `table`, catalogue first, then suite by suite."""
     if table not in TABLES:

@@ -207,7 +207,9 @@ UNSUPPORTED_DTYPES = {  # typeFromString names e2egen has no dtype for
 # op attention: rocmlir-gen special-cases i8 only (quantized attention); any other 8-bit -t types every tensor
 # with it, the output, score scale and bias included, which e2egen's fp8 attention (f32 output) does not model
 ATTENTION_LOW_BIT = "rocmlir-gen types every tensor of a non-i8 8-bit attention with it, its output too; e2egen's fp8 attention writes f32"
-QUANTIZED_ATTENTION_TOLERANCES = {"rms": 1e-3, "bound_ratio": 1.0}  # f16 output, as rocMLIR's f16 verifier
+# f16 output, as rocMLIR's f16 verifier. No bound_rms or bias_z: on rocMLIR's -5..4 data most rows are one-hot,
+# and P's rounding to f16 then leans every such row one way, far inside the bound (configs.toml, lowbit-attention).
+QUANTIZED_ATTENTION_TOLERANCES = {"rms": 1e-3, "bound_ratio": 1.0, "bound_rms": False, "bias_z": False}
 CONV_LAYOUTS = {  # (filter, input, output) with the group letter removed -> layout
     ("kcyx", "nchw", "nkhw"): "nchw",
     ("kyxc", "nhwc", "nhwk"): "nhwc",

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from e2egen.files import write_text_atomically
 from e2egen.generator.cases import Case
 from e2egen.generator.catalogue import Catalogue
-from e2egen.generator.layers import Source, existing_entries, resolve_with_sources, sources_for
+from e2egen.generator.layers import Source, default_entries, existing_entries, resolve_with_sources, sources_for
 from e2egen.metrics.names import MODEL_TOLERANCES
 from e2egen.runner.dtypes import DTYPES
 from e2egen.nightly.errors import NightlyError
@@ -218,7 +218,7 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
         raise NightlyError(f"--margin: expected a number >= 1, got {margin}")
     if not band >= 1:
         raise NightlyError(f"--band: expected a number >= 1, got {band}")
-    entries = existing_entries(catalogue, "tolerances")
+    entries = {**default_entries("tolerances"), **existing_entries(catalogue, "tolerances")}
     required = max(1, len(evidence.runs)) if len(evidence.runs) >= evidence.asked else evidence.asked
     states: list[CaseState] = []
     not_calibrated: dict[str, int] = defaultdict(int)

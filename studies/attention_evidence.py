@@ -38,6 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from e2egen.metrics.names import MODEL_TOLERANCES
 from e2egen import metrics
 from e2egen.generator.cases import derive_seed
 from e2egen.runner import BoundModel, make_problem
@@ -59,7 +60,7 @@ from e2egen.studies.attention_kernels import CORRECT, WRONG
 GLOBAL_SEED = 20221116
 DTYPES = ("f16", "bf16", "f32")
 RANGE = (-1.0, 1.0)
-DEFAULT_VERDICT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}  # configs.toml [tolerances]
+DEFAULT_VERDICT = MODEL_TOLERANCES  # e2egen's default verdict (generator.defaults)
 RULES = ("composed bound", "bound alone", "FlashAttention", "PyTorch SDPA", "rocMLIR")
 SHIPPED, ALONE, FA, PYTORCH, ROCMLIR_RULE = RULES
 REQUIRE = Requirements(acc="f32")  # configs.toml [require]; inputs default to "exact"

@@ -6,12 +6,19 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Seconds: the one wall-clock limit the tests put on their own waits (a subprocess, a join, waiting for a run
+# to make progress). It only stops a hang: a slow but correct run on a loaded machine (load 20 on 2 cores runs
+# these tests ten times slower) must never reach it, so no test's verdict depends on the machine's speed.
+# Wait for an event (with this as the limit), never for a fixed short time.
+HANG_LIMIT = 900
 
 # Under CI (CI=true, as .ci/run runs) hypothesis draws the same examples every run, so a CI result says
 # whether the change broke something, not whether this run's draws found an old rare case; developers' runs
@@ -99,6 +106,19 @@ def write_catalogue(tmp_path):
         return path
 
     return write
+
+
+def wait_until(condition, *, process: subprocess.Popen | None = None, limit: float = HANG_LIMIT, every: float = 0.05):
+    """Poll condition() until it gives a true value, and return that value; give up (returning the last value)
+    when `process` has ended without it, or after `limit` seconds (a hang, not a slow machine)."""
+    deadline = time.monotonic() + limit
+    while True:
+        found = condition()
+        if found or time.monotonic() > deadline:
+            return found
+        if process is not None and process.poll() is not None:
+            return condition()  # what the process left behind when it ended
+        time.sleep(every)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

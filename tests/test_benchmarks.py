@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HANG_LIMIT
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("bench_*.py"))
 
@@ -37,7 +39,7 @@ def test_each_script_loads(script, monkeypatch):
 @pytest.mark.parametrize("script", [BENCHMARKS / "bench_bound_passes.py", BENCHMARKS / "bench_metrics.py"],
                          ids=lambda path: path.name)
 def test_a_script_answers_help(script):
-    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=HANG_LIMIT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:")
 

@@ -12,15 +12,20 @@ from e2egen.nightly.calibrate import Position, format_floor, format_number, read
 # Observed values (run 1; run 2 sees 1.5x as much): the test's expectations follow from these.
 F32_RMS = {"g": 2e-7, "h/r0": 2e-7, "h/r4": 1.6e-6}  # h r4: 2.4e-6 in run 2, above h's 2e-6 (FAILED)
 F16_RMS = {"g": 8e-5 / 3, "h": 8e-6}  # max 4e-5 -> x2 -> 1e-4 (g); 1.2e-5 -> 2.4e-5 -> 5e-5 (h)
+# Every case also checks e2egen's default verdict (bound_ratio, bound_rms 0.5, bias_z 6: the default scope, as
+# COMMENTED sets neither of the last two), and a run records all three: bound_rms max 0.15 -> x2 -> 0.5, the
+# default; bias_z max 1.5, under the model's 6, which stays. Neither default changes.
+MODEL = {"bound_ratio": 0.3, "bound_rms": 0.1, "bias_z": 1.0}
 
 
 def observed(case, run):
     scale = 1.0 + 0.5 * run
     key = case.suite if case.suite == "g" else f"h/{case.range}"
+    model = {"bound_ratio": MODEL["bound_ratio"], "bound_rms": MODEL["bound_rms"] * scale, "bias_z": MODEL["bias_z"] * scale}
     if case.dtype == "f32":
-        return {"rms": F32_RMS[key] * scale, "bound_ratio": 0.3, "max_abs_diff": 1e-6}
+        return {"rms": F32_RMS[key] * scale, "max_abs_diff": 1e-6, **model}
     rms = F16_RMS[case.suite] * scale
-    return {"rms": rms, "bound_ratio": 0.3, "max_abs_diff": 1e-4, "overflow": 0}
+    return {"rms": rms, "max_abs_diff": 1e-4, "overflow": 0, **model}
 
 
 def calibrate(tmp_path, capsys, *args, text=COMMENTED, metrics=observed, runs=2):
@@ -75,8 +80,16 @@ def test_proposals_and_flags_from_a_synthetic_store(tmp_path, capsys):
     # f16 rms: g needs 1e-4, h 5e-5: the default takes g's value, h is within the band (10x): no override.
     assert "tolerances.f16.rms: 1e-3 -> 1e-4" in out
     # bound_ratio: observed 0.3, the ceiling 1.0 stays; g's f32 rms 3e-7 x 2 -> 1e-6 = current.
-    assert "bound_ratio" not in "".join(line for line in out.splitlines() if "->" in line)
+    # e2egen's defaults (bound_rms, bias_z) govern every case from the default scope, and are kept (MODEL).
+    changes = "".join(line for line in out.splitlines() if "->" in line)
+    assert not [m for m in ("bound_ratio", "bound_rms", "bias_z", "e2egen default") if m in changes]
+    # level, cases, current, observed, proposed, headroom, new headroom; kept (no "*"), no flag
+    for metric, cells in (("bound_rms", "e2egen default: tolerances 4/4 0.5 0.15 0.5 0.3 0.3"),
+                          ("bias_z", "e2egen default: tolerances 4/4 6 1.5 6 0.25 0.25")):
+        row = next(line for line in out.splitlines() if line.startswith("h ") and " f16 " in line and f" {metric} " in line)
+        assert " ".join(row.split()[3:]) == cells, row
     assert "3 tolerances change, 0 overrides added" in out
+    assert "not calibrated" not in out  # every (case, metric) pair, the defaults' too, has its evidence
 
 
 def test_a_group_far_below_the_default_gets_its_own_override(tmp_path, capsys):
@@ -117,6 +130,37 @@ def test_write_round_trips_a_commented_catalogue_with_a_minimal_diff(tmp_path, c
     assert catalogue.read_text(encoding="utf-8") == new
 
 
+def test_a_default_recalibrated_is_written_into_the_catalogue_top_level_table(tmp_path, capsys):
+    def metrics(case, run):  # every case's bound_rms far below e2egen's default 0.5: max 0.03 -> x2 -> 0.1
+        return {**observed(case, run), "bound_rms": 0.02 * (1.0 + 0.5 * run)}
+
+    status, out, err, catalogue = calibrate(tmp_path, capsys, "--runs", "2", "--write", metrics=metrics)
+    assert status == 0, err
+    # The default governs all 12 cases, each with evidence: it takes the value they need. COMMENTED has no
+    # top-level [tolerances] table of its own: the change adds one, where a default is overridden.
+    assert "e2egen default: tolerances.bound_rms: 0.5 -> 0.1" in out
+    assert "4 tolerances change, 0 overrides added" in out
+    new = catalogue.read_text(encoding="utf-8")
+    removed, added = changed_lines(COMMENTED, new)
+    assert removed == ["rms   = 1e-3        # f16 default", "max_abs_diff = 0.5",
+                       "tolerances = { f32 = { rms = 2e-6 } }   # inline, suite level"]
+    assert added == ["[tolerances]", "bound_rms = 0.1", "", "rms   = 1e-4        # f16 default", "max_abs_diff = 2e-3",
+                     "tolerances = { f32 = { rms = 5e-6 } }   # inline, suite level"]
+    assert new.index("bound_rms = 0.1") < new.index("[tolerances.f32]")  # the top-level table, not f32's
+    resolved = cases_of(new)
+    assert len(resolved) == 12 and all(c.tolerances["bound_rms"] == 0.1 and c.tolerances["bias_z"] == 6.0
+                                       for c in resolved)
+    # Calibrating again finds the catalogue's own entry (no longer the default) at the value: nothing to change.
+    status, out, _, _ = calibrate(tmp_path, capsys, "--runs", "2", "--write", metrics=metrics)
+    assert status == 0 and "0 tolerances change, 0 overrides added" in out and "nothing to change" in out
+    rows = [line.split() for line in out.splitlines() if " bound_rms " in line]
+    # one row per (suite, dtype): the level is now the catalogue's own tolerances.bound_rms, at 0.1, kept
+    assert sorted(tuple(row[:3] + row[3:8]) for row in rows) == sorted(
+        (suite, dtype, "bound_rms", "tolerances", cases, "0.1", "0.03", "0.1")
+        for suite, cases in (("g", "2/2"), ("h", "4/4")) for dtype in ("f32", "f16")), rows
+    assert catalogue.read_text(encoding="utf-8") == new
+
+
 def test_new_suite_override_is_one_added_line(tmp_path, capsys):
     def metrics(case, run):  # suite h never ran; g's f16 rms is far below the default
         if case.suite == "h":
@@ -129,7 +173,10 @@ def test_new_suite_override_is_one_added_line(tmp_path, capsys):
     # The defaults govern h too, which never ran: they are kept; g gets overrides in its own table.
     assert removed == []
     assert added == ["tolerances.f16.rms = 2e-5", "tolerances.f16.max_abs_diff = 2e-3"]
-    assert "EVIDENCE 0/4: not in these runs" in out and "not in these runs: 20" in out
+    # h's 8 cases never ran: 4 f32 x (rms, bound_ratio) + 4 f16 x (rms, max_abs_diff, bound_ratio), and every
+    # one also checks the defaults bound_rms and bias_z: 8 + 12 + 8 x 2 = 36 pairs.
+    assert "EVIDENCE 0/4: not in these runs" in out and "not in these runs: 36" in out
+    assert "e2egen default" not in "".join(line for line in out.splitlines() if "->" in line)  # h keeps them
     text = catalogue.read_text(encoding="utf-8")
     assert text.index("tolerances.f16.rms = 2e-5") < text.index('name = "a"')  # in g's table, before its configs
 
@@ -139,7 +186,9 @@ def test_too_little_evidence_is_reported_not_guessed(tmp_path, capsys):
     assert status == 0, err
     assert "asked for 3, the store has 2" in out
     assert "0 tolerances change, 0 overrides added" in out
-    assert "not calibrated: 30 of 30 (case, metric) pairs (2 of 3 runs: 30)" in out
+    # 12 cases: 6 f32 x (rms, bound_ratio) + 6 f16 x (rms, max_abs_diff, bound_ratio) = 30, and each case's
+    # defaults bound_rms and bias_z (12 x 2 = 24): 54, all recorded in only 2 of the 3 runs asked for.
+    assert "not calibrated: 54 of 54 (case, metric) pairs (2 of 3 runs: 54)" in out
 
 
 def test_a_case_that_needs_more_but_lacks_evidence_nearby_is_reported(tmp_path, capsys):

@@ -37,7 +37,7 @@ def test_run_of_a_wrong_kernel_exits_1(write_catalogue):
     env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
     result = run_cli("run", "mm/gemm/m8/fwd/f32/nn/r0", "-c", str(path), "--device", "cpu", env=env)
     assert result.returncode == 1
-    assert "[FAILED]" in result.stdout and "reason:" in result.stdout
+    assert "[FAILED: requirement broken by the measured arithmetic, and numerics outside the bound]" in result.stdout and "reason:" in result.stdout
 
 
 def test_run_unknown_case_suggests_the_near_one(write_catalogue):

@@ -52,19 +52,26 @@ def test_tolerances_most_specific_wins():
     text = catalogue_text(TINY_CONV.replace('ranges = ["r0"]\n', '''ranges = ["r0"]
 tolerances = { max_eps_diff = 50, f16 = { max_eps_diff = 40, rms = 2e-3 } }
 ''') + '''tolerances.max_eps_diff = 30
-tolerances.f32 = { max_eps_diff = 20, max_abs_diff = false }
-''').replace("[ranges]", "[tolerances]\nrel_l2 = 0.5\n[ranges]")
+tolerances.f32 = { max_eps_diff = 20, max_abs_diff = false, bound_rms = false }
+''').replace("[ranges]", "[tolerances]\nrel_l2 = 0.5\nbias_z = 3.0\n[ranges]")
     cases = {c.dtype: c.tolerances for c in cases_of(text) if c.direction == "fwd" and c.layout == "nchw"}
-    # global rel_l2 < dtype defaults < suite < suite+dtype < config < config+dtype
-    assert cases["f16"] == {"rel_l2": 0.5, "rms": 2e-3, "max_eps_diff": 30}
-    assert cases["f32"] == {"rel_l2": 0.5, "rms": 1e-6, "max_eps_diff": 20}  # false removed max_abs_diff
+    # e2egen's defaults (bound_ratio 1, bound_rms 0.5, bias_z 6) < global rel_l2, bias_z < dtype tables
+    # < suite < suite+dtype < config < config+dtype
+    assert cases["f16"] == {"rel_l2": 0.5, "rms": 2e-3, "max_eps_diff": 30, "bound_ratio": 1.0, "bound_rms": 0.5,
+                            "bias_z": 3.0}
+    # false removed max_abs_diff (the catalogue's f32 table sets it) and bound_rms (a default), for f32 only
+    assert cases["f32"] == {"rel_l2": 0.5, "rms": 1e-6, "max_eps_diff": 20, "bound_ratio": 1.0, "bias_z": 3.0}
 
 
 def test_bound_options_only_when_bound_ratio_is_checked():
-    text = catalogue_text(TINY_CONV + 'bound = { f16 = { acc = "f16" } }\n').replace("rms = 1e-3", "rms = 1e-3\nbound_ratio = 1.0")
+    # f16 checks bound_ratio by default (e2egen's default verdict); f32's table turns it off, and bound_rms
+    # with it (bound_rms, like bound_ratio, is computed only with a bound), so f32 checks no bound metric.
+    text = catalogue_text(TINY_CONV + 'bound = { f16 = { acc = "f16" } }\n').replace(
+        "max_abs_diff = 1e-3", "max_abs_diff = 1e-3\nbound_ratio = false\nbound_rms = false")
     cases = cases_of(text)
     f16 = next(c for c in cases if c.dtype == "f16")
     f32 = next(c for c in cases if c.dtype == "f32")
+    assert f16.tolerances["bound_ratio"] == 1.0 and not {"bound_ratio", "bound_rms"} & set(f32.tolerances)
     assert f16.bound == BoundModel(lam=5.0, acc="f16", strict=False, c_out=1.0)
     assert f32.bound is None
 

@@ -22,6 +22,7 @@ from e2egen.generator.sources import source_digests
 from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy, StoreError
 from e2egen.nightly.records import RecordTail, RecordWriter, check_run_id, lock_run, new_run_id, read_records_file
 from e2egen.nightly.store import Store
+from conftest import HANG_LIMIT
 from loop_support import COMMENTED, cases_of, fill_store, record
 
 CASES = cases_of(COMMENTED)
@@ -404,7 +405,7 @@ def test_one_writer_per_run(tmp_path):
         from e2egen.nightly.records import lock_run
         lock = lock_run("r1", {str(records)!r})
         print("locked", flush=True)
-        time.sleep(60)
+        time.sleep({HANG_LIMIT})  # holds the lock until the test kills it
         """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -253,9 +253,18 @@ def test_calibrate_proposes_tolerances_for_both(tmp_path, capsys):
     assert "tolerances.f32.bound_rms: 0.5 -> 0.2" in out
     # bias_z, a z-score, keeps the model's 6 while the evidence stays under it, and is raised when it does not
     assert "tolerances.f32.bias_z: 6.0 -> 20" in out
-    assert "tolerances.f16.bias_z" not in out
+    # f16 sets neither: its cases check e2egen's defaults (bound_rms 0.5, bias_z 6), calibrated where they live.
+    # bound_rms: max 0.1 x 2 -> 0.2 for every f16 case, all with evidence; bias_z: max 2.4 < 6, kept.
+    changes = [line.strip() for line in out.splitlines() if "->" in line]
+    assert "e2egen default: tolerances.bound_rms: 0.5 -> 0.2" in changes
+    assert not [line for line in changes if "bias_z" in line and not line.startswith("tolerances.f32.bias_z")]
+    assert "tolerances.f16.bias_z" not in out and "tolerances.f16.bound_rms" not in out
     rows = [line for line in out.splitlines() if line.startswith("g ") and " f32 " in line]
     assert any(" bound_rms " in row for row in rows) and any(" bias_z " in row for row in rows)
+    rows = [line.split() for line in out.splitlines() if line.startswith("g ") and " f16 " in line]
+    # metric, level ("*": changed), cases, current, observed, proposed, headroom, new headroom
+    assert [" ".join(row[2:]) for row in rows if row[2] in ("bound_rms", "bias_z")] == [
+        "bound_rms * e2egen default: tolerances 2/2 0.5 0.1 0.2 0.2 0.5", "bias_z e2egen default: tolerances 2/2 6 2.4 6 0.4 0.4"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import HANG_LIMIT
 from e2egen.metrics import compare, fused_numba
 from e2egen.metrics.backend import ENV_VAR, choose
 
@@ -59,7 +60,7 @@ def test_without_numba_the_package_imports_and_compares():
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(ENV_VAR, None)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=HANG_LIMIT)
     assert result.returncode == 0, result.stderr
     ref = torch.linspace(-3, 3, 1001, dtype=torch.float64)
     c = compare(ref, ref.to(torch.bfloat16), "bf16")

@@ -184,7 +184,7 @@ def test_a_users_metrics_runner_and_generator_change_no_verdict(tmp_path):
         "ns/gemm/m8/fwd/f32/nn/r0": "PASSED", "ns/gemm/m8/fwd/f16/nn/r0": "PASSED",
         "ns/gemm/tight/fwd/f32/nn/r0": "FAILED", "ns/gemm/tight/fwd/f16/nn/r0": "FAILED"}, expected["log"]
     returncode, report = expected["runs"]
-    assert returncode == 1 and report[0].startswith(f"{FAILING_CASE}  [FAILED]"), report
+    assert returncode == 1 and report[0].startswith(f"{FAILING_CASE}  [FAILED: numerics outside the bound]"), report
     assert got["pytest"] == expected["pytest"], got["log"]
     assert got["runs"] == expected["runs"]
     assert got["files"] == expected["files"]  # the same bytes generated

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from conftest import HANG_LIMIT, REPO
 
 KERNELS = '''
 import torch
@@ -69,7 +69,7 @@ k = 16
 
 GOOD_CASE = "mine/gemm/m8/fwd/f32/nn/r0"
 BAD_CASE = "buggy/gemm/m8/fwd/f32/nn/r0"
-TIMEOUT = 600
+TIMEOUT = HANG_LIMIT
 
 
 def e2egen_words() -> list[str]:
@@ -159,7 +159,7 @@ def test_own_kernel_beside_the_catalogue_works_from_any_directory(newcomer):
     assert "1 failed, 2 passed" in suite.stdout and "No module named" not in text(suite)
     assert f"catalogue: {newcomer.catalogue}:" in suite.stdout  # the catalogue's line, wherever pytest ran
     rerun = shell(repro_line(suite.stdout, BAD_CASE), newcomer.elsewhere)
-    assert rerun.returncode == 1 and "[FAILED]" in rerun.stdout, text(rerun)
+    assert rerun.returncode == 1 and "[FAILED: " in rerun.stdout, text(rerun)
 
 
 def test_nightly_from_another_directory_imports_the_kernel_and_its_repro_reproduces(newcomer):
@@ -174,7 +174,7 @@ def test_nightly_from_another_directory_imports_the_kernel_and_its_repro_reprodu
     repro = repro_line(swept.stdout, BAD_CASE)
     rerun = shell(repro, newcomer.third)
     assert rerun.returncode == 1, text(rerun)  # the same failure, not an import error (which exits 2)
-    assert "[FAILED]" in rerun.stdout and "rms" in rerun.stdout
+    assert "[FAILED: " in rerun.stdout and "rms" in rerun.stdout
 
 
 def test_a_missing_kernel_module_says_where_it_was_looked_for(newcomer):

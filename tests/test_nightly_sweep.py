@@ -4,12 +4,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import time
 
 import pytest
 
+from conftest import wait_until
 from e2egen.cli import main
 from e2egen.generator.cases import derive_seed
 from e2egen.invocation import e2egen_command
@@ -73,18 +73,17 @@ def test_a_run_killed_halfway_resumes_and_records_every_case_exactly_once(tmp_pa
     sweep = subprocess.Popen(project.command("--workers", "0", "--seed", "3", "--no-report", "--filter", "op=gemm"),
                              cwd=tmp_path, env=project.env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def three_recorded():
+        found = list((tmp_path / "results/runs").glob("*.jsonl")) if (tmp_path / "results/runs").exists() else []
+        return found[0] if found and len(case_lines(found[0])) >= 3 else None
+
     try:
-        records = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = list((tmp_path / "results/runs").glob("*.jsonl")) if (tmp_path / "results/runs").exists() else []
-            if found and len(case_lines(found[0])) >= 3:
-                records = found[0]
-                break
-            time.sleep(0.05)
-        assert records is not None, "the sweep recorded nothing in 60 s"
+        # Killed once 3 cases are recorded, however long a loaded machine takes to get there.
+        records = wait_until(three_recorded, process=sweep)
+        assert records is not None, f"the sweep recorded fewer than 3 cases (it ended: exit {sweep.poll()}, or hung)"
     finally:
-        os.kill(sweep.pid, signal.SIGKILL)
+        sweep.kill()  # SIGKILL
         sweep.communicate()
     time.sleep(1.0)  # the pytest child dies with the sweep: nothing may append any more
     killed_at = case_lines(records)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HANG_LIMIT
 from e2egen.runner import BoundModel, ReferenceOptions, Skip, make_problem, run
 from e2egen.runner.memory import peak_bytes
 
@@ -47,7 +48,7 @@ def test_measured_peak_stays_within_the_estimate(name):
     case, tiny = CASES[name]
     case = {"direction": "fwd", **case}
     result = subprocess.run([sys.executable, str(PROBE), json.dumps(case), json.dumps(tiny)], capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=HANG_LIMIT)
     assert result.returncode == 0, result.stderr[-3000:]
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["peak"] > 0

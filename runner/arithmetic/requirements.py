@@ -14,6 +14,9 @@ from typing import Any, Mapping, Sequence
 from ..options import ANY, EXACT, Requirements
 from .model import FORMAT_BITS, Arithmetic
 
+UNEXPLAINED = "exact"  # a violation's key for probe outcomes no arithmetic explains: a bug, never accepted
+
+
 @dataclass(frozen=True)
 class Violation:
     key: str  # the requirement broken: inputs | acc | rounding | subnormals | compute
@@ -24,7 +27,7 @@ class Violation:
 def violations(required: Requirements, arithmetic: Arithmetic, dtype: str) -> list[Violation]:
     """Each requirement the measured arithmetic breaks, with its cause in words. Outcomes of the probes
     that no arithmetic explains always count (key "exact": no [[accept]] entry can excuse a bug)."""
-    found = [Violation("exact", f"the probes' crafted sums came back wrong, which no rounding explains (a kernel bug): {text}")
+    found = [Violation(UNEXPLAINED, f"the probes' crafted sums came back wrong, which no rounding explains (a kernel bug): {text}")
              for text in arithmetic.unexplained]
     if required.inputs != ANY and arithmetic.inputs != EXACT:
         needed = dtype if required.inputs == EXACT else required.inputs

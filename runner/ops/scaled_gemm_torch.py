@@ -20,11 +20,21 @@ def torch_scaled_gemm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, s
                       out_dtype: torch.dtype, scaling: str, block: int) -> torch.Tensor:
     if _scaled_mm_applies(a, b, scale_a, scale_b, scaling):
         b_column_major = b.mT.contiguous().mT  # cuBLAS's fp8 gemm wants B column-major
-        return torch._scaled_mm(a, b_column_major, scale_a.contiguous(), scale_b.contiguous(), out_dtype=out_dtype)
+        try:
+            return torch._scaled_mm(a, b_column_major, scale_a.contiguous(), scale_b.contiguous(), out_dtype=out_dtype)
+        except RuntimeError:
+            # Where torch hands CPU fp8 to oneDNN (AVX-512 FP16 / AMX machines), oneDNN rejects FNUZ fp8
+            # ("itensor_view_from_dense expects ... fp8"): torch has no kernel for it there, so emulate as
+            # elsewhere. Any other failure is the kernel's own.
+            if a.device.type != "cpu" or a.dtype not in _FNUZ:
+                raise
     a32 = a.to(torch.float32) if a.dtype != fp4.PACKED else fp4.unpack_along(a, -1)
     b32 = b.to(torch.float32) if b.dtype != fp4.PACKED else fp4.unpack_along(b, -2)
     blocks = operand_blocks(scaling, block, a32.shape[-2], b32.shape[-1], a32.shape[-1])
     return torch.matmul(_scaled(a32, scale_a, blocks["a"]), _scaled(b32, scale_b, blocks["b"])).to(out_dtype)
+
+
+_FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
 def _scaled_mm_applies(a, b, scale_a, scale_b, scaling: str) -> bool:

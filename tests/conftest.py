@@ -14,6 +14,13 @@ from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 
+# E2EGEN_EMULATE_CPU=avx2 (make test-avx2) must take effect before any test runs a torch kernel: torch picks its
+# instruction set at its first one.
+if os.environ.get("E2EGEN_EMULATE_CPU"):
+    from e2egen.runner.kernel_paths import apply_emulation
+
+    apply_emulation()
+
 # Seconds: the one wall-clock limit the tests put on their own waits (a subprocess, a join, waiting for a run
 # to make progress). It only stops a hang: a slow but correct run on a loaded machine (load 20 on 2 cores runs
 # these tests ten times slower) must never reach it, so no test's verdict depends on the machine's speed.

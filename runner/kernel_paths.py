@@ -12,7 +12,8 @@ used on the other.
 
 `E2EGEN_EMULATE_CPU=avx2` makes an AVX-512 machine take the paths an AVX2-only machine takes: ATen dispatches
 to its AVX2 kernels (ATEN_CPU_CAPABILITY, read by torch at its first CPU kernel) and oneDNN is switched off
-(on AVX2 torch keeps bf16/f16 out of oneDNN; f32 behaves the same either way). Measured against a real AVX2
+(on AVX2 torch keeps bf16/f16 out of oneDNN; f32 convolutions then run as im2col + gemm, with the same
+findings as oneDNN's), and so is NNPACK, which would otherwise take large f32 batches. Measured against a real AVX2
 machine's profile: all 340 shared cells equal; ATEN_CPU_CAPABILITY alone leaves 88 of 337 different.
 """
 from __future__ import annotations
@@ -51,6 +52,9 @@ def apply_emulation() -> None:
         return
     os.environ.setdefault(ATEN_ENV, name)
     torch.backends.mkldnn.enabled = False
+    # With oneDNN off, torch would hand f32 convolutions of 16 samples or more to NNPACK (Winograd / FFT, whose
+    # errors no product-sum model bounds), which an AVX2 machine, where oneDNN takes them, never does.
+    torch.backends.nnpack.set_flags(False)
     capability = str(torch.backends.cpu.get_cpu_capability())
     if capability.lower() != name:
         raise EmulationError(f"torch already dispatches to {capability} ({ATEN_ENV}={os.environ.get(ATEN_ENV)!r}, or a "

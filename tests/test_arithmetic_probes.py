@@ -44,6 +44,10 @@ from e2egen.runner.kernels import resolve_impl
 from e2egen.runner.options import Requirements
 from e2egen.studies import wrong_kernels
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 CPU = torch.device("cpu")
 F32_ACC = Requirements(acc="f32")
 

@@ -11,6 +11,10 @@ from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.model import Arithmetic, CellKey
 from e2egen.runner.arithmetic.profile import DeviceKey, ProfileError, find_profiles, read_profile, record_in_cache
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 KEY = DeviceKey.of("cpu", "torch", {"torch": "0.0"})
 DAMAGED = {"not toml": 'device = "cpu"\nimpl = [', "bad finding": (
     'device = "cpu"\nimpl = "torch"\n[versions]\ntorch = "0.0"\n[cells."gemm/fwd/f32/nn"]\ninputs = "bogus"\n')}

@@ -28,7 +28,9 @@ BASE = {"seq_q": 24, "seq_k": 40, "head_dim_qk": 32, "quantized": True}
 SCALED = {**BASE, "quant_scale": 2.0 ** -6}  # moderate scores: a softmax that is not one-hot
 
 
-pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
 
 def problem(params, dtype="i8", layout="bhsd", input_range=INT, seed=3, data="integers"):

@@ -23,6 +23,10 @@ from e2egen.runner.ops.attention_math import allowed_keys, attention_float64
 from e2egen.runner.ops.attention_params import ALIGNMENTS
 from e2egen.runner.ops.attention_torch import torch_attention
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 
 def _sibling(name):
     package = __name__.rpartition(".")[0]  # tests/ may or may not be a package

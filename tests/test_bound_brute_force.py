@@ -23,6 +23,10 @@ from e2egen.runner.bound import compute_bound
 from e2egen.runner.inputs import generate_inputs
 from e2egen.runner.reference import apply_op
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 GEOMETRIES = {
     "conv1d-dilated-grouped": ("conv1d", {"n": 2, "c": 4, "k": 6, "w": 9, "kernel": 3, "stride": 2, "pad": 2, "dilation": 2, "groups": 2}),
     "conv2d-1x1-s2": ("conv2d", {"n": 1, "c": 3, "k": 2, "hw": [6, 5], "kernel": 1, "stride": 2}),

@@ -12,6 +12,10 @@ from e2egen.runner import make_problem
 from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
 from e2egen.runner.ops.conv_depth import conv3d_by_depth
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 
 def torch_conv3d(direction: str, params: ConvParams, t: dict[str, torch.Tensor]) -> torch.Tensor:
     geometry = params.geometry

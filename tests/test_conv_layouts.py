@@ -15,6 +15,10 @@ from e2egen.runner import BoundModel, KernelFailure, ProblemError, make_problem,
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs
 from e2egen.runner.ops.conv_layouts import arrange, splits_groups, ungrouped
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 PARAMS = {1: {"n": 2, "c": 8, "k": 6, "w": 11, "kernel": 3, "pad": 1, "groups": 2},
           2: {"n": 2, "c": 8, "k": 6, "hw": [7, 6], "kernel": 3, "pad": [[1, 0], [0, 1]], "groups": 2},
           3: {"n": 1, "c": 4, "k": 4, "dhw": [4, 5, 4], "kernel": 2, "groups": 2}}

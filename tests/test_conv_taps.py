@@ -13,6 +13,10 @@ from conv_geometries import geometries
 from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_fwd
 from e2egen.runner.ops.conv_taps import tap_offsets, tap_partial
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 
 def _masked(w: torch.Tensor, tap: int) -> torch.Tensor:
     flat = w.reshape(*w.shape[:2], -1)

@@ -22,6 +22,10 @@ from e2egen.runner.arithmetic.requirements import Acceptance, judge, violations
 from e2egen.runner.arithmetic.torch_deviations import accepted_for, parse, torch_deviations
 from e2egen.runner.options import Requirements
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 # A user's own catalogue: no tolerances, no requirements, no [[accept]].
 BARE = """
 seed = 5
@@ -231,3 +235,59 @@ def test_an_unknown_emulation_or_one_that_came_too_late_is_a_user_error():
     assert bad.returncode == 2 and bad.stderr.strip() == "error: $E2EGEN_EMULATE_CPU: unknown CPU emulation 'avx9'; valid: avx2"
     late = paths_in_subprocess({"E2EGEN_EMULATE_CPU": "avx2", "ATEN_CPU_CAPABILITY": "default"})
     assert late.returncode != 0 and "EmulationError" in late.stderr and "set ATEN_CPU_CAPABILITY=avx2" in late.stderr
+
+
+# -- the run's summary -------------------------------------------------------------------------------
+SUMMARY_CATALOGUE = """
+seed = 5
+[ranges]
+r0 = [-1.0, 1.0]
+wide_positive = [1e-3, 1e3]
+
+[[suite]]
+name = "mine"
+op = "gemm"
+dtypes = ["f32"]
+layouts = ["nn"]
+ranges = ["r0"]
+impl = "arithmetic_kernels:f16_acc"
+
+[[suite.config]]
+name = "m32"
+m = 32
+n = 32
+k = 512
+
+[[suite]]
+name = "torchs"
+op = "rsqrt"
+dtypes = ["f16"]
+layouts = ["strided"]
+ranges = ["wide_positive"]
+tolerances = { bound_rms = false, bias_z = false }
+
+[[suite.config]]
+name = "rows"
+shape = [64, 1024]
+"""
+
+
+def test_a_generated_suite_ends_with_what_was_accepted_what_was_loosened_and_what_failed(tmp_path):
+    catalogue = tmp_path / "cat.toml"
+    catalogue.write_text(textwrap.dedent(SUMMARY_CATALOGUE), encoding="utf-8")
+    suite = tmp_path / "suite"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "E2EGEN_PROFILES": str(tmp_path / "profiles")}
+    generated = run_cli("gen", str(catalogue), "--out", str(suite), env=env)
+    assert generated.returncode == 0, generated.stderr
+    ran = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-q", "-n", "0", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    summary = ran.stdout[ran.stdout.index("e2egen summary"):].splitlines()
+    assert summary[1] == "2 cases: 1 passed, 1 failed"
+    assert summary[2].startswith("torch CPU paths: ATen ")
+    [accepted] = [line for line in summary if "rsqrt/fwd/*" in line]
+    assert accepted.split()[:4] == ["1", "cases", "require.compute", "rsqrt/fwd/*:"]
+    assert "tolerances.bound_rms off (default 0.5)" in ran.stdout and "tolerances.bias_z off (default 6)" in ran.stdout
+    assert "failed: 1 requirement broken by the measured arithmetic (numerics within the bound)" in summary
+    [step] = [line for line in summary if line.strip().startswith("next: ")]
+    assert "explain mine/gemm/m32/fwd/f32/nn/r0" in step

@@ -11,6 +11,10 @@ from e2egen import metrics
 from e2egen.runner import OPS, make_problem, run
 from e2egen.runner.bound import BoundModel, RoundedIntermediate
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 SETTINGS = settings(max_examples=40, deadline=None)
 VERDICT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
 PARAMS = {"m": 48, "n": 96, "k": 160, "o": 40, "batch": 2}

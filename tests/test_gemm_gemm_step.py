@@ -62,7 +62,9 @@ def kernels():
     del sys.modules[module.__name__]
 
 
-pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
 
 @pytest.mark.parametrize("between", ["relu", "gelu", "silu", "tanh", "exp"])

@@ -22,6 +22,10 @@ from e2egen.runner import BoundModel, make_problem, run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 IMPL = "tests.test_normalization_ops:"
 F32 = torch.float32
 

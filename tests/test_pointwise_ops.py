@@ -15,7 +15,9 @@ RANGES = {"log": (0.01, 100.0), "rsqrt": (0.01, 100.0), "sqrt": (0.01, 100.0), "
 OPS = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "div", "pow")
 
 
-pytestmark = pytest.mark.usefixtures("fresh_profiles")  # tests/conftest.py
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
 
 def problem(op, dtype="f16", layout="contiguous", shape=(3, 40, 17), input_range=None):

@@ -26,6 +26,10 @@ from e2egen.runner.options import Requirements  # noqa: E402
 
 import reduction_kernels as kernels  # noqa: E402  (tests/ is on sys.path)
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 DEFAULT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
 REQUIRE = Requirements(acc="f32")  # configs.toml [require]
 ZERO_MEAN, OFFSET = (-1.0, 1.0), (1000.0, 1001.0)

@@ -21,6 +21,10 @@ from e2egen.runner.errors import ProblemError
 from e2egen.runner.options import (ACC_REQUIREMENTS, INPUT_REQUIREMENTS, ROUNDING_REQUIREMENTS,
                                    SUBNORMAL_REQUIREMENTS, Requirements)
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 ACCEPT_CPU = """
 [[accept]]
 device = "cpu"

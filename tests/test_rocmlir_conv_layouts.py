@@ -14,6 +14,10 @@ from e2egen.generator.loader import parse_catalogue
 from e2egen.generator.rocmlir import convert, read_rocmlir, read_rocmlir_file
 from e2egen.runner import make_problem, run
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 MIXED = Path("/work/shared/rocmlir-e2e/MixedConvLayouts.toml")
 HEADER = '''
 directory = "Nightly"

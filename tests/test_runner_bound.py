@@ -11,7 +11,7 @@ import torch
 from e2egen import metrics
 from e2egen.runner import BoundModel, OPS, ProblemError, ProductSumOp, make_problem, run
 from e2egen.runner.arithmetic import Arithmetic, assumed_arithmetic
-from e2egen.runner.bound import compute_bound, growth, input_rounding, relative_factor, unit_roundoff
+from e2egen.runner.bound import compute_bound, error_bounds, growth, input_rounding, relative_factor, unit_roundoff
 from e2egen.runner.inputs import generate_inputs
 
 
@@ -90,12 +90,18 @@ def test_bound_against_brute_force(op, direction, dtype):
         assert low * (1 - 1e-13) <= bound[index].item() <= high * (1 + 1e-13)
 
 
+@pytest.mark.cpu_paths
 def test_run_computes_the_bound_from_its_reference():
+    """The run's bound is the model's under the arithmetic it measured (on AVX2 torch's bf16 bwd_weight adds
+    per-sample partials in bf16; on AVX-512 oneDNN accumulates in f32): the same model recomputes it."""
     problem = make_problem("conv2d", "bwd_weight", "bf16", "nhwc", PARAMS["conv2d"], (-1.0, 1.0), 3)
     result = run(problem, bound=BoundModel())
     assert result.bound is not None and result.bound.shape == result.ref.shape and "bound" in result.timings
     tensors = {name: t.double() for name, t in generate_inputs(problem).items()}
-    assert torch.equal(result.bound, compute_bound(problem, tensors, result.ref, BoundModel()))
+    measured = result.arithmetic.arithmetic if result.arithmetic is not None else None
+    model = BoundModel().with_arithmetic(measured)
+    recomputed = error_bounds(problem, tensors, measured)[problem.primary_output].evaluate(model, result.ref)
+    assert torch.equal(result.bound, recomputed)
     assert run(problem).bound is None
 
 

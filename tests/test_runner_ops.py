@@ -12,6 +12,10 @@ from e2egen import metrics
 from e2egen.runner import OPS, BoundModel, Skip, make_problem, run
 from e2egen.runner.inputs import generate_inputs
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 
 def _sibling(name):
     package = __name__.rpartition(".")[0]  # tests/ may or may not be a package

@@ -17,6 +17,10 @@ from e2egen.runner.inputs import generate_inputs, input_formats, reference_input
 from e2egen.runner.problem import make_problem
 from e2egen.runner.scaling import Blocks, PATTERNS, quantize, quantized_operands
 
+# Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
+# (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
+pytestmark = pytest.mark.cpu_paths
+
 SHAPE = {"m": 24, "n": 40, "k": 70}
 
 

@@ -291,3 +291,20 @@ def test_a_generated_suite_ends_with_what_was_accepted_what_was_loosened_and_wha
     assert "failed: 1 requirement broken by the measured arithmetic (numerics within the bound)" in summary
     [step] = [line for line in summary if line.strip().startswith("next: ")]
     assert "explain mine/gemm/m32/fwd/f32/nn/r0" in step
+
+
+MEASURED_AVX2 = REPO.parent / "shared" / "profiles" / "cpu-torch-avx2-measured.toml"
+
+
+@pytest.mark.skipif(not MEASURED_AVX2.exists(), reason="the profile measured on a real AVX2 machine is not beside the checkout")
+def test_the_shipped_avx2_profile_agrees_with_a_real_avx2_machine_on_every_cell_both_hold():
+    """The AVX2 profile shipped was measured under E2EGEN_EMULATE_CPU=avx2; a real AVX2-only EPYC measured 386 cells."""
+    from e2egen.runner.arithmetic.profile import read_profile
+
+    real = read_profile(MEASURED_AVX2)
+    [shipped] = [p for p in shipped_profiles() if dict(p.key.versions)["cpu_capability"] == "AVX2"]
+    assert {k: v for k, v in real.key.versions if k != "onednn"} == {k: v for k, v in shipped.key.versions if k != "onednn"}
+    common = set(real.cells) & set(shipped.cells)
+    assert len(common) == len(real.cells) >= 386
+    assert {cell: real.cells[cell].differences(shipped.cells[cell]) for cell in common
+            if real.cells[cell].differences(shipped.cells[cell])} == {}

@@ -513,8 +513,7 @@ def _measured_accumulation(ex, plain, measured, candidates) -> Finding | None:
         remedy.append(f"the case fails on its requirement ({broken[0].message}): fix the kernel to accumulate in f32, "
                       f"or accept it for this device and kernel once: `[[accept]]` with `require = [\"acc\"]` and its reason")
     elif excused:
-        remedy.append(f"the catalogue requires wider partial sums and accepts this kernel's ([[accept]] "
-                      f"device={excused[0].device}: {excused[0].reason})")
+        remedy.append(f"the policy requires wider partial sums and accepts this kernel's ({excused[0].describe()})")
     elif narrow:
         remedy.append(f"if partial sums must stay in f32: `{_table_key(case, 'require')} acc = \"f32\"` (the case then "
                       f"fails on this kernel), or fix the kernel to accumulate in f32")

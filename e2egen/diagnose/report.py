@@ -135,7 +135,7 @@ def _arithmetic(ex) -> list[str]:
     for violation in ex.violations:
         lines.append(f"  REQUIREMENT BROKEN: {violation.message}")
     for violation, entry in ex.accepted:
-        lines.append(f"  accepted deviation: {violation.message} — {entry.reason} ([[accept]] device={entry.device})")
+        lines.append(f"  accepted deviation: {violation.message} — {entry.describe()}")
     return lines
 
 

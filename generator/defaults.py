@@ -14,23 +14,28 @@ entry); `loosened` names what a case runs under that is looser than this, and re
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from typing import Any, Collection, Mapping
 
 from e2egen.metrics.names import MODEL_TOLERANCES
-from e2egen.runner.options import INPUT_REQUIREMENTS, Requirements
+from e2egen.runner.arithmetic.model import FORMAT_BITS
+from e2egen.runner.options import ANY, EXACT, Requirements
 
 DEFAULT_TOLERANCES: Mapping[str, float] = MODEL_TOLERANCES  # the error model's own verdict (metrics.names)
 DEFAULT_REQUIREMENTS = Requirements()
 
-# Each requirement's choices, strictest first: a later choice is looser.
-_STRICTNESS = {"inputs": INPUT_REQUIREMENTS, "acc": ("f64", "f32", "f16", "bf16", "any"),
-               "compute": ("f32", "f16", "bf16", "any"), "rounding": ("nearest", "any"), "subnormals": ("kept", "any")}
+def _asks(value: str) -> float:
+    """How much a requirement's value asks: the significand bits of its format; "exact" (not below the dtype),
+    "nearest" and "kept" all there is; "any" nothing."""
+    if value == ANY:
+        return 0.0
+    return float(FORMAT_BITS[value]) if value in FORMAT_BITS else math.inf
 
 
-def loosened(tolerances: Mapping[str, Any], require: Requirements, dropped: Mapping[str, Any] = {}) -> list[str]:
+def loosened(tolerances: Mapping[str, Any], require: Requirements, dropped: Collection[str] = ()) -> list[str]:
     """What a case's policy loosens against the defaults, in words ("require.acc = \"any\" (default f32)").
 
-    tolerances: the case's; dropped: default metrics the op itself leaves out, with why (not a loosening)."""
+    tolerances: the case's; dropped: default metrics the op itself leaves out (not a loosening)."""
     found = []
     for metric, default in DEFAULT_TOLERANCES.items():
         if metric in dropped:
@@ -42,7 +47,6 @@ def loosened(tolerances: Mapping[str, Any], require: Requirements, dropped: Mapp
             found.append(f"tolerances.{metric} = {value:g} (default {default:g})")
     default_require = DEFAULT_REQUIREMENTS.to_catalogue()
     for key, value in require.to_catalogue().items():
-        order = _STRICTNESS.get(key)
-        if order and order.index(value) > order.index(default_require[key]):
+        if _asks(value) < _asks(default_require[key]):
             found.append(f"require.{key} = \"{value}\" (default {default_require[key]})")
     return found

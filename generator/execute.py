@@ -253,12 +253,13 @@ def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
 
 
 def policy_loosened(case: Case, problem: Any) -> list[str]:
-    """What the case's catalogue loosens against e2egen's default policy (bias_z, where the op shares one
-    rounding across elements, is the op's own choice, not the catalogue's)."""
-    from e2egen.generator.defaults import loosened
+    """What the case's catalogue loosens against e2egen's default policy (a default metric the op itself
+    leaves out, as applicable_tolerances decides, is the op's choice, not the catalogue's)."""
+    from e2egen.generator.cases import applicable_tolerances
+    from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 
-    dropped = {"bias_z": "shared rounding"} if problem.spec.shared_rounding(problem.params) else {}
-    return loosened(case.tolerances, case.require, dropped)
+    kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params))
+    return loosened(case.tolerances, case.require, set(DEFAULT_TOLERANCES) - set(kept))
 
 
 def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, Any]:

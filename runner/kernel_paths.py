@@ -1,6 +1,6 @@
 """Which of torch's CPU code paths run a case's kernels, and how to take the AVX2 paths on an AVX-512 machine.
 
-Two choices decide what arithmetic torch's CPU kernels do (docs/cpu-paths.md has the evidence):
+Two choices decide what arithmetic torch's CPU kernels do (docs/default-verdict.md, "CPU paths", has the evidence):
 - ATen's vectorised kernels (softmax, exp, reductions, ...) are compiled once per instruction set and
   dispatched by `torch.backends.cpu.get_cpu_capability()` (AVX512, AVX2, ...);
 - convolutions and matmuls in bf16 or f16 go to oneDNN only where torch finds the CPU fit for that format
@@ -18,6 +18,7 @@ machine's profile: all 340 shared cells equal; ATEN_CPU_CAPABILITY alone leaves 
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -84,6 +85,7 @@ def cuda_versions() -> dict[str, str]:
             "matmul_bf16_reduction": "reduced" if matmul.allow_bf16_reduced_precision_reduction else "f32"}
 
 
+@functools.lru_cache(maxsize=None)  # every case's summary facts ask; a process keeps its paths
 def describe() -> str:
     """One line for a report: the paths, and the emulation when one is on."""
     versions = dispatch_versions()

@@ -49,11 +49,11 @@ class DeviceKey:
     @property
     def file_name(self) -> str:
         """The file a profile of this device and impl is written to (`e2egen arithmetic --out`, the shipped ones):
-        on the CPU it names the code paths too (runner.cpu_dispatch), so each path's profile ships beside the others."""
+        on the CPU it names the code paths too (runner.kernel_paths), so each path's profile ships beside the others."""
         versions = dict(self.versions)
-        paths = [versions[name] for name in ("cpu_capability", "onednn") if versions.get(name)]
-        if paths and versions.get("onednn"):
-            paths[-1] = f"onednn-{paths[-1]}"
+        paths = [versions["cpu_capability"]] if "cpu_capability" in versions else []
+        if "onednn" in versions:
+            paths.append(f"onednn-{versions['onednn']}")
         slug = re.sub(r"[^A-Za-z0-9]+", "-", "--".join([self.device, self.impl, *paths])).strip("-").lower()
         return f"{slug}.toml"
 

@@ -1,4 +1,4 @@
-"""Attention's bound (runner/softmax_bound.py, built and evaluated as a run does) with its one pass over the
+"""Attention's bound (runner/ops/attention/bound.py, built and evaluated as a run does) with its one pass over the
 scores and stacked f32 products (runner/softmax_passes.py), against the same bound in torch's ops, and both
 against the float64 reference, in the same run.
 
@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_tool_work import catalogue_cases, per_case_arguments  # noqa: E402
 from e2egen.runner.bound import BoundModel  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
-from e2egen.runner.ops.attention_math import _attention_rows, attention_float64  # noqa: E402
+from e2egen.runner.ops.attention.attention_math import _attention_rows, attention_float64  # noqa: E402
 from e2egen.runner.run import reference_inputs  # noqa: E402
-from e2egen.runner.softmax_bound import SoftmaxTimesV, attention_bound  # noqa: E402
+from e2egen.runner.ops.attention.bound import SoftmaxTimesV, attention_bound  # noqa: E402
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
 

@@ -1,4 +1,4 @@
-"""conv3d by depth taps (runner/ops/conv_depth.py) against torch's CPU conv3d (the baseline), same run.
+"""conv3d by depth taps (runner/ops/product_sum/conv_depth.py) against torch's CPU conv3d (the baseline), same run.
 
     .venv/bin/python benchmarks/bench_conv3d.py [--repeats 5]
 
@@ -25,8 +25,8 @@ def main() -> None:
 
     import torch
 
-    from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
-    from e2egen.runner.ops.conv_depth import by_depth_is_faster, conv3d_by_depth
+    from e2egen.runner.ops.product_sum.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv_depth import by_depth_is_faster, conv3d_by_depth
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| dtype | n | direction | torch conv3d (baseline) | by depth taps | speed-up | reference takes |")

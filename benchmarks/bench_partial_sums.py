@@ -37,7 +37,7 @@ from e2egen.runner.arithmetic import Arithmetic  # noqa: E402
 from e2egen.runner.bound import PartialSums, _partial_sums  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.magnitude import f32_operands, magnitude  # noqa: E402
-from e2egen.runner.ops.conv_taps import tap_partial  # noqa: E402
+from e2egen.runner.ops.product_sum.conv_taps import tap_partial  # noqa: E402
 from e2egen.runner.partial_passes import accumulate, start  # noqa: E402
 from e2egen.runner.run import reference_inputs  # noqa: E402
 

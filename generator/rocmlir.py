@@ -63,7 +63,7 @@ Mapping:
 - conv layouts: `-fil_layout -in_layout -out_layout` gkcyx/ngchw/ngkhw (or
   kcyx/nchw/nkhw) -> nchw; gkyxc/nhwgc/nhwgk (or kyxc/nhwc/nhwk) -> nhwc;
   any other orders -> e2egen's layout string "input-filter-output"
-  (runner/ops/conv_layouts.py, e.g. nhwc-yxck-nhwk, nghwc-gkyxc-hwkgn; an
+  (runner/ops/product_sum/conv_layouts.py, e.g. nhwc-yxck-nhwk, nghwc-gkyxc-hwkgn; an
   output spelled with c gets k). rocMLIR's digits 0 1 2 are h w d (y x z):
   a -fil_layout with three of them is a 3-d conv, -in_d -fil_d -out_d
   -conv_stride_d -dilation_d -padding_d(_l/_r) its depth (absent: 1); with
@@ -894,7 +894,7 @@ SCALED_GEMM_ONES = ('imported as scaled_gemm\'s pattern "ones": A = B = 1 and ev
 def _case_data(rocmlir: RocCatalogue, op: str, extra: tuple, flags: tuple[Flag, ...], words: tuple[str, ...],
                notes: Notes, where: Source) -> tuple[DataRange, tuple[tuple[str, object], ...]]:
     """The config's data range and the parameters its data set: a scaled gemm's `-rand none` becomes scaled_gemm's
-    structured pattern "ones" (runner/scaling.py). rocmlir-gen fills a scaled gemm's scaleA and scaleB like any
+    structured pattern "ones" (runner/ops/scaled_gemm/scaling.py). rocmlir-gen fills a scaled gemm's scaleA and scaleB like any
     input; scaled_gemm computes its scales from the data (real MX quantization): reported."""
     if op != "scaled_gemm":
         return _config_data(rocmlir, flags, words, notes), ()
@@ -1225,7 +1225,7 @@ def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int =
 
 
 def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given, notes: Notes) -> str | None:
-    """rocMLIR's (filter, input, output) orders as e2egen's "input-filter-output" (runner/ops/conv_layouts.py;
+    """rocMLIR's (filter, input, output) orders as e2egen's "input-filter-output" (runner/ops/product_sum/conv_layouts.py;
     rocMLIR may spell the output's channels c), or None with the reason reported.
 
     rocMLIR's digits are its spatial dims in flag order: 0 h (y), 1 w (x), 2 d (z), the depth last
@@ -1233,7 +1233,7 @@ def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given
     a 3-d conv). A 3-d layout whose depth is 1 (no -in_d, -fil_d or depth padding) is that 2-d conv, the depth
     dropped: e2egen's 2-d digits 0 1 are h w too. One with a depth is a conv3d, in letters, since e2egen's 3-d
     digits count from d (d h w)."""
-    from e2egen.runner.ops.conv_layouts import layout_problem
+    from e2egen.runner.ops.product_sum.conv_layouts import layout_problem
 
     filter_order, input_order, output_order = (n.lower() for n in names)
     if "k" not in output_order:

@@ -72,14 +72,14 @@ import torch
 
 from e2egen import metrics
 
-from .dtypes import input_format_name
-from .arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
-from .magnitude import (F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_MIN_NORMAL, F64_UNIT_ROUNDOFF, F32Operands, WidenedSum,
+from e2egen.runner.dtypes import input_format_name
+from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
+from e2egen.runner.magnitude import (F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_MIN_NORMAL, F64_UNIT_ROUNDOFF, F32Operands, WidenedSum,
                         f32_operands, magnitude, magnitude_bound, signed_sum_error, widened_sum)
-from .ops.base import named_outputs
-from .options import ACCUMULATORS, MEASURED, BoundModel
-from .problem import Problem
-from .upper_matmul import Magnitudes, upper_matmul
+from e2egen.runner.ops.base import named_outputs
+from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
+from e2egen.runner.problem import Problem
+from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
 
 if TYPE_CHECKING:
     from e2egen.metrics.ulp_terms import ScaledPlusUlps
@@ -175,7 +175,7 @@ class PartialSums:
         """One pass over the partials (documented order); only a reversed kernel needs them held at once.
         Partials are added two at a time (partial_passes: one numba pass over the sums per pair on the CPU,
         else torch's ops); the sums are float64 whatever the partials' dtype (an f32 partial widens exactly)."""
-        from .partial_passes import accumulate, start
+        from e2egen.runner.partial_passes import accumulate, start
 
         if reverse:
             partials = list(partials)[::-1]
@@ -619,7 +619,7 @@ def compute_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], ref: t
     return bound.evaluate(model, ref)
 
 
-# -- pieces of the reductions' bounds (runner/reduction_bound.py) ---------------------------
+# -- pieces of the reductions' bounds (runner/ops/reductions/bound.py) ---------------------------
 @dataclass(frozen=True)
 class SquaredCoefficient:
     """(Σ_j c_j(model))²: an error that enters squared, such as a two-pass variance's mean error ε

@@ -18,10 +18,10 @@ import torch
 
 from e2egen.errors import UserError
 
-from .kernel_paths import apply_emulation
-from .host_memory import reusable_bytes
-from .errors import Skip
-from .dtypes import FLOAT4, INTEGER_DTYPES, LOW_BIT
+from e2egen.runner.kernel_paths import apply_emulation
+from e2egen.runner.host_memory import reusable_bytes
+from e2egen.runner.errors import Skip
+from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES, LOW_BIT
 
 DEVICE_ENV = "E2E_DEVICE"
 ALLOW_MISSING_ENV = "E2E_ALLOW_MISSING_DEVICE"  # "1": a device asked for and missing skips the cases instead

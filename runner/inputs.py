@@ -26,9 +26,9 @@ from e2egen import metrics
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.encoding import encode
 
-from . import draws, magnitude, narrowing
-from .dtypes import FLOAT8, input_format_name, storage_dtype
-from .problem import Problem
+from e2egen.runner import draws, magnitude, narrowing
+from e2egen.runner.dtypes import FLOAT8, input_format_name, storage_dtype
+from e2egen.runner.problem import Problem
 
 
 def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
@@ -57,7 +57,7 @@ def draws_in_f32(problem: Problem, formats: dict[str, str]) -> bool:
     only for an op that neither shapes nor quantizes the draw itself (those work on float64 values)."""
     from e2egen.metrics import get_format
 
-    from .ops.base import Op
+    from e2egen.runner.ops.base import Op
 
     spec = type(problem.spec)
     if spec.adjust_inputs is not Op.adjust_inputs or spec.quantize_inputs is not Op.quantize_inputs:

@@ -6,7 +6,7 @@ ref - lo (`evaluate_for_output`); bound_ratio <= 1 is then exactly membership. W
 (explain's what-ifs, studies), `evaluate` gives the wider side.
 
 The interval follows the kernel's measured arithmetic like every bound here: the compute format is
-what the probes found (runner/arithmetic/pointwise_probes.py: f32, or the input format for a kernel
+what the probes found (runner/ops/pointwise/probes.py: f32, or the input format for a kernel
 that computes in it), f32 where nothing was measured; `require.compute` judges that finding.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Mapping
 
 import torch
 
-from .interval_passes import fused_output_side
-from .intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
-from .options import TABLE, BoundModel
-from .ops.math_functions import MathFunction
+from e2egen.runner.interval_passes import fused_output_side
+from e2egen.runner.intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
+from e2egen.runner.options import TABLE, BoundModel
+from e2egen.runner.ops.math_functions import MathFunction
 
 
 def interval_context(model: BoundModel, input_format: str) -> IntervalContext:

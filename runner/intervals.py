@@ -31,7 +31,7 @@ from e2egen import metrics
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import pattern_value, rounded_pattern, split_float64
 
-from .interval_passes import fused_monotone, fused_outward, fused_product, fused_quotient, fused_sum, fused_width
+from e2egen.runner.interval_passes import fused_monotone, fused_outward, fused_product, fused_quotient, fused_sum, fused_width
 
 F64_SLACK = 2.0 ** -50  # relative: float64's own libm error (a few ulps of 2^-52)
 COMPUTE_FORMATS = ("f32", "f16", "bf16")

@@ -49,14 +49,14 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .arithmetic.torch_deviations import TORCH_IMPL
-from .dtypes import storage_dtype
-from .device import synchronize
-from .errors import ImplError, KernelDeclined, KernelFailure, Skip
-from .import_path import search_path_text
-from .ops import Op
-from .ops.base import named_outputs
-from .problem import Problem, check_direction, lookup_op
+from e2egen.runner.arithmetic.torch_deviations import TORCH_IMPL
+from e2egen.runner.dtypes import storage_dtype
+from e2egen.runner.device import synchronize
+from e2egen.runner.errors import ImplError, KernelDeclined, KernelFailure, Skip
+from e2egen.runner.import_path import search_path_text
+from e2egen.runner.ops import Op
+from e2egen.runner.ops.base import named_outputs
+from e2egen.runner.problem import Problem, check_direction, lookup_op
 
 _IMPL_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # How torch says an op has no kernel for a dtype/device: a missing capability, not a bug.
@@ -69,7 +69,7 @@ def case_kernel(problem: Any, impl: str | None = None) -> Callable[..., Any]:
     take it, so a profile measures the kernel the cases run."""
     kernel = resolve_impl(problem.op, problem.direction, impl)
     if impl is None or impl == TORCH_IMPL:
-        from .lowbit import widened_kernel
+        from e2egen.runner.lowbit import widened_kernel
 
         kernel = widened_kernel(kernel, problem.dtype, problem.spec)
     return kernel

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from .dtypes import INTEGER_DTYPES, is_low_bit
+from e2egen.runner.dtypes import INTEGER_DTYPES, is_low_bit
 
 
 def widened_kernel(kernel: Callable[..., Any], dtype: str, op: Any = None) -> Callable[..., Any]:

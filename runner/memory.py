@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
-from .dtypes import element_size
-from .lowering import gemm_dims
-from .options import BoundModel, ReferenceOptions
-from .problem import Problem
+from e2egen.runner.dtypes import element_size
+from e2egen.runner.ops.product_sum.lowering import gemm_dims
+from e2egen.runner.options import BoundModel, ReferenceOptions
+from e2egen.runner.problem import Problem
 
 _ROUNDING_PIECE = 1 << 20  # metrics.rounding's piece length
 

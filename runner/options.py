@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from .arithmetic.model import Arithmetic
-from .errors import ProblemError
-from .ops.base import is_int
+from e2egen.runner.arithmetic.model import Arithmetic
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.base import is_int
 
 ACCUMULATORS = ("f32", "f16", "bf16")
 TABLE = "table"  # bound.ulps / bound.abs_error: the op's own allowance table (runner/intervals.py)

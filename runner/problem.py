@@ -13,10 +13,10 @@ from typing import Any, Mapping, Sequence
 
 from e2egen.metrics.formats import get_format
 
-from .dtypes import DTYPES, element_size, input_format_name, operand_formats
-from .errors import ProblemError
-from .ops import OPS, Op
-from .ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
+from e2egen.runner.dtypes import DTYPES, element_size, input_format_name, operand_formats
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops import OPS, Op
+from e2egen.runner.ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
 # How inputs are drawn from input_range: "uniform" real numbers in [lo, hi), or "integers" lo..hi inclusive

@@ -21,11 +21,11 @@ import torch
 
 from e2egen import metrics
 
-from .errors import ProblemError
-from .lowering import accumulate_chunked, lower
-from .ops.base import ProductSumOp
-from .options import REFERENCE_DEVICES, ReferenceOptions
-from .problem import Problem
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.product_sum.lowering import accumulate_chunked, lower
+from e2egen.runner.ops.base import ProductSumOp
+from e2egen.runner.options import REFERENCE_DEVICES, ReferenceOptions
+from e2egen.runner.problem import Problem
 
 __all__ = ["REFERENCE_DEVICES", "Reference", "ReferenceOptions", "apply_op", "compute_reference"]
 

@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Mapping
 
 import torch
 
-from . import warm_calls
-from .arithmetic.lookup import Measured, measured_arithmetic
-from .bound import BoundModel, ErrorBound, error_bounds
-from .device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
-from .errors import KernelFailure, Skip
-from .interval_bound import bound_for_output
-from .magnitude import scanned_inputs
-from .inputs import arrange_for_kernel, generate_inputs, reference_inputs
-from .kernels import TORCH_IMPL, call_kernel, case_kernel
-from .host_memory import retain_freed_memory
-from .memory import kernel_bytes, peak_bytes
-from .problem import Problem
-from .reference import ReferenceOptions, compute_reference
-from .timing import KernelTiming, TimingOptions, time_kernel
+from e2egen.runner import warm_calls
+from e2egen.runner.arithmetic.lookup import Measured, measured_arithmetic
+from e2egen.runner.bound import BoundModel, ErrorBound, error_bounds
+from e2egen.runner.device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
+from e2egen.runner.errors import KernelFailure, Skip
+from e2egen.runner.interval_bound import bound_for_output
+from e2egen.runner.magnitude import scanned_inputs
+from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
+from e2egen.runner.kernels import TORCH_IMPL, call_kernel, case_kernel
+from e2egen.runner.host_memory import retain_freed_memory
+from e2egen.runner.memory import kernel_bytes, peak_bytes
+from e2egen.runner.problem import Problem
+from e2egen.runner.reference import ReferenceOptions, compute_reference
+from e2egen.runner.timing import KernelTiming, TimingOptions, time_kernel
 
 if TYPE_CHECKING:
     from e2egen.metrics.ulp_terms import ScaledPlusUlps

@@ -1,4 +1,4 @@
-"""Attention's bound, per score, in one numba pass; runner/softmax_bound.py's torch ops are its definition.
+"""Attention's bound, per score, in one numba pass; runner/ops/attention/bound.py's torch ops are its definition.
 
 For every score j of a row (query i of one head: p_j its exact softmax weight, s_j its score, -inf where
 masked, m the row's largest score), the bound needs two score errors (docs/attention-bound.md, step 1)
@@ -39,7 +39,7 @@ if fused_numba.AVAILABLE:
 
     from e2egen.metrics.fused_numba import _align_stack, _bits, _float, _float32
 
-    from .upper_matmul import round_up_pattern
+    from e2egen.runner.upper_matmul import round_up_pattern
 
     _F64_MAX = np.finfo(np.float64).max
     _MAGNITUDE = (1 << 63) - 1

@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from .device import synchronize
-from .ops.base import is_int
+from e2egen.runner.device import synchronize
+from e2egen.runner.ops.base import is_int
 
 
 @dataclass(frozen=True)

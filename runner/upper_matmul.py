@@ -42,7 +42,7 @@ import torch
 from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 
-from .magnitude import (F32_MAX, F32_MIN_NORMAL, F32_MIN_NORMAL_BITS, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF,
+from e2egen.runner.magnitude import (F32_MAX, F32_MIN_NORMAL, F32_MIN_NORMAL_BITS, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF,
                         f32_sums_unproven, recorded_magnitudes, widening)
 
 __all__ = ["Magnitudes", "UnwidenedProduct", "magnitudes", "unwidened_matmul", "upper_matmul", "upper_product"]

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 if TYPE_CHECKING:
-    from .problem import Problem
+    from e2egen.runner.problem import Problem
 
 # The most recent signatures kept; a sweep that meets more forgets the oldest (their next call repeats).
 LIMIT = 4096

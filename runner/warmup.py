@@ -20,7 +20,7 @@ import torch
 from e2egen import metrics
 from e2egen.metrics import formats
 
-from . import draws, narrowing
+from e2egen.runner import draws, narrowing
 
 
 def warm() -> int:
@@ -59,7 +59,7 @@ def warm() -> int:
 
 def _warm_input_scans(ref: torch.Tensor) -> int:
     """Σ|a·b|'s f32 scan taken while f32, f16 and bf16 inputs are widened (runner/magnitude.py)."""
-    from . import magnitude
+    from e2egen.runner import magnitude
 
     for dtype in (torch.float32, *narrowing.NARROW_DTYPES):
         magnitude.widened_with_scan(ref.to(dtype))
@@ -74,7 +74,7 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     the fused ulp term per output format, for float64 and f32 sums."""
     from e2egen.metrics import ulp_terms
 
-    from . import magnitude, partial_passes, softmax_passes, upper_matmul
+    from e2egen.runner import magnitude, partial_passes, softmax_passes, upper_matmul
 
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
@@ -113,9 +113,9 @@ def _warm_rounding_kernels(ref: torch.Tensor) -> int:
     from e2egen.metrics.encoding import encode
     from e2egen.metrics.rounding import rounding_deviation
 
-    from .interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
+    from e2egen.runner.interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
                                   fused_sum, fused_width)
-    from .intervals import ALLOWANCES, F64_SLACK
+    from e2egen.runner.intervals import ALLOWANCES, F64_SLACK
 
     metrics.round_to(ref, "f16")
     metrics.ulp(ref, "f16")

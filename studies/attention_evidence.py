@@ -1,4 +1,4 @@
-"""Evidence for attention's composed error bound (runner/softmax_bound.py): correct and wrong kernels
+"""Evidence for attention's composed error bound (runner/ops/attention/bound.py): correct and wrong kernels
 (studies/attention_kernels.py) and torch's default kernel over a deterministic sweep of input kinds, judged
 by the shipped default verdict and by the rules FlashAttention, PyTorch and rocMLIR test attention with.
 
@@ -9,7 +9,7 @@ reference. A wrong kernel is judged only on the cases its `shows` predicate admi
 (docs/attention-evidence.md gives their sources):
 
 composed    what a generated test does (generator/execute.py): the kernel's arithmetic probed on the case's
-            geometry (runner/arithmetic/attention_probes.py, once per kernel, shape and dtype; torch per layout
+            geometry (runner/ops/attention/probes.py, once per kernel, shape and dtype; torch per layout
             too), the bound following it, metrics.compare(...).check({bound_ratio: 1, bound_rms: 0.5, bias_z: 6})
             on every output, and configs.toml's [require] (acc = "f32", inputs "exact") held against the findings
 bound alone the same verdict under BoundModel() with the dtype's assumed arithmetic (f32 accumulation, P in
@@ -52,8 +52,8 @@ from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.options import Requirements
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from e2egen.runner.kernels import call_kernel, resolve_impl
-from e2egen.runner.ops.attention import ATTENTION_LAYOUTS
-from e2egen.runner.ops.attention_math import allowed_keys, expand_kv
+from e2egen.runner.ops.attention.spec import ATTENTION_LAYOUTS
+from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv
 from e2egen.runner.reference import ReferenceOptions, compute_reference
 from e2egen.studies.attention_kernels import CORRECT, WRONG
 
@@ -471,12 +471,12 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float, cpu_se
         + ". Fewer seeds: `--seeds 1`; one input kind: `--kind decode`; another file: `--out PATH`.",
         "",
         "Kernels: studies/attention_kernels.py (CORRECT: flash_b16/b64/b128, split_kv2/4, p_rounded; WRONG: one bug "
-        "each) and torch's default kernel (runner/ops/attention_torch.py). Inputs uniform in [-1, 1] (drawn as "
+        "each) and torch's default kernel (runner/ops/attention/kernels.py). Inputs uniform in [-1, 1] (drawn as "
         "`runner.run` draws them, q_gain and score_offset applied by the op), one float64 reference per case. A wrong "
         "kernel is judged only on the cases its `shows` predicate admits (where its bug changes what it computes).",
         "",
         "- **composed bound**: what a generated test does (generator/execute.py): the arithmetic probed on the case's "
-        "geometry (runner/arithmetic/attention_probes.py; once per kernel, shape and dtype, and per layout for torch, "
+        "geometry (runner/ops/attention/probes.py; once per kernel, shape and dtype, and per layout for torch, "
         "whose SDPA picks its CPU path by the strides), the bound following it, "
         "the default verdict on every output, and configs.toml's `[require]` (acc = \"f32\", inputs \"exact\") "
         "held against the findings.",
@@ -588,7 +588,7 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float, cpu_se
 RULES_TEXT = """\
 - **composed bound** (this project): `metrics.compare(ref, out, dtype, bound=B).check({bound_ratio: 1.0, bound_rms:
   0.5, bias_z: 6.0})` on every output (o and, with `return_lse`, lse), as `configs.toml [tolerances]` ships it, B
-  the composed per-element bound of runner/softmax_bound.py under the probed arithmetic, plus `[require] acc =
+  the composed per-element bound of runner/ops/attention/bound.py under the probed arithmetic, plus `[require] acc =
   "f32"` (and the default inputs = "exact", which also covers the format P is rounded to) against the probes'
   findings, as generator/execute.py judges a case. **bound alone**: the same verdict with B under `BoundModel()`
   and the assumed arithmetic, no requirements.

@@ -1,5 +1,5 @@
 """Attention kernels for the evidence study (docs/attention-evidence.md), under the attention contract
-(runner/ops/attention.py): f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale,
+(runner/ops/attention/spec.py): f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale,
 score_bias, return_lse) -> o, or (o, lse).
 
 Every kernel does what a fused GPU kernel does, on the CPU: scores S = scale·Q·Kᵀ (·score_scale)
@@ -41,9 +41,9 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
-from e2egen.runner.ops.attention_torch import contract_params
-from e2egen.runner.ops.attention_math import allowed_keys, expand_kv, scores_float64
-from e2egen.runner.ops.attention_params import AttentionParams
+from e2egen.runner.ops.attention.kernels import contract_params
+from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv, scores_float64
+from e2egen.runner.ops.attention.params import AttentionParams
 
 DROPPED_BLOCK = 64  # last_kv_block_dropped: the size of the KV block it loses
 LOWP_CHUNK = 4  # pv_f16_accumulation: keys summed in f32 before each rounding of the running sum

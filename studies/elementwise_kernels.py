@@ -1,5 +1,5 @@
 """Kernels for the element-wise evidence (studies/elementwise_evidence.py), through the plug-in contract
-f(x) -> y or f(x, y) -> z (runner/ops/pointwise.py): tensors in the case's dtype, result in it too.
+f(x) -> y or f(x, y) -> z (runner/ops/pointwise/spec.py): tensors in the case's dtype, result in it too.
 
 CORRECT on paper (another formula, order or a fast approximation; the evidence checks each is really
 inside the acceptance interval and says where it is not):

@@ -47,7 +47,7 @@ def gg_dropped_last_k(a, b, c):
 
 
 def cg_rows_shifted(x, w, c, *, stride, padding, dilation):
-    from e2egen.runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
 
     y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)
     rows = y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
@@ -55,7 +55,7 @@ def cg_rows_shifted(x, w, c, *, stride, padding, dilation):
 
 
 def cg_nchw_view(x, w, c, *, stride, padding, dilation):
-    from e2egen.runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
 
     y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)
     return torch.matmul(y.reshape(-1, y.shape[1]), c)
@@ -71,7 +71,7 @@ def conv_filter_as_kyxc(x, w, *, stride, padding, dilation, groups):
     """Reads w's memory as kyxc whatever the layout stored."""
     stored = w.permute(*[w.stride().index(s) for s in sorted(w.stride(), reverse=True)]).contiguous()
     assumed = stored.reshape(w.shape[0], w.shape[2], w.shape[3], w.shape[1]).permute(0, 3, 1, 2)
-    from e2egen.runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
 
     return torch_conv_fwd(x, assumed.contiguous(), stride=stride, padding=padding, dilation=dilation, groups=groups)
 
@@ -133,7 +133,7 @@ def main(argv=None) -> None:
              f"Command: `.venv/bin/python -m studies.fused_evidence --seeds {args.seeds}` "
              f"(torch {torch.__version__}, CPU; {seconds:.0f} s). Verdict: configs.toml's "
              "(bound_ratio <= 1, bound_rms <= 0.5, bias_z <= 6) under the composed bound "
-             "(runner/chain_bound.py; conv2d's product-sum bound following the measured arithmetic). Shapes: "
+             "(runner/ops/chains/bound.py; conv2d's product-sum bound following the measured arithmetic). Shapes: "
              + "; ".join(f"{op}: {len(shapes)}" for op, shapes in SHAPES.items()) + f"; dtypes {', '.join(DTYPES)}; "
              "seeds 0..N-1, inputs uniform in [-1, 1].", "",
              "Beside it, the peers' usual rule: `torch.testing.assert_close(out, ref.to(dtype))` with its default "

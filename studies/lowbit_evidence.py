@@ -556,7 +556,7 @@ def findings(rows: dict[str, Row]) -> list[str]:
         "dequantization is exact inside f16's range and was run on data reaching beyond it (±1e6).",
         "5. **Saturation.** Against this contract a missing saturation cannot be built at the output: outputs are "
         "f32/bf16/f16, whose IEEE conversion gives inf beyond max, which both IEEE and e2egen's overflow rule "
-        "(CTS) expect; the elements arrive already quantized (e2egen saturates them, runner/scaling.py). The "
+        "(CTS) expect; the elements arrive already quantized (e2egen saturates them, runner/ops/scaled_gemm/scaling.py). The "
         "conversion that gives inf where the exact value is finite is therefore inside the kernel: the f16 "
         "dequantization above (a saturating one would give 65504 there, as wrong).",
         f"6. **Peers.** assert_close's defaults fail correct kernels ({good_failed['assert_close defaults']} runs: "

@@ -1,6 +1,6 @@
 """Kernels for the low-bit evidence (studies/lowbit_evidence.py), each through the op's plug-in contract.
 
-scaled_gemm (runner/ops/scaled_gemm.py): f(a, b, scale_a, scale_b, *, out_dtype, scaling, block) -> c. The
+scaled_gemm (runner/ops/scaled_gemm/spec.py): f(a, b, scale_a, scale_b, *, out_dtype, scaling, block) -> c. The
 elements are fp8 tensors or fp4 packed two a byte along K; the scales e8m0 (torch.float8_e8m0fnu) or f32, of
 the logical shapes in the op's table, in whatever storage the layout gives them. gemm: f(a, b) or
 f(a, b, out_dtype=...) with fp8 or i8 tensors.

@@ -53,7 +53,7 @@ from typing import Callable
 import torch
 
 from e2egen.runner import make_problem
-from e2egen.runner.lowering import GemmForm, lower
+from e2egen.runner.ops.product_sum.lowering import GemmForm, lower
 
 SPLITS = 8
 LOWP_CHUNK = 4

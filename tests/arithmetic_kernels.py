@@ -12,7 +12,7 @@ runner/kernels.py:
 so a catalogue names it as impl "arithmetic_kernels:NAME". Tests use them to
 check that e2egen's arithmetic probes tell how a kernel computes.
 
-The reduction order is e2egen's own lowering (runner/lowering.py): lhs
+The reduction order is e2egen's own lowering (runner/ops/product_sum/lowering.py): lhs
 [G, M, R] @ rhs [G, R, Ncol] with R in the documented order (conv fwd
 (c, taps), bwd_data (k, flipped taps), bwd_weight (n, out positions), gemm k).
 
@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 import torch
 
-from e2egen.runner.lowering import GemmForm, _lower_conv_bwd_data, _lower_conv_bwd_weight, _lower_conv_fwd
-from e2egen.runner.ops.conv import ConvParams
+from e2egen.runner.ops.product_sum.lowering import GemmForm, _lower_conv_bwd_data, _lower_conv_bwd_weight, _lower_conv_fwd
+from e2egen.runner.ops.product_sum.conv import ConvParams
 
 # name: (significand bits incl. the implicit one, emin, emax)
 FORMATS: dict[str, tuple[int, int, int]] = {

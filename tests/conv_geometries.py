@@ -5,7 +5,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.conv import ConvParams
+from e2egen.runner.ops.product_sum.conv import ConvParams
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Reduction kernels for the tests, written against the contract (runner/ops/reductions.py):
+"""Reduction kernels for the tests, written against the contract (runner/ops/reductions/spec.py):
 f(x, *, dim) -> out, and f(x, *, dim, correction) -> out for var; the output in x's dtype.
 
 CORRECT ones sum in another order than torch (pairwise, reversed, blocked) or compute the variance

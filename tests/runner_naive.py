@@ -81,7 +81,7 @@ def gemm(a, b):
 
 
 def attention_allowed(p, b, i, j):
-    """The mask, key by key, from the definitions in runner/ops/attention_params.py."""
+    """The mask, key by key, from the definitions in runner/ops/attention/params.py."""
     o = (0 if p.align == "top-left" else p.seq_k - p.seq_q) + (p.prefix_offset[b] if p.prefix_offset else 0)
     if p.kv_lengths is not None and j >= p.kv_lengths[b]:
         return False

@@ -1,6 +1,6 @@
 """Scaled-gemm kernels for tests/test_scaled_gemm.py: a correct one that sums in another order, and
 wrong ones with the indexing bugs structured inputs are there to catch. Each follows the contract of
-runner/ops/scaled_gemm.py: f(a, b, scale_a, scale_b, *, out_dtype, scaling, block)."""
+runner/ops/scaled_gemm/spec.py: f(a, b, scale_a, scale_b, *, out_dtype, scaling, block)."""
 from __future__ import annotations
 
 import torch

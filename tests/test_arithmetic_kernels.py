@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from e2egen import metrics
 from e2egen.runner import make_problem, run
-from e2egen.runner.lowering import _lower_conv_bwd_data, _lower_conv_bwd_weight, _lower_conv_fwd, accumulate_chunked
-from e2egen.runner.ops.conv import ConvParams, channels_last
+from e2egen.runner.ops.product_sum.lowering import _lower_conv_bwd_data, _lower_conv_bwd_weight, _lower_conv_fwd, accumulate_chunked
+from e2egen.runner.ops.product_sum.conv import ConvParams, channels_last
 
 
 def _sibling(name):

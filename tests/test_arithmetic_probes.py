@@ -36,7 +36,7 @@ from e2egen.runner import make_problem
 from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.lookup import cell_of, device_key, measured_arithmetic, probe_problem
 from e2egen.runner.arithmetic.model import Arithmetic, CellKey
-from e2egen.runner.arithmetic.probes import probe_arithmetic
+from e2egen.runner.ops.product_sum.probes import probe_arithmetic
 from e2egen.runner.arithmetic.profile import DeviceKey, Profile, read_profile, record_in_cache
 from e2egen.runner.arithmetic.requirements import violations
 from e2egen.runner.errors import KernelFailure

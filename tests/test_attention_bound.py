@@ -1,5 +1,5 @@
 """The pieces attention's bound is composed of, each against a brute-force computation, and the
-composition's own properties (runner/softmax_bound.py, docs/attention-bound.md)."""
+composition's own properties (runner/ops/attention/bound.py, docs/attention-bound.md)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from e2egen.runner import make_problem
 from e2egen.runner.bound import (BoundModel, ComputeRoundings, FormatRounding, PositiveSumCoefficient,
                                  ProductSumCoefficient, SubnormalRounding, unit_roundoff)
 from e2egen.runner.inputs import generate_inputs, round_to_storage
-from e2egen.runner.softmax_bound import ARGUMENT_ROUNDINGS, EXP_ULPS, attention_bound
+from e2egen.runner.ops.attention.bound import ARGUMENT_ROUNDINGS, EXP_ULPS, attention_bound
 
 STRICT = BoundModel(strict=True, lam=1.0)
 U32 = unit_roundoff("f32")
@@ -117,7 +117,7 @@ def test_score_errors_move_the_output_by_at_most_the_propagated_bound(seed, spre
 def _bound(params, dtype="f16", model=BoundModel(), seed=3):
     problem = make_problem("attention", "fwd", dtype, "bhsd", params, (-1.0, 1.0), seed)
     inputs64 = {name: t.double() for name, t in generate_inputs(problem).items()}
-    from e2egen.runner.ops.attention_math import attention_float64
+    from e2egen.runner.ops.attention.attention_math import attention_float64
 
     rows = attention_float64(problem.params, inputs64)
     bounds = attention_bound(problem, inputs64)
@@ -182,7 +182,7 @@ def test_p_rounding_within_the_probabilistic_form(seed, fmt, spread, keys):
 @given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6),
        st.integers(1, 4), st.booleans(), st.integers(0, 2 ** 32 - 1))
 def test_matmul_kv_equals_the_product_with_repeated_kv_heads(batch, kv_heads, group, rows, inner, cols, strided, seed):
-    from e2egen.runner.ops.attention_math import expand_kv, matmul_kv
+    from e2egen.runner.ops.attention.attention_math import expand_kv, matmul_kv
 
     generator = torch.Generator().manual_seed(seed)
     per_q = torch.randn(batch, kv_heads * group, rows, inner, dtype=torch.float64, generator=generator)

@@ -25,7 +25,7 @@ if str(REPO) not in sys.path:  # `pytest` (not `python -m pytest`) does not put 
 from e2egen.runner.arithmetic.requirements import violations  # noqa: E402
 from e2egen.runner.inputs import generate_inputs  # noqa: E402
 from e2egen.runner.options import Requirements  # noqa: E402
-from e2egen.runner.ops.attention_math import allowed_keys, attention_float64, expand_kv, scores_float64  # noqa: E402
+from e2egen.runner.ops.attention.attention_math import allowed_keys, attention_float64, expand_kv, scores_float64  # noqa: E402
 from e2egen.studies import attention_evidence as study  # noqa: E402
 from e2egen.studies import attention_kernels as kernels  # noqa: E402
 

@@ -16,9 +16,9 @@ from e2egen import metrics
 from e2egen.runner import run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs, input_formats
-from e2egen.runner.ops.attention_math import OVERFLOWED, allowed_keys, expand_kv, quantized_scores
+from e2egen.runner.ops.attention.attention_math import OVERFLOWED, allowed_keys, expand_kv, quantized_scores
 from e2egen.runner.lowbit import wrap_to_int32
-from e2egen.runner.ops.attention_torch import contract_params
+from e2egen.runner.ops.attention.kernels import contract_params
 from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import make_problem
 
@@ -266,7 +266,7 @@ def test_fp8_attention_passes_with_torchs_widened_kernel(dtype, extra):
 
 def fp8_k_read_as_e5m2(q, k, v, **keywords):
     """K's bytes read as the other fp8 format: a wrong fp8 kernel."""
-    from e2egen.runner.ops.attention_torch import torch_attention
+    from e2egen.runner.ops.attention.kernels import torch_attention
 
     return torch_attention(q, k.view(torch.uint8).view(torch.float8_e5m2), v, **keywords)
 

@@ -18,10 +18,10 @@ from e2egen.generator.loader import parse_catalogue
 from e2egen.runner import OPS, KernelFailure, ProblemError, make_problem, run
 from e2egen.runner.bound import BoundModel
 from e2egen.runner.inputs import generate_inputs
-from e2egen.runner.ops.attention import transposed_tensors
-from e2egen.runner.ops.attention_math import allowed_keys, attention_float64
-from e2egen.runner.ops.attention_params import ALIGNMENTS
-from e2egen.runner.ops.attention_torch import torch_attention
+from e2egen.runner.ops.attention.spec import transposed_tensors
+from e2egen.runner.ops.attention.attention_math import allowed_keys, attention_float64
+from e2egen.runner.ops.attention.params import ALIGNMENTS
+from e2egen.runner.ops.attention.kernels import torch_attention
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).

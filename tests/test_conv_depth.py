@@ -1,4 +1,4 @@
-"""conv3d as 2-d convolutions per depth tap (runner/ops/conv_depth.py, the CPU reference's conv3d) against
+"""conv3d as 2-d convolutions per depth tap (runner/ops/product_sum/conv_depth.py, the CPU reference's conv3d) against
 torch's conv3d, over random 3-d geometries: strides, dilations, asymmetric padding, groups; every direction."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from conv_geometries import geometries
 from e2egen.runner import make_problem
-from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
-from e2egen.runner.ops.conv_depth import conv3d_by_depth
+from e2egen.runner.ops.product_sum.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
+from e2egen.runner.ops.product_sum.conv_depth import conv3d_by_depth
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).

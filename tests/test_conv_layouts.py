@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from e2egen import metrics
 from e2egen.runner import BoundModel, KernelFailure, ProblemError, make_problem, run
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs
-from e2egen.runner.ops.conv_layouts import arrange, splits_groups, ungrouped
+from e2egen.runner.ops.product_sum.conv_layouts import arrange, splits_groups, ungrouped
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).

@@ -1,4 +1,4 @@
-"""One tap's partial sum (runner/ops/conv_taps.py) against the whole convolution with the weight masked to
+"""One tap's partial sum (runner/ops/product_sum/conv_taps.py) against the whole convolution with the weight masked to
 that tap, over random geometries: 1-3 spatial dims, strides, dilations, asymmetric padding, groups."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conv_geometries import geometries
-from e2egen.runner.ops.conv import ConvParams, torch_conv_bwd_data, torch_conv_fwd
-from e2egen.runner.ops.conv_taps import tap_offsets, tap_partial
+from e2egen.runner.ops.product_sum.conv import ConvParams, torch_conv_bwd_data, torch_conv_fwd
+from e2egen.runner.ops.product_sum.conv_taps import tap_offsets, tap_partial
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
@@ -83,8 +83,8 @@ def test_a_depthwise_tap_is_the_convolution_with_one_tap(dims: int) -> None:
 def test_a_bwd_data_tap_is_placed_as_in_the_padded_input(params: ConvParams, seed: int) -> None:
     """Written straight into the unpadded input's shape, contiguous: bit for bit the tap's results placed
     in a zero padded input at its positions, then the unpadded part taken."""
-    from e2egen.runner.ops.conv import _unpadded
-    from e2egen.runner.ops.conv_taps import _scattered_into_input
+    from e2egen.runner.ops.product_sum.conv import _unpadded
+    from e2egen.runner.ops.product_sum.conv_taps import _scattered_into_input
 
     generator = torch.Generator().manual_seed(seed)
     gathered = torch.randn((params.n, params.c, *params.out_size), dtype=torch.float64, generator=generator)
@@ -109,7 +109,7 @@ def test_a_tap_that_meets_only_padding_contributes_zeros() -> None:
 def test_bwd_data_taps_from_one_product_are_each_taps_partial(params: ConvParams, seed: int, reverse: bool) -> None:
     """bwd_data_tap_partials multiplies every tap's weight by dy at once: each tap's partial, in the order
     asked for, the same values as tap_partial's product of that tap alone (to float64's rounding)."""
-    from e2egen.runner.ops.conv_taps import bwd_data_tap_partials
+    from e2egen.runner.ops.product_sum.conv_taps import bwd_data_tap_partials
 
     inputs = _inputs(params, torch.Generator().manual_seed(seed))
     taps = list(range(math.prod(params.kernel)))

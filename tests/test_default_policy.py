@@ -16,7 +16,7 @@ from e2egen.generator.cases import expand
 from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 from e2egen.generator.loader import load_catalogue, parse_catalogue
 from e2egen.runner.arithmetic.model import Arithmetic
-from e2egen.runner.arithmetic.probes import REVISION
+from e2egen.runner.ops.product_sum.probes import REVISION
 from e2egen.runner.arithmetic.profile import shipped_profiles
 from e2egen.runner.arithmetic.requirements import Acceptance, judge, violations
 from e2egen.runner.arithmetic.torch_deviations import accepted_for, parse, torch_deviations

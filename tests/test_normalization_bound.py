@@ -1,4 +1,4 @@
-"""The normalisations' bounds (runner/normalization_bound.py) against brute force: kernels that round every
+"""The normalisations' bounds (runner/ops/normalization/bound.py) against brute force: kernels that round every
 step in f32 (sequential, reversed, blocked, online, Welford; exp or exp2 of an fma; rsqrt or 1/sqrt), on
 rows hypothesis draws (short and long, spread, huge common offsets, large means), stay within the bound
 element by element, under the default model and the strict one; and the bound's parts behave as derived.

@@ -4,7 +4,7 @@ the bugs kernel teams make fail where the bug shows (no max subtraction on offse
 variance mix-up, reductions in f16, eps outside the sqrt, E[x²] - mean² on large means, softmax backward
 with the wrong sign or without its Σ term). Also: parameters, layouts and references.
 
-The kernels below follow the contracts of runner/ops/normalization.py and compute in f32 (each torch f32
+The kernels below follow the contracts of runner/ops/normalization/spec.py and compute in f32 (each torch f32
 operation rounds once); they are named as impls "tests.test_normalization_ops:<name>".
 Small shapes, fixed seeds: deterministic, so these are plain assertions.
 """

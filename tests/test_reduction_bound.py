@@ -1,4 +1,4 @@
-"""Brute force for the reductions' bounds (runner/reduction_bound.py): kernels emulated step by step in
+"""Brute force for the reductions' bounds (runner/ops/reductions/bound.py): kernels emulated step by step in
 f32, f16 or bf16 (every addition, division, square rounded in that format) in several orders, on drawn
 data (zero-mean, offset, sorted, tiny, long rows), stay within the bound element-wise under the model
 whose accumulator is that format; the one-pass variance does not, on offset data."""
@@ -22,7 +22,7 @@ from e2egen.runner.arithmetic.model import FORMAT_BITS  # noqa: E402
 from e2egen.runner.bound import ComputeSubnormalRounding, ComputeRoundings, SquaredCoefficient  # noqa: E402
 from e2egen.runner.dtypes import storage_dtype  # noqa: E402
 from e2egen.runner.inputs import round_to_storage  # noqa: E402
-from e2egen.runner.reduction_bound import reduction_bound  # noqa: E402
+from e2egen.runner.ops.reductions.bound import reduction_bound  # noqa: E402
 
 import reduction_kernels as k  # noqa: E402  (tests/ is on sys.path)
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from e2egen.runner.arithmetic.reduction_probes import probe_reduction, probe_shape  # noqa: E402
+from e2egen.runner.ops.reductions.probes import probe_reduction, probe_shape  # noqa: E402
 from e2egen.runner.arithmetic.requirements import violations  # noqa: E402
 from e2egen.runner.errors import ProblemError  # noqa: E402
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs  # noqa: E402

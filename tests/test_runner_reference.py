@@ -10,7 +10,7 @@ import torch
 from e2egen import metrics
 from e2egen.runner import OPS, ProductSumOp, ReferenceOptions, ProblemError, make_problem, run
 from e2egen.runner.inputs import generate_inputs
-from e2egen.runner.lowering import gemm_dims, lower
+from e2egen.runner.ops.product_sum.lowering import gemm_dims, lower
 from e2egen.runner.reference import apply_op, compute_reference
 
 

@@ -15,7 +15,7 @@ from e2egen.runner.errors import ProblemError
 from e2egen.metrics.encoding import decode
 from e2egen.runner.inputs import generate_inputs, input_formats, reference_inputs, round_to_format, store_exact
 from e2egen.runner.problem import make_problem
-from e2egen.runner.scaling import Blocks, PATTERNS, quantize, quantized_operands
+from e2egen.runner.ops.scaled_gemm.scaling import Blocks, PATTERNS, quantize, quantized_operands
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
@@ -80,7 +80,7 @@ def test_the_kernel_receives_elements_and_scales_in_their_storage():
 
     def spy(a, b, scale_a, scale_b, *, out_dtype, scaling, block):
         seen.update(a=a, b=b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype, scaling=scaling, block=block)
-        from e2egen.runner.ops.scaled_gemm_torch import torch_scaled_gemm
+        from e2egen.runner.ops.scaled_gemm.kernels import torch_scaled_gemm
 
         return torch_scaled_gemm(a, b, scale_a, scale_b, out_dtype=out_dtype, scaling=scaling, block=block)
 
@@ -272,7 +272,7 @@ def test_an_odd_k_packs_fp4_with_a_zero_nibble(scaling):
     seen = {}
 
     def spy(a, b, scale_a, scale_b, **keywords):
-        from e2egen.runner.ops.scaled_gemm_torch import torch_scaled_gemm
+        from e2egen.runner.ops.scaled_gemm.kernels import torch_scaled_gemm
 
         seen.update(a=a, b=b)
         return torch_scaled_gemm(a, b, scale_a, scale_b, **keywords)

@@ -1,5 +1,5 @@
 """Attention's one pass over its scores (runner/softmax_passes.py) against the torch definition it replaces,
-and the bound built on it (runner/softmax_bound.py) against the torch path and against exact sums."""
+and the bound built on it (runner/ops/attention/bound.py) against the torch path and against exact sums."""
 from __future__ import annotations
 
 import math
@@ -14,8 +14,8 @@ from e2egen.metrics import fused_numba
 from e2egen.runner import make_problem
 from e2egen.runner.bound import BoundModel
 from e2egen.runner.inputs import generate_inputs
-from e2egen.runner.ops.attention_math import attention_float64, matmul_kv
-from e2egen.runner.softmax_bound import (ARGUMENT_ROUNDINGS, EXP_ULPS, ScoreErrors, SoftmaxTimesV, attention_bound,
+from e2egen.runner.ops.attention.attention_math import attention_float64, matmul_kv
+from e2egen.runner.ops.attention.bound import (ARGUMENT_ROUNDINGS, EXP_ULPS, ScoreErrors, SoftmaxTimesV, attention_bound,
                                          score_roundings)
 from e2egen.runner.softmax_passes import weight_terms
 from e2egen.runner.upper_matmul import magnitudes, rounded_up

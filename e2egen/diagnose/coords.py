@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from e2egen import runner
-from e2egen.runner.ops.conv import ConvParams
+from e2egen.runner.ops.product_sum.conv import ConvParams
 
 _SPATIAL = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 _KERNEL = {1: ("s",), 2: ("r", "s"), 3: ("t", "r", "s")}

@@ -5,7 +5,7 @@ against a CPU reference, against another GPU kernel, and a second algorithm
 (non-xdlops: convolution as a gemm without mfma) against the CPU. These give
 a study the same axes on any machine:
 
-    im2col   the convolution lowered to a batched matrix product (runner/lowering.py's im2col
+    im2col   the convolution lowered to a batched matrix product (runner/ops/product_sum/lowering.py's im2col
              and transposes) computed in f32 from the upcast inputs, rounded once to the
              output dtype. A gemm is the f32 matmul. Its own summation order, f32 accumulation.
     f32      the inputs upcast to f32, torch's own f32 kernel (oneDNN on the CPU, cuDNN on CUDA),
@@ -49,7 +49,7 @@ def _conv_params(x_shape, w_shape, stride, padding, dilation, groups) -> tuple[s
 
 
 def _im2col(op: str, direction: str, dtype: torch.dtype, params: dict, tensors: dict) -> torch.Tensor:
-    from e2egen.runner.lowering import lower
+    from e2egen.runner.ops.product_sum.lowering import lower
 
     problem = _problem(op, direction, dtype, params)
     form = lower(problem, {name: t.float() for name, t in tensors.items()})
@@ -78,19 +78,19 @@ def im2col_gemm_fwd(a, b):
 
 # -- torch's f32 kernel, rounded once -----------------------------------------------------------
 def f32_conv_fwd(x, w, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
 
     return torch_conv_fwd(x.float(), w.float(), **geometry).to(x.dtype)
 
 
 def f32_conv_bwd_data(dy, w, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_bwd_data
+    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_data
 
     return torch_conv_bwd_data(dy.float(), w.float(), **geometry).to(dy.dtype)
 
 
 def f32_conv_bwd_weight(x, dy, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_bwd_weight
+    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_weight
 
     return torch_conv_bwd_weight(x.float(), dy.float(), **geometry).to(x.dtype)
 
@@ -101,21 +101,21 @@ def f32_gemm_fwd(a, b):
 
 # -- torch without cuDNN (CUDA) ----------------------------------------------------------------
 def native_conv_fwd(x, w, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_fwd(x, w, **geometry)
 
 
 def native_conv_bwd_data(dy, w, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_bwd_data
+    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_data
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_bwd_data(dy, w, **geometry)
 
 
 def native_conv_bwd_weight(x, dy, **geometry):
-    from e2egen.runner.ops.conv import torch_conv_bwd_weight
+    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_weight
 
     with torch.backends.cudnn.flags(enabled=False):
         return torch_conv_bwd_weight(x, dy, **geometry)

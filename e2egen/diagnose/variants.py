@@ -10,7 +10,7 @@ Two families:
 * Accumulator models (this module): what a kernel that keeps its partial sums
   in a narrow format would return. The reduction of every output element is
   cut into chunks of k consecutive products (in the lowering's order, see
-  runner/lowering.py, or for convolutions "tap-major": one chunk per kernel
+  runner/ops/product_sum/lowering.py, or for convolutions "tap-major": one chunk per kernel
   tap, taps in order or reversed), each chunk summed exactly, and
 
       running:  s = round_A(s + chunk)            (a running sum kept in A)
@@ -42,8 +42,8 @@ import torch
 from e2egen import metrics
 from e2egen import runner
 from e2egen.runner.inputs import round_to_storage
-from e2egen.runner.lowering import GemmForm, lower
-from e2egen.runner.ops.conv import ConvParams
+from e2egen.runner.ops.product_sum.lowering import GemmForm, lower
+from e2egen.runner.ops.product_sum.conv import ConvParams
 
 _TORCH_FORMATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACC_VARIANT_CHUNKS = (4, 8, 16, 32)  # the runner's accumulate = k variants explain prints (plus the whole reduction)

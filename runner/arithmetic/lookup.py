@@ -8,16 +8,16 @@ from typing import Any, Callable
 
 import torch
 
-from ..kernel_paths import cuda_versions, dispatch_versions
-from ..device import device_name
-from ..errors import KernelFailure, Skip
-from ..kernels import TORCH_IMPL
-from ..problem import Problem
-from .model import Arithmetic, CellKey, assumed_arithmetic
-from ..dtypes import FLOAT4, INTEGER_DTYPES
-from .probes import REVISION as PROBES_REVISION
-from .probes import probe_arithmetic
-from .profile import DeviceKey, find_profiles, forget_parsed_profiles, record_in_cache
+from e2egen.runner.kernel_paths import cuda_versions, dispatch_versions
+from e2egen.runner.device import device_name
+from e2egen.runner.errors import KernelFailure, Skip
+from e2egen.runner.kernels import TORCH_IMPL
+from e2egen.runner.problem import Problem
+from e2egen.runner.arithmetic.model import Arithmetic, CellKey, assumed_arithmetic
+from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES
+from e2egen.runner.ops.product_sum.probes import REVISION as PROBES_REVISION
+from e2egen.runner.ops.product_sum.probes import probe_arithmetic
+from e2egen.runner.arithmetic.profile import DeviceKey, find_profiles, forget_parsed_profiles, record_in_cache
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ groups            how the reduction is cut when some partial sums are kept
                   wider than `acc_bits`: "none"; "taps" (one partial per
                   kernel tap, as col2im keeps them); "samples" (one per batch
                   sample); "chunks" (of `group_size` consecutive products in
-                  the documented reduction order, runner/lowering.py).
+                  the documented reduction order, runner/ops/product_sum/lowering.py).
 reversed          the partials are added last group first (in the documented
-                  reduction order of runner/lowering.py).
+                  reduction order of runner/ops/product_sum/lowering.py).
 partials          "stored": each group's partial is rounded to the accumulator
                   before it is added (col2im's columns); "running": it is added
                   at its own width and the running sum rounded.

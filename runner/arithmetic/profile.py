@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from e2egen.errors import UserError
 from e2egen.files import write_text_atomically
 
-from .model import Arithmetic, CellKey
+from e2egen.runner.arithmetic.model import Arithmetic, CellKey
 
 PROFILES_ENV = "E2EGEN_PROFILES"
 SHIPPED_PACKAGE = "e2egen.runner.arithmetic"

@@ -11,8 +11,8 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..options import ANY, EXACT, Requirements
-from .model import FORMAT_BITS, Arithmetic
+from e2egen.runner.options import ANY, EXACT, Requirements
+from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
 
 UNEXPLAINED = "exact"  # a violation's key for probe outcomes no arithmetic explains: a bug, never accepted
 

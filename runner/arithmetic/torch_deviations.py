@@ -14,9 +14,9 @@ import tomllib
 from importlib import resources
 from typing import Any, Mapping
 
-from ..options import Requirements
-from .model import FORMAT_BITS
-from .requirements import Acceptance
+from e2egen.runner.options import Requirements
+from e2egen.runner.arithmetic.model import FORMAT_BITS
+from e2egen.runner.arithmetic.requirements import Acceptance
 
 TORCH_IMPL = "torch"  # the impl name of torch's own kernels (runner.kernels)
 FILE = "torch_deviations.toml"

@@ -8,17 +8,17 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from .attention import AttentionOp
-from .attention_params import AttentionParams
-from .base import Op, ProductSumOp, TensorSpec
-from .conv import ConvOp, ConvParams
-from .conv_gemm import ConvGemmOp, ConvGemmParams
-from .gemm import GemmOp, GemmParams
-from .gemm_gemm import GemmGemmOp, GemmGemmParams
-from .normalization import NORMALIZATION_OPS
-from .pointwise import POINTWISE_OPS, PointwiseOp, PointwiseParams
-from .reductions import REDUCTION_OPS, ReductionOp, ReductionParams
-from .scaled_gemm import ScaledGemmOp, ScaledGemmParams
+from e2egen.runner.ops.attention.spec import AttentionOp
+from e2egen.runner.ops.attention.params import AttentionParams
+from e2egen.runner.ops.base import Op, ProductSumOp, TensorSpec
+from e2egen.runner.ops.product_sum.conv import ConvOp, ConvParams
+from e2egen.runner.ops.chains.conv_gemm import ConvGemmOp, ConvGemmParams
+from e2egen.runner.ops.product_sum.gemm import GemmOp, GemmParams
+from e2egen.runner.ops.chains.gemm_gemm import GemmGemmOp, GemmGemmParams
+from e2egen.runner.ops.normalization.spec import NORMALIZATION_OPS
+from e2egen.runner.ops.pointwise.spec import POINTWISE_OPS, PointwiseOp, PointwiseParams
+from e2egen.runner.ops.reductions.spec import REDUCTION_OPS, ReductionOp, ReductionParams
+from e2egen.runner.ops.scaled_gemm.spec import ScaledGemmOp, ScaledGemmParams
 
 _BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), ScaledGemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *POINTWISE_OPS, *REDUCTION_OPS, *NORMALIZATION_OPS)
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}

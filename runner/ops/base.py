@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterator, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..dtypes import FLOAT_DTYPES
-from ..errors import ProblemError
+from e2egen.runner.dtypes import FLOAT_DTYPES
+from e2egen.runner.errors import ProblemError
 
 if TYPE_CHECKING:
     import torch
@@ -102,7 +102,7 @@ class Op(ABC):
     def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
         """Every output's logical shape and format. By default one output in the case's output format, or
         in the one the params' `out_dtype` asks for (an fp8 conv or gemm writing bf16)."""
-        from ..dtypes import output_dtype_name
+        from e2egen.runner.dtypes import output_dtype_name
 
         (name,) = self.output_names(params, direction)
         fmt = getattr(params, "out_dtype", "") or output_dtype_name(dtype)
@@ -139,7 +139,7 @@ class Op(ABC):
         """Each input's format. By default the dtype's; for a pair "A_B" (fp8 with bf8) the first input takes
         A's format and every other input B's. An op whose inputs differ in kind (a scaled gemm's scales,
         attention's i8 Q and K with an f16 V) says so here."""
-        from ..dtypes import operand_formats
+        from e2egen.runner.dtypes import operand_formats
 
         first, second = operand_formats(dtype)
         return {name: first if index == 0 else second for index, name in enumerate(self.input_shapes(params, direction))}
@@ -147,7 +147,7 @@ class Op(ABC):
     def largest_input(self, params: Any, dtype: str) -> float:
         """The largest magnitude the case's input range may reach: by default the largest finite value of the
         input formats (a wider range would draw inf); an op that scales its inputs into the format allows more."""
-        from ..dtypes import largest_finite
+        from e2egen.runner.dtypes import largest_finite
 
         return largest_finite(dtype)
 
@@ -155,7 +155,7 @@ class Op(ABC):
         """The drawn float64 values as the kernel's inputs: by default each rounded once (nearest even) to its
         format. An op that quantizes (a scaled gemm: a shared scale per block, then the elements) overrides
         this; the reference then consumes exactly what it returns."""
-        from ..inputs import round_to_format
+        from e2egen.runner.inputs import round_to_format
 
         return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
 
@@ -229,13 +229,13 @@ class ProductSumOp(Op):
         return tuple(self.input_shapes(params, direction))  # Σ|a·b|
 
     def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from ..bound import product_sum_bound
+        from e2egen.runner.bound import product_sum_bound
 
         return {problem.primary_output: product_sum_bound(problem, inputs64, arithmetic)}
 
     def reduction_partials(self, problem: Any, inputs: Mapping[str, torch.Tensor], kind: str) -> Iterator[torch.Tensor] | None:
         """The partial sums of a "taps" or "samples" cut, in the documented reduction order
-        (runner/lowering.py), computed in the inputs' dtype (f32 or float64: bound.PartialSums covers each
+        (runner/ops/product_sum/lowering.py), computed in the inputs' dtype (f32 or float64: bound.PartialSums covers each
         partial's own error); None where the op cannot cut its reduction that way."""
         return None
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 if TYPE_CHECKING:
     import torch
 
-    from ..intervals import Interval, IntervalContext
+    from e2egen.runner.intervals import Interval, IntervalContext
 
 
 @dataclass(frozen=True)
@@ -30,20 +30,20 @@ class MathFunction:
 
 
 def _sigmoid_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     one = iv.constant(1.0, x.lo, c)
     return iv.div(one, iv.add(one, iv.exp(iv.negate(x), c), c), c)
 
 
 def _silu_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     return iv.mul(x, _sigmoid_interval(x, c), c)
 
 
 def _gelu_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     half_x = iv.mul(iv.constant(0.5, x.lo, c), x, c)
     erf_term = iv.erf(iv.mul(x, iv.constant(1 / math.sqrt(2.0), x.lo, c), c), c)
@@ -51,7 +51,7 @@ def _gelu_interval(x: Interval, c: IntervalContext) -> Interval:
 
 
 def _gelu_tanh_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     cube = iv.mul(x, iv.mul(x, x, c), c)
     inner = iv.add(x, iv.mul(iv.constant(0.044715, x.lo, c), cube, c), c)
@@ -61,20 +61,20 @@ def _gelu_tanh_interval(x: Interval, c: IntervalContext) -> Interval:
 
 
 def _sqrt_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     return iv.div(iv.constant(1.0, x.lo, c), iv.rsqrt(x, c), c)
 
 
 def _pow_interval(x: Interval, y: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     return iv.exp(iv.mul(y, iv.log(x, c), c), c)
 
 
 def _primitive(name: str) -> Callable[..., Interval]:
     def interval(x: Interval, c: IntervalContext) -> Interval:
-        from .. import intervals as iv
+        from e2egen.runner import intervals as iv
 
         return getattr(iv, name)(x, c)
 
@@ -82,13 +82,13 @@ def _primitive(name: str) -> Callable[..., Interval]:
 
 
 def _square_interval(x: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     return iv.mul(x, x, c)
 
 
 def _div_interval(x: Interval, y: Interval, c: IntervalContext) -> Interval:
-    from .. import intervals as iv
+    from e2egen.runner import intervals as iv
 
     return iv.div(x, y, c)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import ProblemError
-from .base import is_int, stored_in_order
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.base import is_int, stored_in_order
 
 if TYPE_CHECKING:
     import torch

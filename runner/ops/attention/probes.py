@@ -1,0 +1,217 @@
+"""Probes of an attention kernel's arithmetic: the P·V accumulator's width and the format P is
+rounded to before P·V. They run on the case's own geometry (sizes, masks, scale, path options),
+because attention kernels pick their algorithm by shape (torch's SDPA keeps P in f32 on some shapes
+and rounds it on others). Each runs the kernel on crafted inputs whose exact output every hypothesis
+predicts; the findings fill the same `Arithmetic` as a product sum's (acc_bits: the P·V accumulator;
+intermediate: what P is rounded to before P·V, "exact" when it stays in the compute format). Q, K and V
+reach the products as given (inputs "exact").
+
+Every probe uses head 0 (and so kv head 0) of the batch whose rows allow the most keys. Keys it does not use get a score of about -1000
+(feature 0): exp(-1000 - m) is 0 in every format, so only the chosen keys count and the row sum is
+exact. A score-scale of 1 and a bias of 0 are passed where the case has them.
+
+Accumulator: in the row that allows the most keys, three or four spread keys score 0 (P = 1, l = 3 or
+4) and V carries +1.5·2^E at the first, 2^(E-g) in the middle, -1.5·2^E at the last (and 0 at the
+fourth), one column per gap g: the output is 2^(E-g)/l, or 0 where an accumulator of fewer than g bits
+lost the small term.
+
+P's format: rows (of every head) that allow keys a and b score 0 on a and t_i < 0 on b; V = (-c, 1) on
+(a, b) in column i, with c = R_F(exp t_i) for a format F the input format holds. The output's diagonal is
+(P̂_i - c)/l: 0 exactly when P̂_i = R_F(exp t_i). Each hypothesis (P kept in f32, or rounded to
+f16/bf16 to nearest or toward zero, before or after normalising) predicts every row; the one that
+predicts all of them is the finding (where several do, the input format's, else the coarsest), and a
+note says so when none does.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from e2egen import metrics
+
+from e2egen.runner.dtypes import FLOAT8, storage_dtype
+from e2egen.runner.errors import Skip
+from e2egen.runner.kernels import TORCH_IMPL, call_kernel
+from e2egen.runner.problem import Problem
+from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
+from e2egen.runner.ops.product_sum.probes import round_bits
+
+INACTIVE_SCORE = -1000.0
+ACC_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
+GAPS = tuple(range(6, 28))  # 2^(15-27)/4 = 2^-14: f16's smallest normal, so no flushing hides a result
+P_FORMATS = ("f16", "bf16")
+P_ROWS = 12
+TIE_MARGIN = 2.0 ** -6  # of the tested format's ulp: a fast f32 exp (torch CPU: about 2^-20) cannot cross a tie
+
+
+def probe_attention(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+    if problem.input_format in FLOAT8:  # the lookup then assumes f32 sums and P in the input format
+        raise Skip(f"{problem.input_format} cannot hold the probes' values (V's 1.5·2^15, scores of -1000, "
+                   "P's formats f16 and bf16)")
+    probe = _Probe(problem, kernel, device, label)
+    acc_bits, acc_exact, notes = probe.accumulator()
+    p_format, p_rounding, more = probe.p_format()
+    return Arithmetic(intermediate=p_format, intermediate_rounding=p_rounding, acc_bits=acc_bits, acc_bits_exact=acc_exact,
+                      probed_with=problem.describe(), notes=tuple(notes + more))
+
+
+def _round(value: float, fmt: str, toward_zero: bool = False) -> float:
+    return round_bits(value, FORMAT_BITS[fmt], "toward-zero" if toward_zero else "nearest-even")
+
+
+class _Probe:
+    def __init__(self, problem: Problem, kernel, device: torch.device, label: str):
+        from e2egen.runner.ops.attention.attention_math import allowed_keys
+
+        self.problem, self.kernel, self.device, self.label = problem, kernel, device, label
+        self.p = problem.params
+        mask = allowed_keys(self.p, torch.device("cpu"))
+        # experiments run in head 0 of the batch whose rows allow the most keys
+        self.batch = int(mask.sum(dim=(1, 2, 3)).argmax()) if mask is not None else 0
+        self.allowed = (mask[self.batch, 0] if mask is not None else torch.ones(self.p.seq_q, self.p.seq_k, dtype=torch.bool))
+        self.in_fmt = problem.input_format
+        self.sigma = self.p.softmax_scale
+
+    def exact_input(self, value: float) -> float:
+        return _round(value, self.in_fmt) if self.in_fmt != "f32" else float(torch.tensor(value).float())
+
+    def tensors(self, active: list[int]) -> dict[str, torch.Tensor]:
+        """q, k, v of zeros except: q feature 0 = 1 everywhere, k feature 0 ≈ -1000/σ on inactive keys."""
+        p = self.p
+        q = torch.zeros(p.batch, p.heads_q, p.seq_q, p.head_dim_qk, dtype=torch.float64)
+        k = torch.zeros(p.batch, p.heads_kv, p.seq_k, p.head_dim_qk, dtype=torch.float64)
+        q[..., 0] = 1.0
+        k[..., 0] = self.exact_input(INACTIVE_SCORE / self.sigma)
+        k[..., active, 0] = 0.0
+        v = torch.zeros(p.batch, p.heads_kv, p.seq_k, p.head_dim_v, dtype=torch.float64)
+        shape = (p.batch, p.heads_q, p.seq_q, p.seq_k)
+        extra = {**({"score_scale": torch.ones(shape, dtype=torch.float64)} if p.score_scale else {}),
+                 **({"score_bias": torch.zeros(shape, dtype=torch.float64)} if p.score_bias else {})}
+        return {"q": q, "k": k, "v": v, **extra}
+
+    def run(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The kernel's o for the probed batch, every head (float64, CPU), on logical float64 inputs exact in the input format."""
+        spec = self.problem.spec
+        tensors = {name: spec.arrange(name, t.to(storage_dtype(self.in_fmt)).to(self.device), self.problem.layout)
+                   for name, t in values.items()}
+        out = call_kernel(self.problem, self.kernel, tensors, self.device, label=self.label, is_torch=self.label == TORCH_IMPL)
+        return out[self.problem.primary_output].detach().to("cpu", torch.float64)[self.batch]
+
+    # -- the P·V accumulator ----------------------------------------------------------------------
+    def accumulator(self) -> tuple[int, bool, list[str]]:
+        counts = self.allowed.sum(dim=1)
+        row = int(counts.argmax())
+        keys = self.allowed[row].nonzero().flatten().tolist()
+        if len(keys) < 3:
+            return 24, False, ["P·V accumulator not probed: no row allows 3 keys; f32 assumed"]
+        first, small, last = keys[0], keys[len(keys) // 2], keys[-1]
+        if len(keys) >= 4:  # a fourth active key with v = 0 makes the row sum 4, a power of two
+            zero = keys[len(keys) // 4] if keys[len(keys) // 4] not in (first, small) else keys[1 if small != keys[1] else 2]
+            active = [first, small, zero, last]
+        else:
+            active = [first, small, last]
+        big = 1.5 * 2.0 ** ACC_EXPONENT
+        kept: dict[int, bool] = {}
+        columns = self.p.head_dim_v
+        for start in range(0, len(GAPS), columns):
+            gaps = GAPS[start:start + columns]
+            values = self.tensors(active)
+            for column, gap in enumerate(gaps):
+                v = values["v"][self.batch, 0]
+                v[first, column], v[small, column], v[last, column] = big, 2.0 ** (ACC_EXPONENT - gap), -big
+            out = self.run(values)[0, row]
+            for column, gap in enumerate(gaps):
+                expected, got = 2.0 ** (ACC_EXPONENT - gap) / len(active), float(out[column])
+                # a kernel that normalises P first adds ±l·P·big, rounded more coarsely: within 2x is kept
+                if got != 0.0 and not expected / 2 <= got <= 2 * expected:
+                    return 24, False, [f"P·V accumulator: gap {gap} gave {got!r}, expected {expected!r} or 0; "
+                                       "width not measured, f32 assumed"]
+                kept[gap] = got != 0.0
+        lost = [gap for gap in GAPS if not kept[gap]]
+        return (lost[0], True, []) if lost else (GAPS[-1] + 1, False, [])
+
+    # -- P's format ---------------------------------------------------------------------------------
+    def p_format(self) -> tuple[str, str, list[str]]:
+        in_bits = metrics.get_format(self.in_fmt).mantissa_bits
+        formats = [fmt for fmt in P_FORMATS if metrics.get_format(fmt).mantissa_bits <= in_bits]  # c travels in V
+        a, b, rows = self._key_pair()
+        # experiments: (head, row) pairs, each with its own V column (every head sees the same keys)
+        slots = [(head, row) for head in range(self.p.heads_q) for row in rows][:min(P_ROWS, self.p.head_dim_v)]
+        if len(slots) < 2:
+            return self._assumed("no two rows share two allowed keys and a V column each")
+        values = self.tensors([a, b])
+        values["k"][self.batch, :, b, 1] = 1.0
+        tested, exponents, constants = [], [], []
+        candidate = 1
+        for index, (head, row) in enumerate(slots):
+            fmt = formats[index * len(formats) // len(slots)]
+            while True:  # a score t = σ·q (q exact in the input format) whose exp is far from fmt's ties
+                q1 = self.exact_input(-candidate / 64.0 / self.sigma)
+                candidate += 3
+                t = self.sigma * q1
+                if all(self._far_from_ties(math.exp(t), f) for f in P_FORMATS):
+                    break
+            values["q"][self.batch, head, row, 1] = q1
+            c = _round(math.exp(t), fmt)
+            values["v"][self.batch, :, a, index], values["v"][self.batch, :, b, index] = -c, 1.0
+            tested.append(fmt), exponents.append(t), constants.append(c)
+        out = self.run(values)
+        got = [float(out[head, row, index]) for index, (head, row) in enumerate(slots)]
+        matching = [(fmt, toward_zero, normalised) for fmt, toward_zero, normalised in HYPOTHESES
+                    if all(_close(g, _predict(t, c, fmt, toward_zero, normalised), self.problem.out_dtype)
+                           for g, t, c in zip(got, exponents, constants))]
+        if not matching:
+            return self._assumed(f"no hypothesis predicts the outputs {got}")
+        # where the output format cannot tell some apart: the input format (what kernels do) if it fits,
+        # else the coarsest (the widest bound)
+        expected = [h for h in matching if h[0] == self.in_fmt and not h[1]]
+        fmt, toward_zero, normalised = (expected or sorted(matching, key=lambda h: -_unit(h[0]) * (2 if h[1] else 1)))[0]
+        notes = ["P is normalised before it is rounded"] if normalised else []
+        if len(matching) > 1:
+            notes.append(f"{len(matching)} hypotheses fit these outputs; {'the input format' if expected else 'the coarsest'} "
+                         "is taken")
+        return ("exact" if fmt == "f32" else fmt), ("toward-zero" if toward_zero else "nearest"), notes
+
+    def _key_pair(self) -> tuple[int, int, list[int]]:
+        """Two keys allowed together in the most rows, and those rows."""
+        first_two = [row.nonzero().flatten()[:2].tolist() for row in self.allowed]
+        pairs: dict[tuple[int, int], list[int]] = {}
+        for row, keys in enumerate(first_two):
+            if len(keys) == 2:
+                pairs.setdefault((keys[0], keys[1]), []).append(row)
+        if not pairs:
+            return 0, 1, []
+        (a, b), rows = max(pairs.items(), key=lambda item: len(item[1]))
+        return a, b, rows
+
+    @staticmethod
+    def _far_from_ties(value: float, fmt: str) -> bool:
+        fraction = (math.frexp(value)[0] * 2.0 ** FORMAT_BITS[fmt]) % 1.0
+        return min(fraction, 1 - fraction, abs(fraction - 0.5)) > TIE_MARGIN
+
+    def _assumed(self, why: str) -> tuple[str, str, list[str]]:
+        assumed = "exact" if self.in_fmt == "f32" else self.in_fmt
+        return assumed, "nearest", [f"P's format before P·V not identified ({why}); assumed {assumed}"]
+
+
+HYPOTHESES = [(fmt, toward_zero, normalised)
+              for fmt in ("f32", *P_FORMATS) for toward_zero in (False, True) for normalised in (False, True)
+              if not (fmt == "f32" and (toward_zero or normalised))]
+
+
+def _unit(fmt: str) -> float:
+    return math.ldexp(1.0, -FORMAT_BITS[fmt])
+
+
+def _predict(t: float, c: float, fmt: str, toward_zero: bool, normalised: bool) -> float:
+    e = _round(math.exp(t), "f32")
+    if normalised:
+        return _round(e / (1 + e), fmt, toward_zero) - _round(1 / (1 + e), fmt, toward_zero) * c
+    return (_round(e, fmt, toward_zero) - c) / (1 + e)
+
+
+def _close(got: float, want: float, out_fmt: str) -> bool:
+    ulp = float(metrics.ulp(torch.tensor([want], dtype=torch.float64), out_fmt)[0])
+    return abs(got - want) <= 2 * ulp + 2.0 ** -18  # a fast exp's error in the f32 hypothesis

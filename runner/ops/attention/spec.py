@@ -1,0 +1,215 @@
+"""Scaled dot-product attention, forward: O = softmax(S) · V with S = scale · Q·Kᵀ (· score_scale + score_bias).
+
+Logical shapes (whatever the layout):
+    q (batch, heads_q, seq_q, head_dim_qk)     k (batch, heads_kv, seq_k, head_dim_qk)
+    v (batch, heads_kv, seq_k, head_dim_v)     o (batch, heads_q, seq_q, head_dim_v)
+    score_scale, score_bias (batch, heads_q, seq_q, seq_k), when asked for
+    lse (batch, heads_q, seq_q), f32, when return_lse: log Σ_j exp(S_ij) over the allowed keys (natural log)
+q head h uses kv head h // (heads_q / heads_kv) (MHA, GQA, MQA). Masks: attention_params.py.
+
+Kernel contract: f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale,
+score_bias, return_lse) -> o, or (o, lse) when return_lse. Every keyword is always passed:
+scale a float; causal, return_lse bools; align "top-left" | "bottom-right"; window None or (left, right)
+with -1 for an unbounded side; kv_lengths, prefix_offset None or an int64 tensor of `batch` entries on
+the device; score_scale, score_bias None or a tensor in the case's dtype. A fully masked row must give
+o = 0 and lse = -inf.
+
+Low-bit dtypes (docs/lowbit-attention.md):
+- i8 is rocMLIR's quantized attention (params.quantized): q, k i8; v f16; the keywords quant_bias (i8)
+  and quant_scale (f16), tensors of shape (1, 1, 1, 1), are passed too; score_scale and score_bias are
+  f16; o and lse are f16. S = R16(R16(R16(R16(Q·Kᵀ - quant_bias) · quant_scale) · score_scale) +
+  score_bias) with Q·Kᵀ exact in i32, softmax in f32, P in f16, P·V accumulated in f32.
+- fp8 (f8e4m3fn, f8e5m2 and the FNUZ pair): q, k, v in the format; score_scale and score_bias f32; o
+  and lse f32: products exact, sums in f32.
+
+Layouts: "bhsd" stores q, k, v as their logical shapes; "bshd" stores each (batch, seq, heads, dim)
+(the kernel receives the permuted view, logical shape unchanged). A suffix "-qt", "-kt", "-vt" (in
+that order, any subset) stores that tensor with seq and dim exchanged in that order (bhsd-kt: batch,
+heads, dim, seq, as rocMLIR's --transQ/K/V do, rocMLIR's default K; bshd-kt: batch, dim, heads, seq).
+
+torch is imported when a case runs, so generating a suite stays fast.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES
+from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params
+from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping, stored_in_order
+
+if TYPE_CHECKING:
+    import torch
+
+_TRANSPOSABLE = ("q", "k", "v")
+ATTENTION_LAYOUTS = tuple(
+    base + "".join(f"-{name}t" for name, on in zip(_TRANSPOSABLE, flags) if on)
+    for base in ("bhsd", "bshd") for flags in itertools.product((False, True), repeat=3))
+
+
+def transposed_tensors(layout: str) -> set[str]:
+    """Which of q, k, v the layout stores with (dim, seq) swapped."""
+    return {part[0] for part in layout.split("-")[1:]}
+
+
+def storage_order(name: str, layout: str) -> list[int]:
+    """The logical dims (batch 0, heads 1, seq 2, dim 3) of q, k or v from outermost to innermost in memory:
+    the base order (bhsd or bshd) with seq and dim exchanged for a transposed tensor (bshd-kt: b, d, h, s)."""
+    order = [0, 1, 2, 3] if layout.startswith("bhsd") else [0, 2, 1, 3]
+    if name in transposed_tensors(layout):
+        order = [3 if dim == 2 else 2 if dim == 3 else dim for dim in order]
+    return order
+
+
+class AttentionOp(Op):
+    name = "attention"
+    directions = ("fwd",)
+    layouts = ATTENTION_LAYOUTS
+    param_names = ("seq_q", "seq_k", "head_dim_qk")
+    optional_params = frozen_mapping(OPTIONAL_PARAMS)
+    dtypes = (*FLOAT_DTYPES, *FLOAT8, *INTEGER_DTYPES)
+    torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (attention_torch.py)
+
+    def __repr__(self) -> str:
+        return "AttentionOp(attention)"
+
+    @property
+    def params_type(self) -> type:
+        return AttentionParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> AttentionParams:
+        return build_params(dict(raw))
+
+    # -- tensors ------------------------------------------------------------------
+    def input_shapes(self, params: AttentionParams, direction: str) -> dict[str, Shape]:
+        return params.shapes()
+
+    def output_shape(self, params: AttentionParams, direction: str) -> Shape:
+        return params.out_shape
+
+    def output_names(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
+        return ("o", "lse") if params.return_lse else ("o",)
+
+    def outputs(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
+        from e2egen.runner.dtypes import output_dtype_name
+
+        quantized = dtype in INTEGER_DTYPES  # rocMLIR writes o and lse of its quantized attention in f16
+        specs = {"o": TensorSpec(params.out_shape, "f16" if quantized else output_dtype_name(dtype))}
+        if params.return_lse:
+            specs["lse"] = TensorSpec(params.lse_shape, "f16" if quantized else "f32")
+        return specs
+
+    def dtype_params_problem(self, params: AttentionParams, dtype: str) -> str | None:
+        if dtype in INTEGER_DTYPES and not params.quantized:
+            return ("i8 attention is rocMLIR's quantized attention (i8 Q and K, an i8 quant_bias and an f16 "
+                    "quant_scale, f16 V and output): set quantized = true")
+        if params.quantized and dtype not in INTEGER_DTYPES:
+            return f"quantized attention runs in i8, not {dtype}"
+        return None
+
+    def bound_magnitude_inputs(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
+        return ("q", "k", "v")  # |Q|·|K|ᵀ and the products with |V|; not the score tensors
+
+    def input_formats(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, str]:
+        """i8 (quantized): Q, K and the quant bias i8, everything else f16 (rocMLIR's types); fp8: Q, K, V in
+        the format, the score tensors f32; else every input in the dtype's format."""
+        names = self.input_shapes(params, direction)
+        if dtype in INTEGER_DTYPES:
+            return {name: "i8" if name in ("q", "k", "quant_bias") else "f16" for name in names}
+        if dtype in FLOAT8:
+            return {name: dtype if name in _TRANSPOSABLE else "f32" for name in names}
+        return super().input_formats(params, direction, dtype)
+
+    def largest_input(self, params: AttentionParams, dtype: str) -> float:
+        from e2egen.runner.dtypes import largest_finite
+
+        return largest_finite(dtype)  # i8: 127 (V and the f16 tensors hold more); fp8: the format's
+
+    def adjust_inputs(self, params: AttentionParams, drawn: dict[str, torch.Tensor]) -> None:
+        """Shape the drawn float64 values (before rounding) into the input kinds the params ask for:
+        q scaled by q_gain (peaky scores); q's and k's feature 0 set so that every score of query row i
+        gains the same c_i, within 5 % of score_offset (a kernel without the max subtraction overflows
+        in exp). c_i varies between rows (with q's drawn feature 0) so that the rounding of the large
+        common term is not one and the same error in every row, which would bias a correct kernel."""
+        if params.quant_bias is not None:
+            drawn["quant_bias"].fill_(params.quant_bias)
+        if params.quant_scale is not None:
+            drawn["quant_scale"].fill_(params.quant_scale)
+        if params.q_gain != 1.0:
+            drawn["q"].mul_(params.q_gain)
+        if params.score_offset:
+            feature = math.sqrt(params.score_offset / abs(params.softmax_scale))
+            spread = drawn["q"][..., 0] / max(drawn["q"][..., 0].abs().max().item(), 1e-300)
+            drawn["q"][..., 0] = spread.mul_(0.05).add_(1.0).mul_(feature * (1 if params.softmax_scale > 0 else -1))
+            drawn["k"][..., 0] = feature
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        if name not in _TRANSPOSABLE:
+            return tensor.contiguous()
+        return stored_in_order(tensor, storage_order(name, layout))
+
+    # -- cost -------------------------------------------------------------------------
+    def reduction_size(self, params: AttentionParams, direction: str) -> int:
+        return params.seq_k
+
+    def scratch_elements(self, params: AttentionParams, direction: str) -> int:
+        """Score-sized (batch, heads_q, seq_q, seq_k) tensors held at once by the reference and the softmax
+        bound: scores, mask, exponentials, probabilities and their magnitudes (measured: tests/test_runner_memory.py)."""
+        return 6 * params.batch * params.heads_q * params.seq_q * params.seq_k
+
+    def flops(self, params: AttentionParams, direction: str) -> int:
+        rows = params.batch * params.heads_q * params.seq_q * params.seq_k
+        return 2 * rows * (params.head_dim_qk + params.head_dim_v)
+
+    # -- arithmetic probes (runner/ops/attention/probes.py) -----------------------------
+    def shape_class(self, params: AttentionParams, direction: str) -> str:
+        """Kernels pick their algorithm by every size and option (torch's SDPA does): one cell per geometry."""
+        return params.geometry()
+
+    def probe_params(self, params: AttentionParams, direction: str) -> AttentionParams:
+        """The case's own geometry, without the input kinds (the probes write every value themselves)."""
+        from dataclasses import replace
+
+        return replace(params, q_gain=1.0, score_offset=0.0)
+
+    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
+        from e2egen.runner.ops.attention.probes import probe_attention
+
+        return probe_attention(problem, kernel, device, label)
+
+    # -- kernels ------------------------------------------------------------------------
+    def default_kernel(self, direction: str) -> Callable[..., Any]:
+        from e2egen.runner.ops.attention.kernels import torch_attention
+
+        return torch_attention
+
+    def call(self, kernel: Callable[..., Any], direction: str, params: AttentionParams,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        import torch
+
+        device = tensors["q"].device
+
+        def per_batch(values: tuple[int, ...] | None) -> torch.Tensor | None:
+            return None if values is None else torch.tensor(values, dtype=torch.int64, device=device)
+
+        quantized = {"quant_bias": tensors["quant_bias"], "quant_scale": tensors["quant_scale"]} if params.quantized else {}
+        return kernel(tensors["q"], tensors["k"], tensors["v"], scale=params.softmax_scale, causal=params.causal,
+                      align=params.align, window=params.window, kv_lengths=per_batch(params.kv_lengths),
+                      prefix_offset=per_batch(params.prefix_offset), score_scale=tensors.get("score_scale"),
+                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse, **quantized)
+
+    # -- reference and bound ----------------------------------------------------------------
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        from e2egen.runner.ops.attention.attention_math import attention_float64
+
+        rows = attention_float64(problem.params, inputs64)
+        values = {"o": rows.o}
+        if problem.params.return_lse:
+            values["lse"] = rows.lse
+        return values
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        from e2egen.runner.ops.attention.bound import attention_bound
+
+        return attention_bound(problem, inputs64)

@@ -1,0 +1,1 @@
+"""The chains op family."""

@@ -1,0 +1,1 @@
+"""The normalization op family."""

@@ -1,0 +1,264 @@
+"""The normalisations' per-element bounds, composed from runner.bound's pieces by first-order propagation.
+
+The derivation is docs/normalization-bound.md. Every bound is a sum of ScaledMagnitude terms: a
+coefficient of the model (F(n): ProductSumCoefficient, the reduction of a row of n elements in the compute
+format; u: ComputeRoundings; G(n)·u: PositiveSumCoefficient) times a magnitude computed once from the
+exact float64 values, plus the output rounding. softmax and log_softmax reuse attention's constants
+(runner/ops/attention/bound.py: EXP_ULPS, ARGUMENT_ROUNDINGS, LOG_ULPS), so a stand-alone softmax and
+attention's softmax are judged by the same model of exp and its argument.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from e2egen.runner.bound import (ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+                    SubnormalRounding, SumOfBounds)
+from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
+                                     softmax_float64, softmax_rows)
+from e2egen.runner.problem import Problem
+from e2egen.runner.ops.attention.bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
+
+RSQRT_ROUNDINGS = 3  # r = 1/sqrt(σ² + eps): the add (½ u in r), sqrt (1) and the division (1); an rsqrt instruction's 2 ulps and the add
+X_HAT_ROUNDINGS = 2  # x̂ = (x - μ)·r: the subtraction and the multiply
+
+
+# -- softmax, log_softmax ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _SoftmaxTerms:
+    """Per-row magnitudes shared by softmax's and log_softmax's bounds (float64, rows last)."""
+
+    y: torch.Tensor
+    per_weight: torch.Tensor  # E_j / u: the argument's roundings and exp's own error, relative on exp(x_j - m)
+    weighted: torch.Tensor  # Σ_k y_k E_k / u, keepdim
+    rescale: torch.Tensor  # per rescale of the row sum by exp(m_old - m_new), / u, keepdim
+    log_sum: torch.Tensor  # log l, keepdim
+    row_max_abs: torch.Tensor  # max_k |x_k|, keepdim
+    tiny: torch.Tensor  # 1 / l: where an exp underflows to a subnormal, its absolute error in y is at most tiny·this
+
+
+def _softmax_terms(x_rows: torch.Tensor, rows: SoftmaxRows) -> _SoftmaxTerms:
+    n = x_rows.shape[-1]
+    row_max_abs = x_rows.abs().amax(dim=-1, keepdim=True)
+    # the argument x_j - m' (m' any running max, or m + log l) rounded, or an fma with log2 e: |x_j| + max|x| + log n
+    per_weight = (x_rows.abs() + row_max_abs + math.log(n)).mul_(ARGUMENT_ROUNDINGS).add_(EXP_ULPS)
+    weighted = (rows.y * per_weight).sum(dim=-1, keepdim=True)
+    spread = x_rows.amax(dim=-1, keepdim=True) - x_rows.amin(dim=-1, keepdim=True)
+    rescale = rescale_roundings(spread)
+    return _SoftmaxTerms(rows.y, per_weight, weighted, rescale, rows.log_sum, row_max_abs, rows.row_sum.reciprocal())
+
+
+def softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
+    """|δy_j| <= y_j·(E_j + Σ_k y_k E_k)  (the weights' errors through the normalisation)
+               + G(n)·u·y_j·(rescale + 1)  (online rescaling, the row sum)  + 2u·y_j  (the division)
+               + u_F·y_j·(1 + Σ_k y_k)  (the weights stored in the output buffer, format F, before the division:
+                                          attention's P rounding, independent roundings in the sum)."""
+    params, dtype = problem.params, problem.dtype
+    n = params.row_length
+    x_rows = softmax_rows(x, params)
+    t = _softmax_terms(x_rows, softmax_float64(x_rows))
+    back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731 - rows to the logical layout
+    return SumOfBounds((
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(t.y * (t.per_weight + t.weighted)), "exp and its argument"),
+        ScaledMagnitude(PositiveSumCoefficient(n, dtype), back(t.y * (t.rescale + 1)), "row sum, online rescaling"),
+        ScaledMagnitude(ComputeRoundings(2, dtype), back(t.y), "division (or reciprocal and multiply)"),
+        ScaledMagnitude(SubnormalRounding("f32"), back(t.tiny.expand_as(t.y)), "exp underflowing"),
+        ScaledMagnitude(IntermediateRounding(dtype), back(t.y), "weights stored before the division"),
+        IndependentRoundings(IntermediateRounding(dtype), back(t.y), back(t.y * t.y.square().sum(-1, keepdim=True).sqrt()),
+                             "stored weights, through the row sum"),
+        OutputRounding(problem.out_dtype),
+    ))
+
+
+def log_softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
+    """|δz_j| <= Σ_k y_k E_k + G(n)·u·(rescale + 1)  (the relative error of l, absolute in log l)
+               + u·(LOG_ULPS·|log l| + ARG·(|x_j| + max|x|) + |m + log l| + |z_j|)  (log, x - m - log l)
+               + u_F·(1 + |log l|)  (the row sum l, then log l, stored in format F: relative u_F in l is
+                                     absolute u_F in log l; a kernel that stores m + log l instead errs by
+                                     u_F·|m + log l|, past this where |m| is large)
+    The u_F term is the intermediates torch's CPU log_softmax stores in the input format (bit for bit, f16
+    and bf16, torch 2.13): without it its bf16 outputs reached 1.05 output ulps from the reference, past a
+    bound of one ulp, in 12 of 40 seeds of each 4x1024 bf16 case (docs/normalization-bound.md)."""
+    params, dtype = problem.params, problem.dtype
+    x_rows = softmax_rows(x, params)
+    rows = softmax_float64(x_rows)
+    t = _softmax_terms(x_rows, rows)
+    z = rows.z
+    final = (t.log_sum.abs().mul(LOG_ULPS) + (rows.row_max + t.log_sum).abs()
+             + (x_rows.abs() + t.row_max_abs).mul_(ARGUMENT_ROUNDINGS) + z.abs())
+    back = lambda rows_: from_softmax_rows(rows_.expand_as(z), params).contiguous()  # noqa: E731
+    return SumOfBounds((
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(t.weighted), "exp and its argument, through log l"),
+        ScaledMagnitude(PositiveSumCoefficient(params.row_length, dtype), back(t.rescale + 1), "row sum, online rescaling"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(final), "log, x - m - log l"),
+        ScaledMagnitude(IntermediateRounding(dtype), back(t.log_sum.abs() + 1), "row sum and log l stored"),
+        OutputRounding(problem.out_dtype),
+    ))
+
+
+def softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, y: torch.Tensor) -> SumOfBounds:
+    """dx_j = y_j·(g_j - Σ g_k y_k):  |δ| <= F(n)·y_j·Σ|g_k y_k| + 2u·y_j·(|g_j| + |Σ g y|) + u·|dx_j|."""
+    params, dtype = problem.params, problem.dtype
+    g, p = softmax_rows(grad_y, params), softmax_rows(y, params)
+    dot = (g * p).sum(dim=-1, keepdim=True)
+    grad_x = softmax_backward_float64(g, p)  # the reference's formula
+    back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731
+    return SumOfBounds((
+        ScaledMagnitude(ProductSumCoefficient(params.row_length, dtype), back(p * (g * p).abs().sum(-1, keepdim=True)),
+                        "Σ g·y"),
+        ScaledMagnitude(ComputeRoundings(2, dtype), back(p * (g.abs() + dot.abs())), "y·(g - Σ g·y)"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(grad_x.abs()), "the last operation"),
+        OutputRounding(problem.out_dtype),
+    ))
+
+
+def log_softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, z: torch.Tensor) -> SumOfBounds:
+    """dx_j = g_j - exp(z_j)·Σ g_k:  |δ| <= F(n)·p_j·Σ|g_k| + u·p_j·|Σ g|·(EXP_ULPS + ARG·|z_j| + 1) + u·|dx_j|."""
+    params, dtype = problem.params, problem.dtype
+    g, z_rows = softmax_rows(grad_y, params), softmax_rows(z, params)
+    p = z_rows.exp()
+    total = g.sum(dim=-1, keepdim=True)
+    grad_x = log_softmax_backward_float64(g, z_rows)
+    exp_part = p * total.abs() * z_rows.abs().mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
+    back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731
+    return SumOfBounds((
+        ScaledMagnitude(ProductSumCoefficient(params.row_length, dtype), back(p * g.abs().sum(-1, keepdim=True)), "Σ g"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(exp_part), "exp(z)·Σ g"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(grad_x.abs()), "the subtraction"),
+        OutputRounding(problem.out_dtype),
+    ))
+
+
+# -- layer_norm, rms_norm -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Split:
+    """An error bound as F(n)-part · F(n) + u-part · u, per element (the row's reduction and the roundings)."""
+
+    f: torch.Tensor | float
+    u: torch.Tensor | float
+
+    def __add__(self, other: "Split") -> "Split":
+        return Split(self.f + other.f, self.u + other.u)
+
+    def __mul__(self, scale: torch.Tensor | float) -> "Split":
+        return Split(self.f * scale, self.u * scale)
+
+    def mean(self) -> "Split":
+        return Split(_row_mean(self.f), _row_mean(self.u))
+
+    def terms(self, n: int, dtype: str, source: str, shape: torch.Size,
+              logical: tuple[int, ...]) -> tuple[ScaledMagnitude, ScaledMagnitude]:
+        """The two pieces, each magnitude expanded to `shape` (rows) and stored in the output's logical shape."""
+        return (ScaledMagnitude(ProductSumCoefficient(n, dtype), _full(self.f, shape).reshape(logical),
+                                f"{source}: row reduction"),
+                ScaledMagnitude(ComputeRoundings(1, dtype), _full(self.u, shape).reshape(logical), f"{source}: roundings"))
+
+
+def _row_mean(value: torch.Tensor | float) -> torch.Tensor | float:
+    return value.mean(dim=-1, keepdim=True) if isinstance(value, torch.Tensor) else value
+
+
+def _full(value: torch.Tensor | float, shape: torch.Size) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.expand(shape).clone()
+    return torch.full(shape, float(value), dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class _NormErrors:
+    """The kernel's row statistics as errors: δμ, the relative error of r, and δx̂ per element."""
+
+    norm: NormRows
+    mean_error: Split  # δμ, keepdim (0 for rms_norm)
+    rstd_error: Split  # |δr| / r, keepdim
+    x_hat_error: Split  # |δx̂_j|
+
+
+def _norm_errors(norm: NormRows, eps: float) -> _NormErrors:
+    """δμ = (F + u)·mean|x|. The second moment, relative: F + u (its division) for rms_norm; for layer_norm
+    F + 3u (the deviations squared and the division) + 2·δμ·mean|x - μ|/σ² (a kernel that subtracts an
+    approximate mean as it goes, Welford's, drops the first-order cancellation of δμ). r = (σ² + eps)^-½:
+    half of it times σ²/(σ² + eps), plus RSQRT_ROUNDINGS·u. δx̂_j = r·δμ + |x̂_j|·(δr/r + 2u)."""
+    variance_plus_eps = norm.second_moment + eps
+    damping = norm.second_moment / variance_plus_eps
+    if norm.centered:
+        abs_mean = norm.x.abs().mean(dim=-1, keepdim=True)
+        mean_error = Split(abs_mean, abs_mean)
+        drift = 2 * abs_mean * norm.deviations.abs().mean(dim=-1, keepdim=True) / variance_plus_eps
+        relative_moment = Split(damping + drift, 3 * damping + drift)
+    else:
+        mean_error = Split(0.0, 0.0)
+        relative_moment = Split(damping, damping)
+    rstd_error = relative_moment * 0.5 + Split(0.0, float(RSQRT_ROUNDINGS))
+    x_hat_abs = norm.x_hat.abs()
+    x_hat_error = mean_error * norm.rstd + (rstd_error + Split(0.0, float(X_HAT_ROUNDINGS))) * x_hat_abs
+    return _NormErrors(norm, mean_error, rstd_error, x_hat_error)
+
+
+def _norm_inputs(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool):
+    params = problem.params
+    norm = norm_float64(norm_rows(inputs64["x"], params), params.eps, centered)
+    weight = inputs64["weight"].reshape(-1) if "weight" in inputs64 else None
+    return params, norm, weight
+
+
+def norm_forward_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool) -> SumOfBounds:
+    """y_j = x̂_j·w_j + b_j:  |δy_j| <= |w_j|·δx̂_j + u·(|x̂_j w_j| + |y_j|)  (the multiply, the add)."""
+    params, norm, weight = _norm_inputs(problem, inputs64, centered)
+    errors = _norm_errors(norm, params.eps)
+    w_abs = weight.abs() if weight is not None else 1.0
+    y = norm.x_hat * (weight if weight is not None else 1.0)
+    if "bias" in inputs64:
+        y = y + inputs64["bias"].reshape(-1)
+    total = errors.x_hat_error * w_abs + Split(0.0, (norm.x_hat * w_abs).abs() + y.abs())
+    shape = norm.x.shape
+    return SumOfBounds((*total.terms(params.row_length, problem.dtype, "x̂·w + b", shape, params.shape),
+                        OutputRounding(problem.out_dtype)))
+
+
+def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool) -> dict[str, SumOfBounds]:
+    """dx_j = r·(h_j - a - x̂_j·c), h = w·g, a = mean(h) (0 for rms_norm), c = mean(h·x̂):
+        |δdx_j| <= (δr/r)·|dx_j| + r·|c|·δx̂_j + r·|x̂_j|·mean(|h| δx̂)          (the statistics)
+                 + r·F·(mean|h| + |x̂_j|·mean|h x̂|)                              (the reductions a, c)
+                 + r·u·(3|h_j| + mean|h| + 3|a| + |x̂_j|·mean|h x̂| + 4|x̂_j c|) + 2u·|dx_j|  (the roundings)
+    dw_j = Σ_rows g_j·x̂_j:  F(R)·Σ|g_j x̂_j| + Σ_rows |g_j|·δx̂_j + u·Σ|g_j x̂_j|;  db_j = Σ_rows g_j:  F(R)·Σ|g_j|."""
+    params, norm, weight = _norm_inputs(problem, inputs64, centered)
+    dtype, n = problem.dtype, params.row_length
+    grad_rows = norm_rows(inputs64["grad_y"], params)
+    grads = norm_backward_float64(norm, grad_rows, weight)
+    errors = _norm_errors(norm, params.eps)
+    r, x_hat_abs, shape = norm.rstd, norm.x_hat.abs(), grad_rows.shape
+    h_abs = grads.h.abs()
+    mean_h, mean_hx = h_abs.mean(-1, keepdim=True), (h_abs * x_hat_abs).mean(-1, keepdim=True)
+    c_abs, a_abs, grad_x_abs = grads.c.abs(), grads.a.abs(), grads.grad_x.abs()
+    statistics = (errors.rstd_error * grad_x_abs + errors.x_hat_error * (r * c_abs)
+                  + (errors.x_hat_error * h_abs).mean() * (r * x_hat_abs))
+    reductions = Split(r * (mean_h + x_hat_abs * mean_hx), 0.0)
+    roundings = Split(0.0, r * (3 * h_abs + mean_h + 3 * a_abs + x_hat_abs * mean_hx + 4 * x_hat_abs * c_abs)
+                      + 2 * grad_x_abs)
+    grad_x = statistics + reductions + roundings
+    bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, params.shape), OutputRounding(problem.outputs["grad_x"].dtype)))}
+    if weight is None:
+        return bounds
+    reduced_rows = params.rows
+    flat = (-1, n)
+    g_abs = grad_rows.abs().reshape(flat)
+    gx = (g_abs * x_hat_abs.reshape(flat)).sum(dim=0)
+    through_x_hat = Split(*(_full(part, shape).reshape(flat).mul(g_abs).sum(dim=0) for part in
+                            (errors.x_hat_error.f, errors.x_hat_error.u)))
+    weight_shape = torch.Size((n,))
+    normalized_shape = params.normalized_shape
+    bounds["grad_weight"] = SumOfBounds((
+        ScaledMagnitude(ProductSumCoefficient(reduced_rows, dtype), gx.reshape(normalized_shape), "Σ_rows g·x̂"),
+        *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", weight_shape, normalized_shape)),
+        OutputRounding(problem.outputs["grad_weight"].dtype),
+    ))
+    if centered:
+        bounds["grad_bias"] = SumOfBounds((
+            ScaledMagnitude(ProductSumCoefficient(reduced_rows, dtype), g_abs.sum(dim=0).reshape(normalized_shape), "Σ_rows g"),
+            OutputRounding(problem.outputs["grad_bias"].dtype),
+        ))
+    return bounds

@@ -1,0 +1,1 @@
+"""The pointwise op family."""

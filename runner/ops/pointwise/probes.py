@@ -1,0 +1,91 @@
+"""Probe of an element-wise kernel's compute format: does it compute f16/bf16 math in f32 and then cast
+(the low-precision guide's rule, shared/seeds/004), or in its input format?
+
+The kernel runs on PROBE_SIZE inputs spread evenly (every value exact in the input format) over a
+range where the function is well inside its domain and the output format's range. A kernel computing
+in f32 lands every output inside the f32-computed acceptance interval rounded to the output format
+(in effect one of the two neighbours of the exact result); one computing in its input format
+usually does not. The finding is the narrowest format whose interval holds every output: "f32", else the
+input format; outputs outside even that interval are a bug no format explains (`unexplained`).
+A function an input-format computation still gets within the f32 interval (square: one rounding)
+measures "f32", which is as accurate as the rule asks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+from e2egen.runner.dtypes import storage_dtype
+from e2egen.runner.intervals import Interval, IntervalContext, to_output
+from e2egen.runner.kernels import TORCH_IMPL, call_kernel
+from e2egen.runner.problem import Problem
+from e2egen.runner.arithmetic.model import Arithmetic
+
+# (x range, y range): inside the domain, results inside f16's range, and steep enough to show rounding
+PROBE_RANGES: dict[str, tuple[tuple[float, float], tuple[float, float] | None]] = {
+    "exp": ((-8.0, 8.0), None), "log": ((2.0 ** -6, 64.0), None), "tanh": ((-4.0, 4.0), None),
+    "sigmoid": ((-8.0, 8.0), None), "silu": ((-8.0, 8.0), None), "gelu": ((-5.0, 5.0), None),
+    "gelu_tanh": ((-5.0, 5.0), None), "rsqrt": ((2.0 ** -6, 64.0), None), "sqrt": ((2.0 ** -6, 64.0), None),
+    "square": ((-16.0, 16.0), None), "relu": ((-8.0, 8.0), None), "div": ((-8.0, 8.0), (0.5, 8.0)), "pow": ((0.5, 4.0), (-3.0, 3.0)),
+}
+
+
+TAIL_SHAPE = (1, 1, 15)  # shorter than a vector: all of it in a kernel's scalar tail (torch CPU computes those apart)
+TAIL_CALLS = 64
+
+
+def probe_compute_format(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+    input_format = problem.input_format
+    if input_format == "f32":
+        return Arithmetic(compute="f32", probed_with=problem.describe(),
+                          notes=("f32 inputs: the math is computed in f32 or wider",))
+    function = problem.spec.function
+    # one call on the probe shape (the vectorised body), then many tiny ones (the scalar tails, which
+    # torch's CPU kernels compute differently)
+    calls = [replace(problem, params=replace(problem.params, shape=shape))
+             for shape in (problem.params.shape, *(TAIL_SHAPE,) * TAIL_CALLS)]
+    arguments = _probe_inputs(function.name, [call.params.shape for call in calls], problem)
+    results = [_run(call, kernel, device, label, inputs) for call, inputs in zip(calls, arguments)]
+    result = torch.cat([r.flatten() for r in results])
+    points = [Interval.point(torch.cat([inputs[name].flatten() for inputs in arguments])) for name in function.inputs]
+    outside_counts = {}
+    for compute in ("f32", input_format):
+        interval = to_output(function.interval(*points, IntervalContext(compute=compute)), problem.out_dtype)
+        outside = ~((result >= interval.lo) & (result <= interval.hi))
+        outside_counts[compute] = int(outside.sum())
+        if not outside.any():
+            notes = () if compute == "f32" else (
+                f"{outside_counts['f32']} of {result.numel()} outputs lie outside the f32-computed interval",)
+            return Arithmetic(compute=compute, probed_with=problem.describe(), notes=notes)
+    worst = f"{outside_counts[input_format]} of {result.numel()} outputs lie outside even an {input_format}-computed interval"
+    return Arithmetic(compute=input_format, probed_with=problem.describe(), unexplained=(f"{function.name}: {worst}",))
+
+
+def _run(problem: Problem, kernel, device: torch.device, label: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    tensors = {name: problem.spec.arrange(name, values.to(storage_dtype(problem.dtype)).to(device), problem.layout)
+               for name, values in inputs.items()}
+    out = call_kernel(problem, kernel, tensors, device, label=label, is_torch=label == TORCH_IMPL)
+    return out[problem.primary_output].detach().to("cpu", torch.float64)
+
+
+def _probe_inputs(name: str, shapes: list[tuple[int, ...]], problem: Problem) -> list[dict[str, torch.Tensor]]:
+    """Values of each input spread evenly over its probe range, exact in the input format (float64
+    tensors): the first call's over the whole range, and the tail calls' together over it again."""
+    from e2egen.runner.inputs import round_to_input_format
+
+    x_range, y_range = PROBE_RANGES[name]
+
+    def spread(sizes: list[int]) -> list[dict[str, torch.Tensor]]:
+        total = sum(sizes)
+        values = {"x": torch.linspace(*x_range, total, dtype=torch.float64)}
+        if y_range is not None:  # reversed, so that x and y pair differently across the range
+            values["y"] = torch.linspace(*y_range, total, dtype=torch.float64).flip(0)
+        exact = {key: round_to_input_format(tensor, problem).to(torch.float64) for key, tensor in values.items()}
+        return [dict(zip(exact, parts)) for parts in zip(*(tensor.split(sizes) for tensor in exact.values()))]
+
+    sizes = [math.prod(shape) for shape in shapes]
+    calls = spread(sizes[:1]) + spread(sizes[1:])
+    return [{key: tensor.reshape(shape) for key, tensor in call.items()} for call, shape in zip(calls, shapes)]

@@ -1,0 +1,127 @@
+"""Element-wise math ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, rsqrt, sqrt, square, div, pow),
+judged by acceptance intervals (runner/intervals.py) rather than by an error bound.
+
+Catalogue parameters: `shape` (1 to 5 sizes); the binary ops div and pow also take `y_range = [lo, hi]`,
+the range their second operand is drawn from (a divisor near zero, pow's exponent), by default the
+case's range.
+
+Kernel contract: f(x) -> y, or f(x, y) -> z for div and pow; the tensors on the device in the case's
+dtype, stored as the layout says (runner/ops/tensor_layouts.py), the result of the same logical shape
+and dtype (any strides). torch's own function is the default kernel.
+
+The verdict per element is membership of the acceptance interval: the exact result's interval in the
+kernel's compute format (f32 unless the probes find the kernel computes in its input format), rounded
+outward to the output format. `bound_ratio` reports it: the distance from the exact result over the
+interval's extent on that side, so <= 1 means inside.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.base import Op, Shape, frozen_mapping
+from e2egen.runner.ops.math_functions import FUNCTIONS, MathFunction
+from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, arrange_tensor, layout_problem_for_shape, parse_shape
+
+if TYPE_CHECKING:
+    import torch
+
+PROBE_SHAPE = (3, 37, 37)
+
+
+@dataclass(frozen=True)
+class PointwiseParams:
+    shape: Shape
+    y_range: tuple[float, float] | None = None
+
+    def to_catalogue(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), **({"y_range": list(self.y_range)} if self.y_range else {})}
+
+    def describe(self) -> str:
+        return f"shape={list(self.shape)}" + (f" y_range={list(self.y_range)}" if self.y_range else "")
+
+
+def _parse_range(key: str, value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    numbers = isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    if not numbers or not float(value[0]) < float(value[1]):
+        raise ProblemError(key, value, f"expected [low, high] with low < high, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+class PointwiseOp(Op):
+    directions = ("fwd",)
+    layouts = TENSOR_LAYOUTS
+    param_names = ("shape",)
+
+    def __init__(self, function: MathFunction):
+        self.function = function
+        self.name = function.name
+        self.optional_params = frozen_mapping({"y_range": None} if len(function.inputs) == 2 else {})
+
+    def __repr__(self) -> str:
+        return f"PointwiseOp({self.name})"
+
+    @property
+    def params_type(self) -> type:
+        return PointwiseParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> PointwiseParams:
+        return PointwiseParams(shape=parse_shape("shape", raw["shape"]), y_range=_parse_range("y_range", raw.get("y_range")))
+
+    def input_shapes(self, params: PointwiseParams, direction: str) -> dict[str, Shape]:
+        return {name: params.shape for name in self.function.inputs}
+
+    def input_ranges(self, params: PointwiseParams, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
+        return {"y": params.y_range} if params.y_range else {}
+
+    def output_shape(self, params: PointwiseParams, direction: str) -> Shape:
+        return params.shape
+
+    def layout_params_problem(self, params: PointwiseParams, layout: str) -> str | None:
+        return layout_problem_for_shape(layout, params.shape)
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return arrange_tensor(tensor, layout)
+
+    def reduction_size(self, params: PointwiseParams, direction: str) -> int:
+        return 1
+
+    def flops(self, params: PointwiseParams, direction: str) -> int:
+        import math
+
+        return math.prod(params.shape)
+
+    # -- arithmetic probes: which format the kernel computes in ---------------------------
+    def probe_params(self, params: PointwiseParams, direction: str) -> PointwiseParams:
+        # rank 3 with odd sizes: every layout stores it with the strides of a real case, and vectorised
+        # kernels leave scalar tails (torch's CPU f16 rsqrt is less accurate in its tails)
+        return PointwiseParams(shape=PROBE_SHAPE, y_range=params.y_range)
+
+    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
+        from e2egen.runner.ops.pointwise.probes import probe_compute_format
+
+        return probe_compute_format(problem, kernel, device, label)
+
+    # -- kernels, reference, verdict ------------------------------------------------------
+    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
+        return self.function.kernel
+
+    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: PointwiseParams,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        return kernel(*(tensors[name] for name in self.function.inputs))
+
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"out": self.function.exact(*(inputs64[name] for name in self.function.inputs))}
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        from e2egen.runner.interval_bound import AcceptanceInterval
+
+        return {"out": AcceptanceInterval(self.function, problem.out_dtype, problem.input_format,
+                                          {name: inputs64[name] for name in self.function.inputs})}
+
+
+POINTWISE_OPS = tuple(PointwiseOp(function) for function in FUNCTIONS.values())

@@ -1,0 +1,1 @@
+"""The product sum op family."""

@@ -1,0 +1,1 @@
+"""The reductions op family."""

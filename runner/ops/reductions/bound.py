@@ -1,0 +1,77 @@
+"""The reductions' per-element bounds, composed from runner.bound's pieces (derivation: docs/reduction-bound.md).
+
+For one output reducing N inputs x_i (exact in float64), u the compute format's unit roundoff as measured
+(Arithmetic.acc_bits; bound.acc overrides), G(N) the growth (λ√N, or λN when strict, 2N when truncating),
+μ = Σx/N, D = max_i |x_i - μ|, m = Σ|x|/N:
+
+    sum    G(N)·u·Σ|x|                                        the product-sum piece with |b| = 1
+           + c_out·ulp_T(out)
+    mean   G(N)·u·m + 2u·|μ|                                  the sum, then the division by N (or ·1/N)
+           + c_out·ulp_T(out)
+    max    0                                                  the output is one of the inputs
+    var    (G(N) + 4)·u·var                                   sum of squares; centring, square, division
+           + (G(N)·u + 2u)² · m²·N/(N-c)                      the mean's error, second order (two-pass)
+           + 2·G(N)·u · (|μ| + D)·D·(N+1)/(N-c)               the running means' errors (Welford, blocked)
+           + (N/(N-c) + 1) · tiny                             squares that underflow in the compute format
+           + c_out·ulp_T(out)
+
+var's bound covers the two-pass algorithm and the updating ones (Welford, and blocks merged by Chan's
+formulas); it does not cover the one-pass E[x²] - E[x]², whose error grows with μ²/var where these terms
+grow with |μ|/√var at most.
+"""
+from __future__ import annotations
+
+import torch
+
+from e2egen.runner.bound import (ComputeRoundings, ComputeSubnormalRounding, ExactWhere, OutputRounding, PositiveSumCoefficient,
+                    ProductSumCoefficient, ScaledMagnitude, SquaredCoefficient, SumOfBounds)
+from e2egen.runner.problem import Problem
+
+MEAN_DIVISION_ROUNDINGS = 2  # the division by N; or 1/N rounded, then the product
+VAR_ELEMENT_ROUNDINGS = 4  # the centring x - μ (2u on its square), the square, the final division by N - c
+
+
+def reduction_bound(reduction: str, problem: Problem, x: torch.Tensor):
+    """The bound of `reduction` (sum, mean, max, var) of x (float64, logical shape) over the problem's axes."""
+    params, dtype = problem.params, problem.dtype
+    axes, count = params.axes, params.reduced_size
+    output = OutputRounding(problem.out_dtype)
+    if reduction == "max":
+        exact = torch.ones(params.out_shape, dtype=torch.bool, device=x.device)
+        return ExactWhere(exact, SumOfBounds((output,)))
+    if reduction == "var":
+        return var_bound(x, axes, count, params.divisor, dtype, output)
+    absolute_sum = x.abs().sum(dim=axes)
+    if reduction == "sum":
+        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"), output))
+    mean = x.mean(dim=axes)
+    mean_abs = absolute_sum / count
+    if reduction == "mean":
+        return SumOfBounds((
+            ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
+            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean.abs(), "division by N"),
+            output,
+        ))
+    raise ValueError(f"unknown reduction {reduction!r}")
+
+
+def var_bound(x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,
+              output: OutputRounding) -> SumOfBounds:
+    """var = Σ(x - μ)² / divisor over `axes` (count elements each): the bound of docs/reduction-bound.md."""
+    mean = x.mean(dim=axes, keepdim=True)
+    deviations = x - mean
+    variance = deviations.square().sum(dim=axes) / divisor
+    spread = deviations.abs().amax(dim=axes)  # D
+    mean_abs = x.abs().sum(dim=axes) / count  # m
+    mean_error = SquaredCoefficient((ProductSumCoefficient(count, dtype),
+                                     ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype)))
+    running_means = (mean.abs().reshape(spread.shape) + spread).mul_(spread).mul_((count + 1) / divisor)
+    return SumOfBounds((
+        ScaledMagnitude(PositiveSumCoefficient(count, dtype), variance, "sum of squares"),
+        ScaledMagnitude(ComputeRoundings(VAR_ELEMENT_ROUNDINGS, dtype), variance, "centring, squares, division"),
+        ScaledMagnitude(mean_error, mean_abs.square().mul_(count / divisor), "mean's error (second order)"),
+        ScaledMagnitude(PositiveSumCoefficient(count, dtype, per_step=2), running_means, "running means (updates)"),
+        ScaledMagnitude(ComputeSubnormalRounding(dtype), torch.full_like(variance, count / divisor + 1),
+                        "underflowing squares"),
+        output,
+    ))

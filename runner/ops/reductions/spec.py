@@ -1,0 +1,184 @@
+"""Reductions, forward: `sum`, `mean`, `max` (the largest element) and `var` over one or more dims.
+
+Logical shapes: x is the catalogue's `shape` (1 to 5 dims); the output drops the reduced dims (`axis`: one
+dim or a list, negative counting from the end; a full reduction gives a 0-d tensor) and keeps the case's
+format (f16 in, f16 out), as torch does. `var` divides the sum of squared deviations by N - correction
+(`correction`, default 1: the unbiased estimate, torch.var's default); N is the number of elements each
+output reduces.
+
+Kernel contract: f(x, *, dim) -> out for sum, mean, max; f(x, *, dim, correction) -> out for var. dim is a
+tuple of ints (>= 0, sorted), correction an int. torch.sum, torch.mean, torch.amax and torch.var with those
+keywords are the default kernels.
+
+Layouts (runner/ops/tensor_layouts.py): contiguous, strided (x is a view of every other element of a
+buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in any memory layout.
+
+The reference is the same torch op on the float64 inputs (max is exact: it returns an input). The bounds
+are runner/ops/reductions/bound.py's, derived in docs/reduction-bound.md; the arithmetic probes are
+runner/ops/reductions/probes.py.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from e2egen.runner.errors import ProblemError
+from e2egen.runner.ops.base import Op, Shape, frozen_mapping, is_int
+from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, arrange_tensor, layout_problem_for_shape, parse_axes, parse_shape
+
+if TYPE_CHECKING:
+    import torch
+
+REDUCTIONS = ("sum", "mean", "max", "var")
+# Arithmetic operations per reduced element (var: subtract the mean, square, add; a mean pass besides).
+_OPS_PER_ELEMENT = {"sum": 1, "mean": 1, "max": 1, "var": 4}
+
+
+@dataclass(frozen=True)
+class ReductionParams:
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]  # sorted, >= 0
+    correction: int | None = None  # var only: the divisor is N - correction
+
+    def __post_init__(self) -> None:
+        rank = len(self.shape)
+        if not self.axes or any(not 0 <= axis < rank for axis in self.axes) or list(self.axes) != sorted(set(self.axes)):
+            raise ProblemError("axis", list(self.axes), f"expected distinct sorted dims in [0, {rank - 1}], got {list(self.axes)}")
+        if self.correction is not None:
+            if not is_int(self.correction) or self.correction < 0:
+                raise ProblemError("correction", self.correction,
+                                   f"expected an integer >= 0 (1: unbiased, 0: biased), got {self.correction!r}")
+            if self.correction >= self.reduced_size:
+                raise ProblemError("correction", self.correction,
+                                   f"must be smaller than the number of elements each output reduces "
+                                   f"({self.reduced_size} for shape {list(self.shape)}, axis {list(self.axes)}): "
+                                   f"var divides by N - correction")
+
+    @property
+    def reduced_size(self) -> int:
+        return math.prod(self.shape[axis] for axis in self.axes)
+
+    @property
+    def out_shape(self) -> Shape:
+        return tuple(size for dim, size in enumerate(self.shape) if dim not in self.axes)
+
+    @property
+    def divisor(self) -> int:
+        """var's N - correction."""
+        return self.reduced_size - (self.correction or 0)
+
+    def to_catalogue(self) -> dict[str, Any]:
+        axis: Any = self.axes[0] if len(self.axes) == 1 else list(self.axes)
+        return {"shape": list(self.shape), "axis": axis, **({} if self.correction is None else {"correction": self.correction})}
+
+    def describe(self) -> str:
+        text = f"shape={'x'.join(map(str, self.shape))} axis={','.join(map(str, self.axes))}"
+        return text + ("" if self.correction is None else f" correction={self.correction}")
+
+
+class ReductionOp(Op):
+    """One reduction (`sum`, `mean`, `max` or `var`); the four share everything but the kernel and the bound."""
+
+    directions = ("fwd",)
+    layouts = TENSOR_LAYOUTS
+    param_names = ("shape",)
+
+    def __init__(self, reduction: str):
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
+        self.name = self.reduction = reduction
+        self.optional_params = frozen_mapping({"axis": -1, **({"correction": 1} if reduction == "var" else {})})
+
+    def __repr__(self) -> str:
+        return f"ReductionOp({self.reduction})"
+
+    @property
+    def params_type(self) -> type:
+        return ReductionParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> ReductionParams:
+        shape = parse_shape("shape", raw["shape"])
+        axes = parse_axes("axis", raw["axis"], len(shape))
+        return ReductionParams(shape, axes, raw["correction"] if self.reduction == "var" else None)
+
+    # -- tensors ------------------------------------------------------------------
+    def input_shapes(self, params: ReductionParams, direction: str) -> dict[str, Shape]:
+        return {"x": params.shape}
+
+    def output_shape(self, params: ReductionParams, direction: str) -> Shape:
+        return params.out_shape
+
+    def layout_params_problem(self, params: ReductionParams, layout: str) -> str | None:
+        return layout_problem_for_shape(layout, params.shape)
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return arrange_tensor(tensor, layout)
+
+    # -- cost ------------------------------------------------------------------------
+    def reduction_size(self, params: ReductionParams, direction: str) -> int:
+        return params.reduced_size
+
+    def flops(self, params: ReductionParams, direction: str) -> int:
+        return _OPS_PER_ELEMENT[self.reduction] * math.prod(params.shape)
+
+    # -- arithmetic probes (runner/ops/reductions/probes.py) ---------------------------
+    def shape_class(self, params: ReductionParams, direction: str) -> str:
+        """Kernels pick their path by rank and reduced dims (inner, outer, full): one cell per such geometry."""
+        return f"{len(params.shape)}d-axes{''.join(map(str, params.axes))}"
+
+    def probe_params(self, params: ReductionParams, direction: str) -> ReductionParams:
+        from e2egen.runner.ops.reductions.probes import probe_shape
+
+        shape = probe_shape(self.reduction, params.shape, params.axes)
+        correction = None if params.correction is None else min(params.correction, math.prod(shape[a] for a in params.axes) - 1)
+        return ReductionParams(shape, params.axes, correction)
+
+    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
+        from e2egen.runner.ops.reductions.probes import probe_reduction
+
+        return probe_reduction(problem, kernel, device, label)
+
+    # -- kernels ----------------------------------------------------------------------
+    def default_kernel(self, direction: str) -> Callable[..., Any]:
+        return _TORCH_KERNELS[self.reduction]
+
+    def call(self, kernel: Callable[..., Any], direction: str, params: ReductionParams,
+             tensors: Mapping[str, torch.Tensor]) -> Any:
+        if self.reduction == "var":
+            return kernel(tensors["x"], dim=params.axes, correction=params.correction)
+        return kernel(tensors["x"], dim=params.axes)
+
+    # -- bound -------------------------------------------------------------------------------
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        from e2egen.runner.ops.reductions.bound import reduction_bound
+
+        return {problem.primary_output: reduction_bound(self.reduction, problem, inputs64["x"])}
+
+
+def torch_sum(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    import torch
+
+    return torch.sum(x, dim=dim)
+
+
+def torch_mean(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    import torch
+
+    return torch.mean(x, dim=dim)
+
+
+def torch_max(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    import torch
+
+    return torch.amax(x, dim=dim)
+
+
+def torch_var(x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
+    import torch
+
+    return torch.var(x, dim=dim, correction=correction)
+
+
+_TORCH_KERNELS = {"sum": torch_sum, "mean": torch_mean, "max": torch_max, "var": torch_var}
+REDUCTION_OPS = tuple(ReductionOp(reduction) for reduction in REDUCTIONS)

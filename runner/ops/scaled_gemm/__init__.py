@@ -1,0 +1,1 @@
+"""The scaled gemm op family."""

@@ -1,0 +1,36 @@
+"""The arithmetic probes of a scaled gemm: gemm's probes run on the kernel with every scale 1.
+
+With unit scales a scaled gemm is a plain gemm of its elements, so what the probes find (how products
+see the inputs, the accumulator's bits and grouping, its rounding, subnormals) is the kernel's
+arithmetic on the elements; the scales are judged by the structured patterns and the bound's scale term.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+from e2egen.runner.arithmetic.model import Arithmetic
+from e2egen.runner.ops.product_sum.probes import probe_arithmetic
+from e2egen.runner.dtypes import storage_dtype
+from e2egen.runner.problem import Problem
+
+
+def probe_scaled_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+    from e2egen.runner.ops.product_sum.gemm import GemmParams
+
+    params = problem.params
+    gemm = replace(problem, op="gemm", layout=problem.layout[:2],
+                   params=GemmParams(params.m, params.n, params.k, params.batch, params.out_dtype))
+    spec = problem.spec
+    unit_scales = {name: torch.ones(shape, dtype=torch.float64)
+                   for name, shape in problem.input_shapes.items() if name.startswith("scale_")}
+    formats = spec.input_formats(params, problem.direction, problem.dtype)
+
+    def with_unit_scales(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        scales = {name: spec.arrange(name, values.to(storage_dtype(formats[name])).to(a.device), problem.layout)
+                  for name, values in unit_scales.items()}
+        return spec.call(kernel, problem.direction, params, {"a": a, "b": b, **scales})
+
+    return probe_arithmetic(gemm, with_unit_scales, device, label)

@@ -47,9 +47,9 @@ def baseline_partials(problem, inputs64):
     params, direction = problem.params, problem.direction
     if direction == "bwd_data":
         return (tap_partial("bwd_data", params, inputs64, t) for t in range(math.prod(params.kernel) - 1, -1, -1))
-    spec = problem.spec
-    kernel = spec.default_kernel("bwd_weight")
-    return (spec.call(kernel, "bwd_weight", params, {"x": inputs64["x"][i:i + 1], "dy": inputs64["dy"][i:i + 1]})
+    numerics = problem.numerics
+    kernel = numerics.default_kernel("bwd_weight")
+    return (numerics.call(kernel, "bwd_weight", params, {"x": inputs64["x"][i:i + 1], "dy": inputs64["dy"][i:i + 1]})
             for i in range(params.n))
 
 

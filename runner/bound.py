@@ -576,7 +576,7 @@ def _partial_sums(problem: Problem, inputs64: Mapping[str, torch.Tensor], arithm
         unit, min_normal = F32_UNIT_ROUNDOFF, F32_MIN_NORMAL
     dtype = next(iter(inputs.values())).dtype
     with torch.backends.nnpack.flags(enabled=False):
-        produced = problem.spec.reduction_partials(problem, inputs, arithmetic.groups)
+        produced = problem.numerics.reduction_partials(problem, inputs, arithmetic.groups)
         if produced is None:
             return None
         primary = (_computed_in(dtype, named_outputs(problem.output_names, p, ValueError)[problem.primary_output])
@@ -610,7 +610,7 @@ def relative_factor(problem: Problem, model: BoundModel) -> float:
 def error_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor],
                  arithmetic: Arithmetic | None = None) -> dict[str, ErrorBound]:
     """Each output's bound, from the op (model-independent parts computed once)."""
-    return problem.spec.error_bound(problem, inputs64, arithmetic)
+    return problem.numerics.error_bound(problem, inputs64, arithmetic)
 
 
 def compute_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], ref: torch.Tensor, model: BoundModel) -> torch.Tensor:

@@ -45,8 +45,8 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
             drawn[name] = draw_integers(shape, lo, hi, generator)
             continue
         drawn[name] = draws.uniform(shape, lo, hi, problem.seed, stream, draw_dtype)
-    problem.spec.adjust_inputs(problem.params, drawn)
-    return problem.spec.quantize_inputs(problem.params, drawn, formats)
+    problem.numerics.adjust_inputs(problem.params, drawn)
+    return problem.numerics.quantize_inputs(problem.params, drawn, formats)
 
 
 F32_DRAW_MAX_BITS = 11  # significand bits (implicit one included) of the widest format an f32 draw serves
@@ -180,7 +180,7 @@ def _round_to_odd_f32(values: torch.Tensor) -> torch.Tensor:
 def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """The kernel's tensors: on the device, in the problem's memory layout."""
     on_device = {name: tensor.to(device) for name, tensor in inputs.items()}
-    return problem.spec.arrange_inputs(problem.params, on_device, problem.layout)
+    return problem.numerics.arrange_inputs(problem.params, on_device, problem.layout)
 
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,

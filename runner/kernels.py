@@ -51,10 +51,11 @@ import torch
 
 from e2egen.runner.arithmetic.torch_deviations import TORCH_IMPL
 from e2egen.runner.dtypes import storage_dtype
-from e2egen.runner.device import synchronize
+from e2egen.runner.device import synchronize, tf32_mode
 from e2egen.runner.errors import ImplError, KernelDeclined, KernelFailure, Skip
 from e2egen.runner.import_path import search_path_text
-from e2egen.runner.ops import Op
+from e2egen.runner.inputs import arrange_for_kernel, input_formats
+from e2egen.runner.ops import Op, numerics_of
 from e2egen.runner.ops.base import named_outputs
 from e2egen.runner.problem import Problem, check_direction, lookup_op
 
@@ -80,7 +81,7 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
     spec = lookup_op(op)
     check_direction(spec, direction)
     if impl is None or impl == TORCH_IMPL:
-        return spec.default_kernel(direction)
+        return numerics_of(spec).default_kernel(direction)
     if not isinstance(impl, str) or not _IMPL_PATTERN.fullmatch(impl):
         raise ImplError(str(impl), "expected 'package.module:function' (or \"torch\")")
     module_name, attribute_path = impl.split(":")
@@ -104,12 +105,15 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
 
 
 def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[str, torch.Tensor],
-                device: torch.device, *, label: str, is_torch: bool) -> dict[str, torch.Tensor]:
-    """Run the kernel once (waiting for the device) and check its outputs against the contract."""
+                device: torch.device, *, label: str) -> dict[str, torch.Tensor]:
+    """Run the kernel once (waiting for the device) and check its outputs against the contract: the one way a
+    kernel is called, by runs, probes, experiments and studies. label: the impl's name ("torch" for torch's
+    own kernel, whose missing device kernels are skips, not failures)."""
+    is_torch = label == TORCH_IMPL
     watch_interrupts()
     started = time.monotonic()
     try:
-        result = problem.spec.call(kernel, problem.direction, problem.params, tensors)
+        result = problem.numerics.call(kernel, problem.direction, problem.params, tensors)
         synchronize(device)
     except KernelDeclined as err:
         raise Skip(f"kernel {label} declined: {err.reason}") from err
@@ -133,6 +137,18 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
     for name, out in outputs.items():
         check_output(problem, out, device, label, name=name)
     return outputs
+
+
+def call_on_values(problem: Problem, kernel: Callable[..., Any], values: Mapping[str, torch.Tensor],
+                   device: torch.device, *, label: str) -> dict[str, torch.Tensor]:
+    """A kernel on chosen logical values (the probes' and experiments' inputs, each exact in its input's
+    format): stored as a case stores its inputs, called through call_kernel, every output widened to float64
+    on the CPU."""
+    formats = input_formats(problem)
+    inputs = {name: values[name].to(storage_dtype(formats[name])) for name in problem.input_shapes}
+    with tf32_mode(problem.dtype == "tf32"):
+        outputs = call_kernel(problem, kernel, arrange_for_kernel(problem, inputs, device), device, label=label)
+    return {name: out.detach().to("cpu", torch.float64) for name, out in outputs.items()}
 
 
 # -- telling a kernel's own KeyboardInterrupt from a real Ctrl-C ---------------------------

@@ -9,14 +9,17 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from e2egen.metrics.formats import get_format
 
 from e2egen.runner.dtypes import DTYPES, element_size, input_format_name, operand_formats
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops import OPS, Op
+from e2egen.runner.ops import OPS, Op, numerics_of
 from e2egen.runner.ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
+
+if TYPE_CHECKING:
+    from e2egen.runner.ops.numerics import OpNumerics
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
 # How inputs are drawn from input_range: "uniform" real numbers in [lo, hi), or "integers" lo..hi inclusive
@@ -69,8 +72,7 @@ class Problem:
         if self.dtype not in op.dtypes:
             raise ProblemError.unknown("dtype", self.dtype, op.dtypes, what=f"dtype for {op.name}")
         check_layout(op, self.layout)
-        if not isinstance(self.params, op.params_type) or (
-                hasattr(self.params, "spatial_dims") and self.params.spatial_dims != getattr(op, "spatial_dims", None)):
+        if not op.owns_params(self.params):
             raise ProblemError("params", self.params, f"expected {op.name} parameters, got {self.params!r}")
         dtype_problem = op.dtype_params_problem(self.params, self.dtype)
         if dtype_problem:
@@ -86,7 +88,13 @@ class Problem:
     # -- what the op says about this problem ---------------------------------
     @property
     def spec(self) -> Op:
+        """The op's torch-free description."""
         return OPS[self.op]
+
+    @property
+    def numerics(self) -> OpNumerics:
+        """The op's torch side: inputs, kernel call, reference, bound, probes."""
+        return numerics_of(self.op)
 
     @property
     def input_shapes(self) -> dict[str, Shape]:

@@ -54,7 +54,7 @@ def compute_reference(problem: Problem, inputs64: Mapping[str, torch.Tensor], op
                                f"models the accumulation of a product sum; {problem.op} is not one")
         values = {problem.primary_output: accumulate_chunked(lower(problem, inputs64), options.accumulate)}
     else:
-        values = {name: t.contiguous() for name, t in problem.spec.reference(problem, inputs64).items()}
+        values = {name: t.contiguous() for name, t in problem.numerics.reference(problem, inputs64).items()}
     outputs = problem.outputs
     for name in values:
         if options.round_output:
@@ -66,4 +66,4 @@ def compute_reference(problem: Problem, inputs64: Mapping[str, torch.Tensor], op
 
 def apply_op(problem: Problem, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The problem's primary output on the given tensors with torch's own kernel (float64 in, float64 out)."""
-    return problem.spec.reference(problem, tensors)[problem.primary_output].contiguous()
+    return problem.numerics.reference(problem, tensors)[problem.primary_output].contiguous()

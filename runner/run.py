@@ -133,7 +133,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
             out = _call_warm(problem, kernel, kernel_tensors, dev, label, timings, repeat=warm_kernel)
         else:  # timed after its warm-up calls: the median is the recorded time
             started = time.perf_counter()
-            out = call_kernel(problem, kernel, kernel_tensors, dev, label=label, is_torch=label == TORCH_IMPL)
+            out = call_kernel(problem, kernel, kernel_tensors, dev, label=label)
             timings["kernel_first_call"] = time.perf_counter() - started
             kernel_timing = _time(problem, kernel, kernel_tensors, dev, timing, label)
             timings["kernel"] = kernel_timing.median_s
@@ -173,7 +173,7 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
     signature = warm_calls.signature(problem, label, tensors)
     warm_already = warm_calls.seen(signature)
     started = time.perf_counter()
-    out = call_kernel(problem, kernel, tensors, dev, label=label, is_torch=label == TORCH_IMPL)
+    out = call_kernel(problem, kernel, tensors, dev, label=label)
     first = time.perf_counter() - started
     warm_calls.remember(signature)
     if warm_already or not repeat or first >= WARM_CALL_LIMIT_S:
@@ -181,7 +181,7 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
         return out
     del out  # the repeat's outputs replace these; both alive at once would double the outputs' memory
     started = time.perf_counter()
-    out = call_kernel(problem, kernel, tensors, dev, label=label, is_torch=label == TORCH_IMPL)
+    out = call_kernel(problem, kernel, tensors, dev, label=label)
     timings["kernel"] = time.perf_counter() - started
     timings["kernel_first_call"] = first
     return out
@@ -189,7 +189,7 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
 
 def _time(problem: Problem, kernel, tensors, dev: torch.device, options: TimingOptions, label: str) -> KernelTiming:
     try:
-        return time_kernel(lambda: problem.spec.call(kernel, problem.direction, problem.params, tensors),
+        return time_kernel(lambda: problem.numerics.call(kernel, problem.direction, problem.params, tensors),
                            dev, problem.flops, options)
     except torch.OutOfMemoryError as err:
         raise KernelFailure(f"kernel {label} ran out of memory while being timed: {err}") from err

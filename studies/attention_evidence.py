@@ -275,8 +275,7 @@ def rocmlir_rule(out, ref, dtype: str, out_format: str) -> tuple[str, ...]:
 # -- running -----------------------------------------------------------------------------------------------------
 def kernel_outputs(case: Case, name: str, kernel) -> dict[str, torch.Tensor] | None:
     try:
-        return call_kernel(case.problem, kernel, case.kernel_tensors, torch.device("cpu"), label=name,
-                           is_torch=name == "torch")
+        return call_kernel(case.problem, kernel, case.kernel_tensors, torch.device("cpu"), label=name)
     except KernelFailure:
         return None
 
@@ -285,7 +284,7 @@ def probe(problem, name: str, kernel) -> Arithmetic | None:
     """What the attention probes find for the kernel on the case's geometry; None where they cannot run."""
     label = "torch" if name == "torch" else f"e2egen.studies.attention_kernels:{name}"
     try:
-        return problem.spec.probe_arithmetic(probe_problem(problem), kernel, torch.device("cpu"), label)
+        return problem.numerics.probe_arithmetic(probe_problem(problem), kernel, torch.device("cpu"), label)
     except (KernelFailure, Skip):
         return None
 

@@ -307,9 +307,9 @@ def test_partials_keep_the_inputs_dtype_when_the_case_asks_for_another_output(di
 
     monkeypatch.setattr(PartialSums, "of", recording)
     sums = _partial_sums(problem, tensors, arithmetic, operands)
-    exact = list(problem.spec.reduction_partials(problem, tensors, kind))
+    exact = list(problem.numerics.reduction_partials(problem, tensors, kind))
     assert seen and all(p.dtype == torch.float32 for p in seen) and len(seen) == len(exact) == sums.count
     relative, absolute = sums.partial_error
-    magnitudes = problem.spec.reduction_partials(problem, {k: v.abs() for k, v in tensors.items()}, kind)
+    magnitudes = problem.numerics.reduction_partials(problem, {k: v.abs() for k, v in tensors.items()}, kind)
     for computed, value, magnitude in zip(seen, exact, magnitudes):
         assert bool(((computed.double() - value).abs() <= relative * magnitude + absolute).all())

@@ -50,6 +50,6 @@ def test_the_conv3d_reference_equals_torchs_conv3d(direction):
     generator = torch.Generator().manual_seed(1)
     inputs = {name: torch.randn(shape, dtype=torch.float64, generator=generator)
               for name, shape in problem.input_shapes.items()}
-    (name, got), = problem.spec.reference(problem, inputs).items()
+    (name, got), = problem.numerics.reference(problem, inputs).items()
     want = torch_conv3d(direction, problem.params, inputs)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

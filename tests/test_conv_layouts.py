@@ -49,7 +49,7 @@ def test_each_tensor_is_stored_in_its_order_and_results_do_not_change(dims, layo
     problem = make_problem(f"conv{dims}d", direction, "f32", layout, PARAMS[dims], (-1.0, 1.0), 3)
     inputs = generate_inputs(problem)
     for name, role in TENSORS[direction]:
-        stored = problem.spec.arrange(name, inputs[name], layout)
+        stored = problem.numerics.arrange(name, inputs[name], layout)
         assert torch.equal(stored, inputs[name])
         order = _order(role, layout, dims)
         names = _logical_names(role, dims, digits=order[-1].isdigit() or order[0].isdigit() or "0" in order)

@@ -348,9 +348,9 @@ def test_a_sigint_while_the_kernel_runs_is_a_real_interrupt_a_raised_one_is_the_
         return a @ b
 
     with pytest.raises(KernelFailure, match="raised KeyboardInterrupt"):
-        call_kernel(problem, raises, tensors, torch.device("cpu"), label="k", is_torch=False)
+        call_kernel(problem, raises, tensors, torch.device("cpu"), label="k")
     with pytest.raises(KeyboardInterrupt):
-        call_kernel(problem, signalled, tensors, torch.device("cpu"), label="k", is_torch=False)
+        call_kernel(problem, signalled, tensors, torch.device("cpu"), label="k")
 
 
 # -- e2egen run ----------------------------------------------------------------------------------------------

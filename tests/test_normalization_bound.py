@@ -33,8 +33,8 @@ def assert_within(op, direction, dtype, params, inputs, outputs, models=(DEFAULT
     """Every output of the kernel within its bound, element-wise, under each model."""
     problem = make_problem(op, direction, dtype, "contiguous", params, (-1.0, 1.0), 0)
     inputs64 = {name: t.double() for name, t in inputs.items()}
-    refs = problem.spec.reference(problem, inputs64)
-    bounds = problem.spec.error_bound(problem, inputs64)
+    refs = problem.numerics.reference(problem, inputs64)
+    bounds = problem.numerics.error_bound(problem, inputs64)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for name, out in zip(problem.output_names, outputs):
         error = (out.double() - refs[name]).abs()
@@ -85,8 +85,8 @@ def test_log_softmax_bound_needs_its_stored_intermediate_terms():
     x = draw_rows(7, 1024, 1.0, 0.0, "bf16", rows=64)  # about one row in ten reaches past one output ulp
     problem = make_problem("log_softmax", "fwd", "bf16", "contiguous", {"shape": [64, 1024]}, (-1.0, 1.0), 0)
     inputs64 = {"x": x.double()}
-    ref = problem.spec.reference(problem, inputs64)["y"]
-    whole = problem.spec.error_bound(problem, inputs64)["y"]
+    ref = problem.numerics.reference(problem, inputs64)["y"]
+    whole = problem.numerics.error_bound(problem, inputs64)["y"]
     stored = "row sum and log l stored"
     assert stored in {getattr(part, "source", "") for part in whole.parts}
     without = SumOfBounds(tuple(part for part in whole.parts if getattr(part, "source", "") != stored))
@@ -174,8 +174,8 @@ def test_the_default_model_misses_a_sequential_sum_of_nearly_equal_terms():
     grad_weight = kernels.rms_norm_backward_f32(grad, x, weight, normalized_shape=(n,), eps=1e-5)[1]
     problem = make_problem("rms_norm", "bwd_data", "f32", "contiguous", {"shape": [ROWS, n], "eps": 1e-5}, (-1.0, 1.0), 0)
     inputs64 = {"grad_y": grad.double(), "x": x.double(), "weight": weight.double()}
-    ref = problem.spec.reference(problem, inputs64)["grad_weight"]
-    bound = problem.spec.error_bound(problem, inputs64)["grad_weight"]
+    ref = problem.numerics.reference(problem, inputs64)["grad_weight"]
+    bound = problem.numerics.error_bound(problem, inputs64)["grad_weight"]
     error = (grad_weight.double() - ref).abs()
     assert (error / bound.evaluate(DEFAULT, ref)).max() > 1.5
     assert (error <= bound.evaluate(STRICT, ref)).all()
@@ -191,8 +191,8 @@ def kernels_torch_backward(centered: bool):
 def _bound(op, direction, dtype, params, inputs, model=DEFAULT):
     problem = make_problem(op, direction, dtype, "contiguous", params, (-1.0, 1.0), 0)
     inputs64 = {name: t.double() for name, t in inputs.items()}
-    refs = problem.spec.reference(problem, inputs64)
-    return {name: b.evaluate(model, refs[name]) for name, b in problem.spec.error_bound(problem, inputs64).items()}
+    refs = problem.numerics.reference(problem, inputs64)
+    return {name: b.evaluate(model, refs[name]) for name, b in problem.numerics.error_bound(problem, inputs64).items()}
 
 
 def test_bounds_follow_the_accumulator_format():

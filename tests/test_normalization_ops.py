@@ -420,8 +420,8 @@ def test_the_reference_is_torch_in_float64(op, direction, params):
     """The stable float64 formulas agree with torch's own kernels run in float64 (autograd for the norms)."""
     problem = make_problem(op, direction, "f32", "contiguous", params, (-1.0, 1.0), 4)
     inputs = {name: t.double() for name, t in generate_inputs(problem).items()}
-    ours = problem.spec.reference(problem, inputs)
-    theirs = problem.spec.call(problem.spec.default_kernel(direction), direction, problem.params, inputs)
+    ours = problem.numerics.reference(problem, inputs)
+    theirs = problem.numerics.call(problem.numerics.default_kernel(direction), direction, problem.params, inputs)
     theirs = theirs if isinstance(theirs, tuple) else (theirs,)
     assert list(ours) == list(problem.output_names)
     for name, value in zip(problem.output_names, theirs):

@@ -73,7 +73,7 @@ def worst_ratio(op: str, order: str, dtype: str, acc: str, x64: torch.Tensor, co
     """max |emulated - ref| / bound over the rows of x64 (rows, N), reduced over dim 1."""
     params = {"shape": list(x64.shape), "axis": 1, **({"correction": correction} if op == "var" else {})}
     problem = make_problem(op, "fwd", dtype, "contiguous", params, (-1.0, 1.0), 0)
-    ref = problem.spec.reference(problem, {"x": x64})["out"]
+    ref = problem.numerics.reference(problem, {"x": x64})["out"]
     bound = reduction_bound(op, problem, x64).evaluate(BoundModel(acc=acc), ref)
     out = emulated(op, order, x64.to(TORCH[acc]), correction).to(TORCH[dtype]).to(torch.float64)
     error = (out - ref).abs()
@@ -126,7 +126,7 @@ def test_the_one_pass_variance_exceeds_the_bound_on_offset_data(n, offset, seed)
     x64 = draw(4, n, "f32", offset, 1.0, False, seed)
     params = {"shape": [4, n], "axis": 1, "correction": 1}
     problem = make_problem("var", "fwd", "f32", "contiguous", params, (-1.0, 1.0), 0)
-    ref = problem.spec.reference(problem, {"x": x64})["out"]
+    ref = problem.numerics.reference(problem, {"x": x64})["out"]
     bound = reduction_bound("var", problem, x64).evaluate(BoundModel(acc="f32"), ref)
     out = k.one_pass_var(x64.float(), dim=(1,), correction=1).double()
     assert float(((out - ref).abs() / bound).max()) > 1.0
@@ -135,7 +135,7 @@ def test_the_one_pass_variance_exceeds_the_bound_on_offset_data(n, offset, seed)
 def test_max_is_exact_and_the_division_counts_twice():
     problem = make_problem("max", "fwd", "f16", "contiguous", {"shape": [3, 5]}, (-1.0, 1.0), 0)
     x64 = draw(3, 5, "f16", 0.0, 1.0, False, 1)
-    ref = problem.spec.reference(problem, {"x": x64})["out"]
+    ref = problem.numerics.reference(problem, {"x": x64})["out"]
     assert bool((reduction_bound("max", problem, x64).evaluate(BoundModel(), ref) == 0).all())
     assert ComputeRoundings(2, "f32")(BoundModel()) == 2 * 2.0 ** -24
 

@@ -105,10 +105,10 @@ def test_torch_lacking_a_kernel_is_a_skip():
     tensors = {"x": torch.zeros(problem.input_shapes["x"], dtype=torch.float16),
                "w": torch.zeros(problem.input_shapes["w"], dtype=torch.float16)}
     with pytest.raises(Skip, match="torch has no cpu kernel for conv2d fwd in f16"):
-        call_kernel(problem, missing, tensors, torch.device("cpu"), label="torch", is_torch=True)
+        call_kernel(problem, missing, tensors, torch.device("cpu"), label="torch")
     # The same error from a team's kernel is that kernel's failure.
     with pytest.raises(KernelFailure):
-        call_kernel(problem, missing, tensors, torch.device("cpu"), label="mine", is_torch=False)
+        call_kernel(problem, missing, tensors, torch.device("cpu"), label="mine")
 
 
 @pytest.mark.parametrize("impl,expected", [

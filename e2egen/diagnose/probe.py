@@ -86,7 +86,7 @@ def run_probe(problem: runner.Problem, kernel, device: torch.device, label: str,
     try:
         tensors = arrange_for_kernel(problem, inputs, device)
         with tf32_mode(problem.dtype == "tf32"):
-            out = call_kernel(problem, kernel, tensors, device, label=label, is_torch=label == TORCH_IMPL)[problem.primary_output]
+            out = call_kernel(problem, kernel, tensors, device, label=label)[problem.primary_output]
     except runner.KernelFailure as failure:
         return ProbeResult(limit, density, skipped=f"the kernel failed on the probe's inputs: {failure.reason}")
     except runner.Skip as skip:

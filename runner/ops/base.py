@@ -1,8 +1,7 @@
-"""What every op offers the runner: its catalogue parameters, its tensors'
-logical shapes, how layouts store them, how a kernel is called, its float64
-reference, its per-element error bound, and its cost.
+"""An op's spec: what it is, with no torch. Its numerics (torch) are the other half,
+runner/ops/numerics.py; the registry (runner/ops/__init__.py) pairs them.
 
-The protocol, in the order a case uses it:
+The spec, in the order a case uses it:
 
     parse_params      catalogue table -> the op's frozen params dataclass: shapes
                       and any option that is not a shape (a mask, a scale)
@@ -10,17 +9,13 @@ The protocol, in the order a case uses it:
     outputs           named outputs, each with its logical shape and format
                       (several for ops such as attention's (O, LSE); integer
                       formats for integer ops); the first is the primary one
-    adjust_inputs     (optional) shape the drawn values into the op's input kinds
-    arrange / call    how a layout stores each input, how a kernel is called
-    reference         each output in float64 from the float64 inputs
-    error_bound       each output's bound, composed of runner.bound's pieces
-    reduction_size, flops
+    input_formats, input_ranges, largest_input
+    reduction_size, flops, scratch_elements
+    probe_params      the small problem its probes run on (None: no probes)
 
 An op is stateless; a problem's parameters live in the op's own frozen
-params dataclass, which checks its invariants when it is built.
-
-Describing an op and checking its parameters needs no torch: torch is
-imported when a case runs, so generating a suite stays fast.
+params dataclass, which checks its invariants when it is built. Describing an
+op and checking its parameters needs no torch, so generating a suite stays fast.
 """
 from __future__ import annotations
 
@@ -29,16 +24,63 @@ import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterator, TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal, Mapping, Sequence
 
-from e2egen.runner.dtypes import FLOAT_DTYPES
+from e2egen.runner.dtypes import FLOAT_DTYPES, largest_finite, operand_formats, output_dtype_name
 from e2egen.runner.errors import ProblemError
 
 if TYPE_CHECKING:
     import torch
 
 Shape = tuple[int, ...]
+Direction = Literal["fwd", "bwd_data", "bwd_weight"]
+DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd_data", "bwd_weight")
 UNKNOWN_LAYOUT = "unknown layout"  # Op.layout_problem: not a name this op knows
+
+
+class _TransitionalNumerics:
+    """Transitional (removed when every family has its numerics class): the numerics defaults a spec class
+    that still carries its numerics methods inherits."""
+
+    def quantize_inputs(self, params: Any, drawn: dict[str, torch.Tensor], formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
+        """The drawn float64 values as the kernel's inputs: by default each rounded once (nearest even) to its
+        format. An op that quantizes (a scaled gemm: a shared scale per block, then the elements) overrides
+        this; the reference then consumes exactly what it returns."""
+        from e2egen.runner.inputs import round_to_format
+
+        return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
+
+    def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
+        """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
+        attention's peaky or offset scores). By default the uniform draw stays as it is."""
+
+
+    def arrange_inputs(self, params: Any, tensors: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
+        """Every kernel input as the kernel receives it: by default each stored by arrange; an op whose layouts
+        need the problem's sizes (conv's that split the groups out) overrides this."""
+        return {name: self.arrange(name, tensor, layout) for name, tensor in tensors.items()}
+
+    # -- kernels ------------------------------------------------------------
+
+
+    # -- reference and bound ------------------------------------------------------
+    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Every output in float64 from the float64 inputs, on their device.
+
+        By default torch's own kernel run on float64 tensors (exact to float64
+        for the product-sum ops); an op whose torch kernel cannot run in float64
+        overrides this.
+        """
+        result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
+        return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
+
+    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
+        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces.
+
+        arithmetic: the kernel's measured arithmetic (runner.arithmetic.Arithmetic), for pieces that need
+        more than the inputs when the kernel keeps partial sums (None: not measured)."""
+        raise ProblemError("bound_ratio", None, f"op {self.name} has no error model: choose other metrics")
+
 
 
 @dataclass(frozen=True)
@@ -49,7 +91,7 @@ class TensorSpec:
     dtype: str
 
 
-class Op(ABC):
+class Op(_TransitionalNumerics, ABC):
     """One op of the catalogue (conv2d, gemm, ...).
 
     name: the catalogue's op name; directions, layouts: the valid axes values;
@@ -58,11 +100,19 @@ class Op(ABC):
     """
 
     name: str
-    directions: tuple[str, ...]
+    directions: tuple[Direction, ...]
     layouts: tuple[str, ...]
     param_names: tuple[str, ...]
     optional_params: Mapping[str, Any]
     dtypes: tuple[str, ...] = FLOAT_DTYPES  # the case dtypes it runs in (conv and gemm add fp8 and i8)
+    # Where the op's numerics live, "package.module:Class" (an OpNumerics built from this spec); the registry
+    # imports it when a case first runs the op. Empty: the numerics are registered with the op (register_op).
+    numerics: ClassVar[str] = ""
+    # Catalogue parameters with a smallest value of their own: key -> (minimum, hint shown with the error).
+    catalogue_minimums: Mapping[str, tuple[int, str]] = MappingProxyType({})
+    # Whether torch's own kernel needs fp8/fp4/i8 inputs widened before the call (runner/lowbit.py); an op
+    # whose default kernel takes them itself says False.
+    torch_kernel_widens: bool = True
 
     # -- parameters -------------------------------------------------------
     def parse_params(self, raw: Mapping[str, Any]) -> Any:
@@ -102,8 +152,6 @@ class Op(ABC):
     def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
         """Every output's logical shape and format. By default one output in the case's output format, or
         in the one the params' `out_dtype` asks for (an fp8 conv or gemm writing bf16)."""
-        from e2egen.runner.dtypes import output_dtype_name
-
         (name,) = self.output_names(params, direction)
         fmt = getattr(params, "out_dtype", "") or output_dtype_name(dtype)
         return {name: TensorSpec(self.output_shape(params, direction), fmt)}
@@ -139,38 +187,13 @@ class Op(ABC):
         """Each input's format. By default the dtype's; for a pair "A_B" (fp8 with bf8) the first input takes
         A's format and every other input B's. An op whose inputs differ in kind (a scaled gemm's scales,
         attention's i8 Q and K with an f16 V) says so here."""
-        from e2egen.runner.dtypes import operand_formats
-
         first, second = operand_formats(dtype)
         return {name: first if index == 0 else second for index, name in enumerate(self.input_shapes(params, direction))}
 
     def largest_input(self, params: Any, dtype: str) -> float:
         """The largest magnitude the case's input range may reach: by default the largest finite value of the
         input formats (a wider range would draw inf); an op that scales its inputs into the format allows more."""
-        from e2egen.runner.dtypes import largest_finite
-
         return largest_finite(dtype)
-
-    def quantize_inputs(self, params: Any, drawn: dict[str, torch.Tensor], formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
-        """The drawn float64 values as the kernel's inputs: by default each rounded once (nearest even) to its
-        format. An op that quantizes (a scaled gemm: a shared scale per block, then the elements) overrides
-        this; the reference then consumes exactly what it returns."""
-        from e2egen.runner.inputs import round_to_format
-
-        return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
-
-    def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
-        """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
-        attention's peaky or offset scores). By default the uniform draw stays as it is."""
-
-    @abstractmethod
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        """A logical tensor stored in the layout's memory order (same values, same logical shape)."""
-
-    def arrange_inputs(self, params: Any, tensors: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
-        """Every kernel input as the kernel receives it: by default each stored by arrange; an op whose layouts
-        need the problem's sizes (conv's that split the groups out) overrides this."""
-        return {name: self.arrange(name, tensor, layout) for name, tensor in tensors.items()}
 
     # -- cost -----------------------------------------------------------------
     @abstractmethod
@@ -187,26 +210,9 @@ class Op(ABC):
         computation again. runner/memory.py sizes the pre-run memory check with it. None by default."""
         return 0
 
-    # -- kernels ------------------------------------------------------------
-    @abstractmethod
-    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        """torch's own implementation, following the kernel contract."""
-
-    @abstractmethod
-    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: Any,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        """Call a kernel the way the contract says (positional tensors, keyword geometry)."""
-
-    # -- reference and bound ------------------------------------------------------
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Every output in float64 from the float64 inputs, on their device.
-
-        By default torch's own kernel run on float64 tensors (exact to float64
-        for the product-sum ops); an op whose torch kernel cannot run in float64
-        overrides this.
-        """
-        result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
-        return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
+    def owns_params(self, params: Any) -> bool:
+        """Whether `params` are this op's (conv1d's, not conv2d's)."""
+        return isinstance(params, self.params_type)
 
     def bound_magnitude_inputs(self, params: Any, direction: str) -> tuple[str, ...]:
         """The inputs whose magnitudes error_bound multiplies as they are (Σ|a·b|, attention's |Q|·|K|ᵀ and
@@ -214,12 +220,15 @@ class Op(ABC):
         (runner/magnitude.scanned_inputs), so the bound does not read them again. None by default."""
         return ()
 
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces.
+    # -- arithmetic probes (runner/arithmetic) --------------------------------
+    def shape_class(self, params: Any, direction: str) -> str:
+        """The geometry a kernel may pick its algorithm by ("" when one class covers every shape)."""
+        return ""
 
-        arithmetic: the kernel's measured arithmetic (runner.arithmetic.Arithmetic), for pieces that need
-        more than the inputs when the kernel keeps partial sums (None: not measured)."""
-        raise ProblemError("bound_ratio", None, f"op {self.name} has no error model: choose other metrics")
+    def probe_params(self, params: Any, direction: str) -> Any | None:
+        """A small problem of the same shape class, on which the numerics' probe_arithmetic runs; None when the
+        op has no probes (its arithmetic is then assumed from the dtype, and the report says so)."""
+        return None
 
 
 class ProductSumOp(Op):
@@ -239,29 +248,13 @@ class ProductSumOp(Op):
         partial's own error); None where the op cannot cut its reduction that way."""
         return None
 
-    # -- arithmetic probes (runner/arithmetic) --------------------------------
     def reduction_parts(self, params: Any, direction: str) -> tuple[int, int]:
         """(samples, taps): into how many per-sample or per-tap partials a kernel may cut the reduction."""
         return 1, 1
 
-    def shape_class(self, params: Any, direction: str) -> str:
-        """The geometry a kernel may pick its algorithm by ("" when one class covers every shape)."""
-        return ""
-
-    def probe_params(self, params: Any, direction: str) -> Any:
-        """A small problem of the same shape class, on which the arithmetic probes run."""
+    def probe_params(self, params: Any, direction: str) -> Any | None:
+        """A small problem of the same shape class, on which the product-sum probes run."""
         return params
-
-
-def stored_in_order(tensor: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
-    """The tensor, same logical shape and values, stored with its dims `order` outermost first in memory."""
-    inverse = [list(order).index(dim) for dim in range(len(order))]
-    return tensor.permute(*order).contiguous().permute(*inverse)
-
-
-def stored_transposed(tensor: torch.Tensor) -> torch.Tensor:
-    """The transposed view of a contiguous (..., cols, rows) tensor: a column-major operand."""
-    return tensor.mT.contiguous().mT
 
 
 def named_outputs(names: Sequence[str], result: Any, error: Callable[[str], Exception]) -> dict[str, Any]:

@@ -16,10 +16,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.base import is_int, stored_in_order
+from e2egen.runner.ops.base import is_int
 
 if TYPE_CHECKING:
     import torch
+
+def stored_in_order(tensor: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
+    """The tensor, same logical shape and values, stored with its dims `order` outermost first in memory."""
+    inverse = [list(order).index(dim) for dim in range(len(order))]
+    return tensor.permute(*order).contiguous().permute(*inverse)
+
+
+def stored_transposed(tensor: torch.Tensor) -> torch.Tensor:
+    """The transposed view of a contiguous (..., cols, rows) tensor: a column-major operand."""
+    return tensor.mT.contiguous().mT
+
 
 TENSOR_LAYOUTS = ("contiguous", "strided", "channels_last")
 MAX_RANK = 5

@@ -93,10 +93,10 @@ class _Probe:
 
     def run(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
         """The kernel's o for the probed batch, every head (float64, CPU), on logical float64 inputs exact in the input format."""
-        spec = self.problem.spec
-        tensors = {name: spec.arrange(name, t.to(storage_dtype(self.in_fmt)).to(self.device), self.problem.layout)
+        numerics = self.problem.numerics
+        tensors = {name: numerics.arrange(name, t.to(storage_dtype(self.in_fmt)).to(self.device), self.problem.layout)
                    for name, t in values.items()}
-        out = call_kernel(self.problem, self.kernel, tensors, self.device, label=self.label, is_torch=self.label == TORCH_IMPL)
+        out = call_kernel(self.problem, self.kernel, tensors, self.device, label=self.label)
         return out[self.problem.primary_output].detach().to("cpu", torch.float64)[self.batch]
 
     # -- the P·V accumulator ----------------------------------------------------------------------

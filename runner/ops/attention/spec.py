@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES
 from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params
-from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping, stored_in_order
+from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
+from e2egen.runner.ops.tensor_layouts import stored_in_order
 
 if TYPE_CHECKING:
     import torch

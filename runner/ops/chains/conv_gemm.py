@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.base import Op, Shape, frozen_mapping, require_int, stored_transposed
+from e2egen.runner.ops.base import Op, Shape, frozen_mapping, require_int
+from e2egen.runner.ops.tensor_layouts import stored_transposed
 from e2egen.runner.ops.product_sum.conv import CONV_LAYOUTS, ConvOp, ConvParams
 
 if TYPE_CHECKING:

@@ -65,9 +65,9 @@ def probe_compute_format(problem: Problem, kernel: Callable[..., Any], device: t
 
 
 def _run(problem: Problem, kernel, device: torch.device, label: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    tensors = {name: problem.spec.arrange(name, values.to(storage_dtype(problem.dtype)).to(device), problem.layout)
+    tensors = {name: problem.numerics.arrange(name, values.to(storage_dtype(problem.dtype)).to(device), problem.layout)
                for name, values in inputs.items()}
-    out = call_kernel(problem, kernel, tensors, device, label=label, is_torch=label == TORCH_IMPL)
+    out = call_kernel(problem, kernel, tensors, device, label=label)
     return out[problem.primary_output].detach().to("cpu", torch.float64)
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from e2egen.runner.ops.base import UNKNOWN_LAYOUT, stored_in_order
+from e2egen.runner.ops.base import UNKNOWN_LAYOUT
+from e2egen.runner.ops.tensor_layouts import stored_in_order
 
 if TYPE_CHECKING:
     import torch

@@ -20,10 +20,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from e2egen.runner.device import tf32_mode
-from e2egen.runner.dtypes import storage_dtype
-from e2egen.runner.inputs import arrange_for_kernel
-from e2egen.runner.kernels import TORCH_IMPL, call_kernel
+from e2egen.runner.kernels import TORCH_IMPL, call_on_values
 from e2egen.runner.ops.product_sum.lowering import lower
 from e2egen.runner.problem import Problem
 
@@ -165,11 +162,5 @@ def _place(structure: IndexStructure, experiments: Sequence[Experiment], slots: 
 
 
 def _run(problem: Problem, kernel, device: torch.device, flat: dict[str, torch.Tensor], label: str) -> torch.Tensor:
-    from e2egen.runner.inputs import input_formats
-
-    formats = input_formats(problem)
-    inputs = {name: flat[name].reshape(shape).to(storage_dtype(formats[name])) for name, shape in problem.input_shapes.items()}
-    tensors = arrange_for_kernel(problem, inputs, device)
-    with tf32_mode(problem.dtype == "tf32"):
-        outputs = call_kernel(problem, kernel, tensors, device, label=label, is_torch=label == TORCH_IMPL)
-    return outputs[problem.primary_output].detach().to("cpu", torch.float64).contiguous().reshape(-1)
+    values = {name: flat[name].reshape(shape) for name, shape in problem.input_shapes.items()}
+    return call_on_values(problem, kernel, values, device, label=label)[problem.primary_output].contiguous().reshape(-1)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from e2egen.runner.dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, require_int, stored_transposed
+from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, require_int
+from e2egen.runner.ops.tensor_layouts import stored_transposed
 
 if TYPE_CHECKING:
     import torch

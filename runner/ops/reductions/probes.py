@@ -93,10 +93,9 @@ class _Probe:
         grouped = flat.reshape(*(self.shape[d] for d in self.kept), *(self.shape[a] for a in self.axes))
         order = self.kept + list(self.axes)
         logical = grouped.permute(*[order.index(dim) for dim in range(len(self.shape))])
-        stored = self.problem.spec.arrange("x", logical.to(storage_dtype(self.problem.dtype)).to(self.device),
+        stored = self.problem.numerics.arrange("x", logical.to(storage_dtype(self.problem.dtype)).to(self.device),
                                            self.problem.layout)
-        out = call_kernel(self.problem, self.kernel, {"x": stored}, self.device, label=self.label,
-                          is_torch=self.label == TORCH_IMPL)
+        out = call_kernel(self.problem, self.kernel, {"x": stored}, self.device, label=self.label)
         return out[self.problem.primary_output].detach().to("cpu", torch.float64).reshape(-1)
 
     def _zeros(self) -> torch.Tensor:

@@ -23,14 +23,14 @@ def probe_scaled_arithmetic(problem: Problem, kernel: Callable[..., Any], device
     params = problem.params
     gemm = replace(problem, op="gemm", layout=problem.layout[:2],
                    params=GemmParams(params.m, params.n, params.k, params.batch, params.out_dtype))
-    spec = problem.spec
+    spec, numerics = problem.spec, problem.numerics
     unit_scales = {name: torch.ones(shape, dtype=torch.float64)
                    for name, shape in problem.input_shapes.items() if name.startswith("scale_")}
     formats = spec.input_formats(params, problem.direction, problem.dtype)
 
     def with_unit_scales(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        scales = {name: spec.arrange(name, values.to(storage_dtype(formats[name])).to(a.device), problem.layout)
+        scales = {name: numerics.arrange(name, values.to(storage_dtype(formats[name])).to(a.device), problem.layout)
                   for name, values in unit_scales.items()}
-        return spec.call(kernel, problem.direction, params, {"a": a, "b": b, **scales})
+        return numerics.call(kernel, problem.direction, params, {"a": a, "b": b, **scales})
 
     return probe_arithmetic(gemm, with_unit_scales, device, label)

@@ -6,7 +6,7 @@ against the float64 reference, in the same run.
 
 For each distinct attention shape of the PR subset (its first case: dtype, layout and range), on its inputs:
 
-  reference  the float64 rows the reference computes (ops.attention_math._attention_rows: Q·Kᵀ, softmax, P·V);
+  reference  the float64 rows the reference computes (runner/ops/attention/attention_math.attention_rows: Q·Kᵀ, softmax, P·V);
   baseline   the bound with SoftmaxTimesV._fused switched off: p·E1, p·E2, p² and the least score in torch's
              passes over the scores, each rounded up to f32 on its own, one product with |V| each, as before
              the twelfth round (decode's few query rows in float64);
@@ -31,9 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import catalogue_cases, per_case_arguments  # noqa: E402
 from e2egen.runner.bound import BoundModel  # noqa: E402
-from e2egen.runner.inputs import generate_inputs  # noqa: E402
-from e2egen.runner.ops.attention.attention_math import _attention_rows, attention_float64  # noqa: E402
-from e2egen.runner.run import reference_inputs  # noqa: E402
+from e2egen.runner.inputs import generate_inputs, reference_inputs  # noqa: E402
+from e2egen.runner.ops.attention.attention_math import attention_float64, attention_rows  # noqa: E402
 from e2egen.runner.ops.attention.bound import SoftmaxTimesV, attention_bound  # noqa: E402
 
 F32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -83,7 +82,7 @@ def main() -> None:
         rows = attention_float64(problem.params, inputs64)  # as the reference leaves them for the bound
         check_agreement(case_id, evaluated_bound(problem, inputs64, rows, True),
                         evaluated_bound(problem, inputs64, rows, False), rows.p.shape[-1])
-        runs = {"reference": lambda: _attention_rows(problem.params, inputs64),
+        runs = {"reference": lambda: attention_rows(problem.params, inputs64),
                 "baseline": lambda: evaluated_bound(problem, inputs64, rows, False),
                 "now": lambda: evaluated_bound(problem, inputs64, rows, True)}
         times = {name: [] for name in runs}

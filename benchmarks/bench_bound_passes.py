@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tool_work import positive  # noqa: E402
 from e2egen.metrics import fused_numba, threads  # noqa: E402
-from e2egen.metrics.ulp_terms import _ulp_args, add_ulps, partial_sums_plus_ulps  # noqa: E402
+from e2egen.metrics.ulp_terms import add_ulps, partial_sums_plus_ulps, ulp_args as _ulp_args  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402
 
 UNIT, CONSTANT, ALPHA, FORMAT = 2.0 ** -10, 1e-30, 2.1e-6, "f16"  # ALPHA: W·within of that weight gradient

@@ -25,8 +25,9 @@ def main() -> None:
 
     import torch
 
-    from e2egen.runner.ops.product_sum.conv import ConvParams, torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
+    from e2egen.runner.ops.product_sum.conv import ConvParams
     from e2egen.runner.ops.product_sum.conv_depth import by_depth_is_faster, conv3d_by_depth
+    from e2egen.runner.ops.product_sum.kernels import torch_conv_bwd_data, torch_conv_bwd_weight, torch_conv_fwd
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| dtype | n | direction | torch conv3d (baseline) | by depth taps | speed-up | reference takes |")

@@ -3,7 +3,6 @@
     python benchmarks/bench_metrics.py                 # 16M f16 elements on the CPU
     python benchmarks/bench_metrics.py --device cuda   # on a GPU
     python benchmarks/bench_metrics.py -n 1000000 --repeat 20
-    python benchmarks/bench_metrics.py --torch-compile   # also the torch path's chunks under torch.compile
     python benchmarks/bench_metrics.py --general   # also the torch path with its general kernel only (the old one)
     python benchmarks/bench_metrics.py --processes 5   # the same in 5 fresh interpreters: medians and ranges
 
@@ -18,14 +17,8 @@ comparison can cost; the torch path's rows use the same sums taken its way
 ("chunked": its chunks on its threads); assert_close is
 torch.testing.assert_close. The numba
 JIT cost is measured apart, in fresh interpreters: cold (empty cache) and
-cached.
-
---torch-compile adds metrics/fused_compiled.py (the torch path with its
-ordinary chunks computed by one torch.compile'd function: fused C++ on the
-CPU, Triton on a GPU) with and without the bound, as ratios to the same
-floors, numba and assert_close of this run, and its first call in fresh
-interpreters: cold (an empty inductor cache: tracing, code generation, the
-C++ or Triton compiler) and cached (the same cache again).
+cached. (A torch.compile'd torch path was measured here too, and removed:
+docs/performance-history.md, "torch.compile".)
 """
 from __future__ import annotations
 
@@ -46,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from e2egen import metrics  # noqa: E402
-from e2egen.metrics import fused_numba  # noqa: E402
+from e2egen.metrics.backend import numba_path  # noqa: E402
 from e2egen.metrics.ulp_terms import ScaledPlusUlps  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -97,48 +90,6 @@ def first_call_seconds(cache_dir: str) -> float:
     return float(result.stdout.strip())
 
 
-def torch_compile_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
-    """compare() with the compiled chunks, with and without the bound; the in-process first calls printed."""
-    from e2egen.metrics import fused_compiled
-
-    reason = fused_compiled.unavailable(ref.device)
-    if reason:
-        print(f"torch.compile: not measured, {reason}")
-        return []
-    rows = []
-    with fused_compiled.as_torch_backend():
-        for label, floor, kwargs in (("compare [torch.compile]", "ref+out", {}),
-                                     ("compare [torch.compile] + bound", "ref+out+bound", {"bound": bound})):
-            started = time.perf_counter()
-            metrics.compare(ref, out, "f16", backend="torch", **kwargs)
-            print(f"{label}: first call in this process {time.perf_counter() - started:.1f} s")
-            rows.append((label, floor, run(lambda: metrics.compare(ref, out, "f16", backend="torch", **kwargs))))
-    if fused_compiled._failed:
-        print(f"torch.compile failed, the rows above are the eager path: {fused_compiled._failed}")
-    return rows
-
-
-FIRST_COMPILED_CALL = """
-import sys, time, torch
-from e2egen.metrics import compare, fused_compiled
-ref = torch.randn(1 << 16, dtype=torch.float64, device=sys.argv[1])
-start = time.perf_counter()
-with fused_compiled.as_torch_backend():
-    compare(ref, ref.to(torch.float16), "f16", backend="torch")
-print(time.perf_counter() - start, bool(fused_compiled._failed))
-"""
-
-
-def first_compiled_call_seconds(cache_dir: str, device: torch.device) -> float:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", FIRST_COMPILED_CALL, str(device)], capture_output=True, text=True,
-                            env=env, check=True)
-    seconds, failed = result.stdout.split()
-    if failed == "True":
-        raise RuntimeError("torch.compile failed in the fresh interpreter (it ran the eager path)")
-    return float(seconds)
-
-
 def general_kernel_rows(ref, out, bound, run) -> list[tuple[str, str, "Timing"]]:
     """The torch path with its general kernel on every chunk (what it was before the fast kernel)."""
     from e2egen.metrics import fused_torch
@@ -180,9 +131,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--processes", type=positive, default=1,
                         help="run the measurement in this many fresh interpreters, one after the other, and print "
                              "each row's ratios as their median and range across them (default 1: this one)")
-    parser.add_argument("--torch-compile", action="store_true",
-                        help="also time the torch path with its chunks under torch.compile (metrics/fused_compiled.py; "
-                             "the first call compiles for tens of seconds)")
     parser.add_argument("--general", action="store_true",
                         help="also time the torch path with its general kernel on every chunk (the path before "
                              "the fast kernel; slow)")
@@ -196,7 +144,7 @@ def across_processes(args: argparse.Namespace) -> None:
     can land on either side of a goal; each process's ratios are against its own floors and assert_close."""
     command = [sys.executable, __file__, "--json", "-n", str(args.n), "--device", args.device,
                "--repeat", str(args.repeat), "--warmup", str(args.warmup)]
-    command += ["--torch-compile"] * args.torch_compile + ["--general"] * args.general
+    command += ["--general"] * args.general
     runs = []
     for _ in range(args.processes):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -255,7 +203,7 @@ def main() -> None:
               "ref+out+bound, chunked": run(lambda: chunked_sums(ref, out, bound))}
     assert_close = run(lambda: torch.testing.assert_close(out, ref, check_dtype=False, rtol=1e-2, atol=1e-2))
     rows = [("torch.testing.assert_close", "ref+out", assert_close)]
-    backends = (["numba"] if fused_numba.AVAILABLE and device.type == "cpu" else []) + ["torch"]
+    backends = (["numba"] if numba_path(device, "auto") else []) + ["torch"]
     for backend in backends:
         chunked = ", chunked" if backend == "torch" else ""
         rows.append((f"compare [{backend}]", "ref+out" + chunked,
@@ -267,8 +215,6 @@ def main() -> None:
                          run(lambda: metrics.compare(ref, out, "f16", bound=unformed, backend=backend))))
     if args.general:
         rows += general_kernel_rows(ref, out, bound, run)
-    if args.torch_compile:
-        rows += torch_compile_rows(ref, out, bound, run)
 
     if args.json:  # for across_processes: medians in seconds, no first-call timings
         print(json.dumps({"floors": {name: timing.median for name, timing in floors.items()},
@@ -295,12 +241,6 @@ def main() -> None:
             cold = first_call_seconds(cache_dir)
             cached = first_call_seconds(cache_dir)
         print(f"numba first call (f16, after import): cold cache {cold:.2f} s, cached {cached:.2f} s")
-    if args.torch_compile and any(name.startswith("compare [torch.compile]") for name, _, _ in rows):
-        with tempfile.TemporaryDirectory() as cache_dir:
-            cold = first_compiled_call_seconds(cache_dir, device)
-            cached = first_compiled_call_seconds(cache_dir, device)
-        print(f"torch.compile first call (f16, after import, fresh interpreter): cold inductor cache {cold:.1f} s, "
-              f"cached {cached:.1f} s")
 
 
 if __name__ == "__main__":

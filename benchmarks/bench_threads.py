@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_bound_passes import median_ms  # noqa: E402
 from bench_tool_work import positive  # noqa: E402
 from e2egen.metrics import fused_numba, rounding_numba, threads  # noqa: E402
-from e2egen.metrics.ulp_terms import _ulp_args  # noqa: E402
+from e2egen.metrics.ulp_terms import ulp_args as _ulp_args  # noqa: E402
 from e2egen.metrics.formats import float_format  # noqa: E402
 from e2egen.runner import magnitude, upper_matmul  # noqa: E402
 from e2egen.runner.host_memory import retain_freed_memory  # noqa: E402

@@ -15,6 +15,7 @@ from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
 
 if TYPE_CHECKING:
     from e2egen import runner
+    from e2egen.runner.problem import InputData
 from e2egen.generator.catalogue import Catalogue, Config, Layered, Suite
 from e2egen.generator.errors import CatalogueError, Problem
 
@@ -89,7 +90,7 @@ class Case:
     accepted: tuple[Acceptance, ...] = ()  # the catalogue's [[accept]] entries, all of them, in catalogue order
     location: str = field(default="", compare=False)
     timeout: float | None = None  # seconds the case may run (catalogue `timeout`); None: DEFAULT_TIMEOUT
-    data: str = "uniform"  # how inputs are drawn from [lo, hi]: runner.INPUT_DATA (the range's `data`)
+    data: InputData = "uniform"  # how inputs are drawn from [lo, hi] (the range's `data`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.reference, ReferenceOptions):

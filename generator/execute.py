@@ -23,31 +23,48 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping, get_args
 
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
-from e2egen.runner.arithmetic.requirements import UNEXPLAINED
+from e2egen.runner.arithmetic.requirements import UNEXPLAINED, Acceptance, Violation, ViolationKey
 from e2egen.runner.errors import CaseTimedOut, format_seconds
 
+if TYPE_CHECKING:  # torch: `e2egen gen` and collecting a suite never load it
+    import torch
 
-@dataclass
+    from e2egen.metrics.comparison import FloatComparison, IntegerComparison
+    from e2egen.metrics.verdict import Verdict
+    from e2egen.runner.arithmetic.lookup import Measured
+    from e2egen.runner.problem import Problem
+    from e2egen.runner.run import RunResult
+
+    Comparison = FloatComparison | IntegerComparison
+
+# How a case ended; a nightly record's status is the same set.
+CaseStatus = Literal["passed", "failed", "skipped"]
+CASE_STATUSES: tuple[CaseStatus, ...] = get_args(CaseStatus)
+
+
+@dataclass(frozen=True)
 class Outcome:
+    """What running one case gave: built whole once the case has ended (dataclasses.replace for a variant)."""
+
     case: Case
-    status: str  # "passed" | "failed" | "skipped"
+    status: CaseStatus
     reason: str
     device: str
     repro: str
     report: str = ""
-    comparison: Any = None  # metrics Comparison of the primary output, when the kernel ran
-    verdict: Any = None  # metrics Verdict of the primary output, when compared
-    timings: dict[str, float] = field(default_factory=dict)
-    outputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every output: (Comparison, Verdict)
-    arithmetic: Any = None  # runner.arithmetic.lookup.Measured: the kernel's arithmetic the case was judged by
-    broken: list[str] = field(default_factory=list)  # requirement keys the measured arithmetic broke (unexcused)
-    accepted: list[tuple[str, Any]] = field(default_factory=list)  # (requirement key, Acceptance) excused
-    loosened: list[str] = field(default_factory=list)  # what the case's policy loosens (generator.defaults)
+    comparison: Comparison | None = None  # of the primary output, when the kernel ran
+    verdict: Verdict | None = None  # of the primary output, when compared
+    timings: Mapping[str, float] = field(default_factory=dict)
+    outputs: Mapping[str, tuple[Comparison, Verdict]] = field(default_factory=dict)  # every output, the primary first
+    arithmetic: Measured | None = None  # the kernel's arithmetic the case was judged by
+    broken: tuple[ViolationKey, ...] = ()  # requirements the measured arithmetic broke (unexcused)
+    accepted: tuple[tuple[ViolationKey, Acceptance], ...] = ()  # (requirement key, the entry that excuses it)
+    loosened: tuple[str, ...] = ()  # what the case's policy loosens (generator.defaults)
 
     @property
     def failure_kind(self) -> str:
@@ -120,19 +137,22 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None,
     except runner.Skip as skip:
         return Outcome(case, "skipped", skip.reason, str(device), repro_command(case, device, catalogue))
     device_name = torch_device.type
-    outcome = Outcome(case, "failed", "", device_name, repro_command(case, device_name, catalogue))
+    repro = repro_command(case, device_name, catalogue)
+    timings: dict[str, float] = {}  # filled as the case goes: a time-out reports what had been timed
     try:
         with time_limit(timeout):
-            _run_case(case, torch_device, outcome, warm_kernel)
+            return _run_case(case, torch_device, repro, timings, warm_kernel)
     except CaseTimedOut as expired:
-        return timed_out(case, device_name, catalogue, expired.seconds, outcome.timings)
-    return outcome
+        return timed_out(case, device_name, catalogue, expired.seconds, timings)
 
 
-def _run_case(case: Case, torch_device: Any, outcome: Outcome, warm_kernel: bool = True) -> None:
-    """Fill `outcome` with what running `case` gives."""
-    from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+def _run_case(case: Case, torch_device: torch.device, repro: str, timings: dict[str, float],
+              warm_kernel: bool = True) -> Outcome:
+    """What running `case` gives; `timings` gets each stage's time as it ends."""
     from e2egen import runner
+
+    def failed(reason: str, report: str) -> Outcome:
+        return Outcome(case, "failed", reason, torch_device.type, repro, report=report)
 
     try:
         problem = case.problem()
@@ -144,44 +164,51 @@ def _run_case(case: Case, torch_device: Any, outcome: Outcome, warm_kernel: bool
             warm_kernel=warm_kernel,
         )
     except runner.Skip as skip:
-        outcome.status, outcome.reason = "skipped", skip.reason
-        return
+        return Outcome(case, "skipped", skip.reason, torch_device.type, repro)
     except runner.KernelFailure as failure:
-        outcome.reason = f"kernel failed: {failure.reason}"
-        outcome.report = outcome.reason
-        return
+        reason = f"kernel failed: {failure.reason}"
+        return failed(reason, reason)
     except (Exception, SystemExit) as err:  # a bug anywhere below (or a stray sys.exit) must not kill the sweep
         name = f"SystemExit({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
-        outcome.reason = f"error while running the case: {name}: {err}"
-        outcome.report = outcome.reason + "\n" + traceback.format_exc()
-        return
-    outcome.device = result.device
-    outcome.timings = dict(result.timings)
-    outcome.loosened = policy_loosened(case, problem)
+        reason = f"error while running the case: {name}: {err}"
+        return failed(reason, reason + "\n" + traceback.format_exc())
+    timings.update(result.timings)
+    loosened = tuple(policy_loosened(case, problem))
+    outcome = _judge_outputs(case, result, repro, timings, loosened)
+    if result.arithmetic is None:
+        return outcome
+    try:
+        return _judge_arithmetic(outcome, result.arithmetic)
+    except Exception as err:  # a bug in judging must not kill the sweep either
+        reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
+        return replace(outcome, status="failed", reason=reason,
+                       report=reason + "\n" + traceback.format_exc() + outcome.report)
+
+
+def _judge_outputs(case: Case, result: RunResult, repro: str, timings: dict[str, float],
+                   loosened: tuple[str, ...]) -> Outcome:
+    """The Outcome of a run by its outputs' metrics alone: each output compared and judged by the case's
+    tolerances; the case passes when every output does. timings["compare"]: the comparisons' time."""
+    from e2egen import metrics  # with torch: loaded when a case runs, so collecting a suite stays fast
+
     start = time.perf_counter()
+    outputs: dict[str, tuple[Comparison, Verdict]] = {}
     for name, output in result.outputs.items():
         rounding = result.arithmetic.arithmetic.rounding if result.arithmetic is not None else "nearest-even"
         comparison = metrics.compare(output.ref, output.out, dtype=output.dtype, ftz=result.reference.ftz, bound=output.compare_bound,
                                      rounding=rounding)
-        outcome.outputs[name] = (comparison, comparison.check(tolerances_for(case.tolerances, comparison)))
-    outcome.timings["compare"] = time.perf_counter() - start
-    outcome.comparison, outcome.verdict = outcome.outputs[result.primary.name]
-    failed = [name for name, (_, verdict) in outcome.outputs.items() if not verdict.passed]
-    outcome.status = "failed" if failed else "passed"
-    if len(outcome.outputs) == 1:
-        outcome.reason = outcome.verdict.summary if failed else ""
-        outcome.report = str(outcome.verdict)
+        outputs[name] = (comparison, comparison.check(tolerances_for(case.tolerances, comparison)))
+    timings["compare"] = time.perf_counter() - start
+    comparison, verdict = outputs[result.primary.name]
+    failed = [name for name, (_, v) in outputs.items() if not v.passed]
+    if len(outputs) == 1:
+        reason, report = (verdict.summary if failed else ""), str(verdict)
     else:  # each output judged alone; the case passes when every output does
-        outcome.reason = "; ".join(f"{name}: {outcome.outputs[name][1].summary}" for name in failed)
-        outcome.report = "\n".join(f"output {name}:\n{verdict}" for name, (_, verdict) in outcome.outputs.items())
-    outcome.arithmetic = result.arithmetic
-    if result.arithmetic is not None:
-        try:
-            _judge_arithmetic(outcome, result.arithmetic)
-        except Exception as err:  # a bug in judging must not kill the sweep either
-            outcome.status = "failed"
-            outcome.reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
-            outcome.report = outcome.reason + "\n" + traceback.format_exc() + outcome.report
+        reason = "; ".join(f"{name}: {outputs[name][1].summary}" for name in failed)
+        report = "\n".join(f"output {name}:\n{v}" for name, (_, v) in outputs.items())
+    return Outcome(case, "failed" if failed else "passed", reason, result.device, repro, report=report,
+                   comparison=comparison, verdict=verdict, timings=dict(timings), outputs=outputs,
+                   arithmetic=result.arithmetic, loosened=loosened)
 
 
 def timed_out(case: Case, device: str | None, catalogue: str | None, seconds: float,
@@ -217,7 +244,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def judge_case(case: Any, measured: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
+def judge_case(case: Case, measured: Measured | None) -> tuple[list[Violation], list[tuple[Violation, Acceptance]]]:
     """(requirements the measured arithmetic breaks that fail the case, those an accepted deviation excuses
     with the entry: the catalogue's [[accept]], else e2egen's knowledge of torch's kernels); nothing when the
     arithmetic was assumed, not measured."""
@@ -231,28 +258,28 @@ def judge_case(case: Any, measured: Any) -> tuple[list[Any], list[tuple[Any, Any
                  key.impl, str(measured.cell), dict(key.versions))
 
 
-def _judge_arithmetic(outcome: Outcome, measured: Any) -> None:
-    """Fail the case for each requirement the measured arithmetic breaks that no accepted deviation covers;
+def _judge_arithmetic(outcome: Outcome, measured: Measured) -> Outcome:
+    """`outcome` failed for each requirement the measured arithmetic breaks that no accepted deviation covers;
     the report starts with the arithmetic, then each broken and each accepted requirement."""
     lines = [f"arithmetic: {measured.arithmetic.describe()} ({measured.origin})"]
     if not measured.measured:  # nothing was measured: there is nothing to hold against the requirements
-        outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
-        return
+        return replace(outcome, report="\n".join(lines + ([outcome.report] if outcome.report else [])))
     failing, excused = judge_case(outcome.case, measured)
     lines += [f"REQUIREMENT BROKEN: {v.message}" for v in failing]
     lines += [f"accepted deviation: {v.message} — {entry.describe()}" for v, entry in excused]
-    outcome.accepted = [(v.key, entry) for v, entry in excused]
-    outcome.loosened += [f"[[accept]] cells = \"{entry.cells}\" excuses require.{v.key}" for v, entry in excused
-                         if not entry.shipped]
-    outcome.report = "\n".join(lines + ([outcome.report] if outcome.report else []))
-    if failing:
-        outcome.broken = [v.key for v in failing]
-        broken = "arithmetic: " + "; ".join(v.message for v in failing)
-        outcome.status = "failed"
-        outcome.reason = broken + (f"; {outcome.reason}" if outcome.reason else "")
+    judged = replace(
+        outcome, report="\n".join(lines + ([outcome.report] if outcome.report else [])),
+        accepted=tuple((v.key, entry) for v, entry in excused),
+        loosened=outcome.loosened + tuple(f"[[accept]] cells = \"{entry.cells}\" excuses require.{v.key}"
+                                          for v, entry in excused if not entry.shipped))
+    if not failing:
+        return judged
+    broken = "arithmetic: " + "; ".join(v.message for v in failing)
+    return replace(judged, status="failed", broken=tuple(v.key for v in failing),
+                   reason=broken + (f"; {outcome.reason}" if outcome.reason else ""))
 
 
-def policy_loosened(case: Case, problem: Any) -> list[str]:
+def policy_loosened(case: Case, problem: Problem) -> list[str]:
     """What the case's catalogue loosens against e2egen's default policy (a default metric the op itself
     leaves out, as applicable_tolerances decides, is the op's choice, not the catalogue's)."""
     from e2egen.generator.cases import applicable_tolerances
@@ -262,7 +289,7 @@ def policy_loosened(case: Case, problem: Any) -> list[str]:
     return loosened(case.tolerances, case.require, set(DEFAULT_TOLERANCES) - set(kept))
 
 
-def tolerances_for(tolerances: Mapping[str, Any], comparison: Any) -> dict[str, Any]:
+def tolerances_for(tolerances: Mapping[str, float], comparison: Comparison) -> dict[str, float]:
     """The case's tolerances that apply to one output: an integer output (i32 of an integer op) is judged by
     the integer metrics and allowances only, exact by default; a float output by all of them."""
     from e2egen import metrics

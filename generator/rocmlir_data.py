@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from e2egen.runner.problem import InputData
 
 # rocmlir-gen options that say how inputs are filled (all read here)
 DATA_FLAGS = ("rand", "rand_type", "rand_min", "rand_max", "rand_min_int", "rand_max_int", "rand_side",
@@ -42,10 +45,10 @@ class DataRange:
     name: str
     lo: int
     hi: int
-    data: str  # "integers" (lo..hi) or "uniform" (reals in [lo, hi))
+    data: InputData  # "integers" (lo..hi) or "uniform" (reals in [lo, hi))
 
     @classmethod
-    def of(cls, lo: int, hi: int, data: str) -> "DataRange":
+    def of(cls, lo: int, hi: int, data: InputData) -> "DataRange":
         word = "int" if data == "integers" else "real"
         return cls(f"{word}{lo}to{hi}", lo, hi, data)
 
@@ -78,7 +81,7 @@ def resolve_data(flags: Mapping[str, object], words: Iterable[str], note: Note, 
     names, default, last = ((("rand_min_int", "rand_max_int"), INT_DEFAULT, -1) if kind == "int"
                             else (("rand_min", "rand_max"), FLOAT_DEFAULT, 0))
     lo, hi = (_bound(flags, name, value, note) for name, value in zip(names, default))
-    data_kind = "integers" if kind == "int" else "uniform"
+    data_kind: InputData = "integers" if kind == "int" else "uniform"
     if hi + last <= lo:  # rocmlir-gen's min == max gives constant inputs
         fallback = DataRange.of(default[0], default[1] + last, data_kind)
         note(flags.get(names[1]) or flags.get(names[0]), f"-{names[0]} {lo} -{names[1]} {hi}: constant inputs, which "

@@ -7,13 +7,16 @@ pytest's own. The facts are plain data (strings and lists), so they cross proces
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from e2egen.generator.execute import Outcome
 
 PROPERTY = "e2egen"
 SHOWN_FAILURES = 10  # failures listed with their next step; the rest are counted
 
 
-def case_facts(outcome: Any) -> dict[str, Any]:
+def case_facts(outcome: Outcome) -> dict[str, Any]:
     """What the summary needs of one Outcome (generator.execute)."""
     from e2egen.generator.execute import next_steps
 

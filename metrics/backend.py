@@ -12,8 +12,9 @@ from typing import Iterator
 
 import torch
 
-from e2egen.metrics import fused_numba
+from e2egen.metrics import numba_kernels
 from e2egen.metrics.names import unknown_name_error
+from e2egen.metrics.options import Backend
 from e2egen.notices import notify_once
 
 BACKENDS = ("auto", "numba", "torch")
@@ -49,42 +50,42 @@ def chosen(name: str) -> Iterator[None]:
             os.environ[ENV_VAR] = before
 
 
-def choose(requested: str | None, device: torch.device) -> str:
-    """'numba' or 'torch' for a request (None: the environment variable, else 'auto')."""
+def _requested(requested: str | None) -> str:
+    """The backend asked for: `requested`, else the environment variable, else 'auto'; checked."""
     name = requested if requested is not None else os.environ.get(ENV_VAR, "auto") or "auto"
     if name not in BACKENDS:
         source = "backend" if requested is not None else ENV_VAR
         raise unknown_name_error(f"metrics {source}", name, BACKENDS)
+    return name
+
+
+def numba_path(device: torch.device, requested: str | None = None) -> bool:
+    """Whether the numba kernels run for tensors on `device`: THE rule, for the comparison (choose) and for
+    every other numba pass with a torch definition beside it (round_to, ulp and encode, the interval
+    passes, the bound's ulp term and f32 scan, that scan too where it is taken while the inputs are
+    widened): numba on the CPU when installed, unless the backend asked for (`requested`, else
+    E2E_METRICS_BACKEND) is torch. Off the CPU, or without numba, simply no (whatever is asked for: those
+    passes have their torch definitions; choose() refuses an explicit 'numba' there). Input generation
+    (runner/draws.py, runner/narrowing.py) keeps numba where installed."""
+    return numba_kernels.AVAILABLE and device.type == "cpu" and _requested(requested) != "torch"
+
+
+def choose(requested: str | None, device: torch.device) -> Backend:
+    """'numba' or 'torch' for a request (None: the environment variable, else 'auto'), by numba_path; an
+    explicit 'numba' that cannot run is an error, and 'auto' on a CPU without numba says so once."""
+    name = _requested(requested)
     if name == "numba":
-        if not fused_numba.AVAILABLE:
+        if not numba_kernels.AVAILABLE:
             raise ValueError("the numba metrics backend was asked for but numba is not installed "
                              "(pip install numba, or use the torch backend)")
         if device.type != "cpu":
             raise ValueError(f"the numba metrics backend runs on the CPU only; the tensors are on {device}")
-        return "numba"
-    if name == "torch":
-        return "torch"
-    if device.type != "cpu":
-        return "torch"
-    if not fused_numba.AVAILABLE:
+    elif name == "auto" and device.type == "cpu" and not numba_kernels.AVAILABLE:
         notify_once("numba missing", NUMBA_MISSING)
-        return "torch"
-    return "numba"
+    return "numba" if numba_path(device, name) else "torch"  # name checked: no second read of the variable
 
 
-def numba_path(device: torch.device) -> bool:
-    """Whether the numba kernels run for tensors on `device`: the same choice as compare's (numba on the CPU
-    when installed, unless E2E_METRICS_BACKEND=torch), for the comparison's and the bounds' numba passes
-    with a torch definition beside them (round_to, ulp and encode, the interval passes, the bound's ulp
-    term and f32 scan, that scan too where it is taken while the inputs are widened). Off the CPU, or
-    without numba, simply no (whatever the variable asks for: those passes have their torch definitions).
-    Input generation (runner/draws.py, runner/narrowing.py) keeps numba where installed."""
-    if not fused_numba.AVAILABLE or device.type != "cpu":
-        return False
-    return choose(None, device) == "numba"
-
-
-def default_chunk(backend: str, device: torch.device, elements: int | None = None) -> int:
+def default_chunk(backend: Backend, device: torch.device, elements: int | None = None) -> int:
     """Elements per chunk; numba's shrink for small outputs (elements given), down to NUMBA_SMALLEST_CHUNK,
     so that the maxima's chunks, scanned again, are a small part of them (65K elements: 16 chunks of 4K)."""
     if backend == "numba":

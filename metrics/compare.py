@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -65,7 +65,8 @@ from e2egen.metrics.comparison import FloatComparison, IntegerComparison, WorstE
 from e2egen.metrics.encoding import decode, unpack_fp4
 from e2egen.metrics.formats import Format, IntegerFormat, get_format
 from e2egen.metrics.integers import integer_totals
-from e2egen.metrics.names import HISTOGRAM_BUCKETS, ROUNDING_CODES
+from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.metrics.options import CompareOptions
 from e2egen.metrics.partials import combine
 from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
@@ -120,7 +121,7 @@ def _device(ref: torch.Tensor, out: torch.Tensor) -> torch.device:
     return torch.device("cpu")
 
 
-def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, bound,
+def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, bound: FlatBound,
            shape) -> dict[str, WorstElement]:
     """The elements behind each metric, gathered with one host copy per tensor (ref, out and bound are flat)."""
     named = {name: i for name, i in indices.items() if i >= 0}
@@ -130,10 +131,7 @@ def _worst(indices: dict[str, int], values: dict[str, float | None], ref, out, b
     where = torch.tensor(flat, dtype=torch.int64, device=ref.device)
     refs = ref.index_select(0, where).cpu().tolist()
     outs = out.index_select(0, where).to(torch.float64).cpu().tolist()
-    if isinstance(bound, ScaledPlusUlps):
-        bound = bound.at(where)
-        where = torch.arange(len(named), device=bound.device)
-    bounds = bound.index_select(0, where).cpu().tolist() if bound is not None else [None] * len(named)
+    bounds = bound.at(where)
     positions = zip(*(axis.tolist() for axis in np.unravel_index(flat, shape))) if shape else [()] * len(flat)
     return {
         name: WorstElement(index=i, position=position, ref=r, out=o, bound=b, value=values.get(name))
@@ -172,28 +170,67 @@ def compare(ref, out, dtype, ftz: bool = False, rel_floor: float = 1e-3, bound=N
         if bound is not None:
             raise ValueError(f"bound= applies to float outputs; {fmt.name} outputs are compared exactly")
         return _compare_integers(ref_flat, out_flat, fmt, shape, chunk)
-    bound_flat = None if bound is None else _flat_bound(bound, shape, device, ref, ref_flat)
+    flat_bound = FlatBound.of(bound, shape, device, ref, ref_flat)
+    chosen = backends.choose(backend, device)
     # + 0.0: a rel_floor of -0 is 0 (its negative bit pattern would count zero refs as above it on the numba path)
-    return _compare_floats(ref_flat, out_flat, bound_flat, fmt, shape, bool(ftz), float(rel_floor) + 0.0, backend, chunk,
-                           rounding)
+    options = CompareOptions(fmt=pass_format(fmt), ftz=bool(ftz), rel_floor=float(rel_floor) + 0.0,
+                             rounding=rounding, backend=chosen,
+                             chunk=chunk or backends.default_chunk(chosen, device, ref_flat.numel()))
+    return _compare_floats(ref_flat, out_flat, flat_bound, fmt, shape, options)
 
 
-def _flat_bound(bound, shape: tuple[int, ...], device: torch.device, ref, ref_flat) -> "torch.Tensor | ScaledPlusUlps":
-    """The bound flat on the comparison's device; a ScaledPlusUlps of this very ref, on the CPU, is kept
-    unformed (the numba pass forms it), with its terms flat (_compare_floats forms it for the torch pass);
-    else formed here, and not kept with the caller's object."""
-    if isinstance(bound, ScaledPlusUlps):
-        if bound.shape != shape:
-            raise ValueError(f"shape mismatch: bound {bound.shape} vs ref {shape}")
-        if bound.ref is not ref or device.type != "cpu":
-            return _flat(bound.formed(), device)
-        return replace(bound, terms=_flat(bound.terms, device), ref=ref_flat)  # ref_flat: this ref, flat
-    bound_t = _as_tensor(bound, "bound")
-    if tuple(bound_t.shape) != shape:
-        raise ValueError(f"shape mismatch: bound {tuple(bound_t.shape)} vs ref {shape}")
-    if not bound_t.is_floating_point():
-        raise ValueError(f"bound must be a float tensor, got {bound_t.dtype}")
-    return _flat(bound_t.to(torch.float64), device)  # checked >= 0 by the fused passes (numba, torch)
+@dataclass(frozen=True, eq=False)
+class FlatBound:
+    """compare()'s bound in its one form, made once at its entry (FlatBound.of) from whatever came: None, a
+    tensor, a numpy array or a ScaledPlusUlps, flat on the comparison's device. Either no bound, or its
+    values (float64), or, for a ScaledPlusUlps of this very ref on the CPU, that object with its terms and
+    ref flat, kept unformed: the numba pass forms each element inside its own pass (and the worst
+    elements only those it reports); the torch pass has it formed first."""
+
+    values: torch.Tensor | None = None  # formed
+    unformed: ScaledPlusUlps | None = None  # not yet formed
+
+    @classmethod
+    def of(cls, bound, shape: tuple[int, ...], device: torch.device, ref, ref_flat: torch.Tensor) -> "FlatBound":
+        """The one form of compare()'s `bound` for ref (as the caller gave it) of `shape`, flat as ref_flat;
+        checked here (shape, float); formed here unless kept unformed, and not kept with the caller's object."""
+        if bound is None:
+            return cls()
+        if isinstance(bound, ScaledPlusUlps):
+            if bound.shape != shape:
+                raise ValueError(f"shape mismatch: bound {bound.shape} vs ref {shape}")
+            if bound.ref is not ref or device.type != "cpu":
+                return cls(values=_flat(bound.formed(), device))
+            return cls(unformed=replace(bound, terms=_flat(bound.terms, device), ref=ref_flat))  # this ref, flat
+        bound_t = _as_tensor(bound, "bound")
+        if tuple(bound_t.shape) != shape:
+            raise ValueError(f"shape mismatch: bound {tuple(bound_t.shape)} vs ref {shape}")
+        if not bound_t.is_floating_point():
+            raise ValueError(f"bound must be a float tensor, got {bound_t.dtype}")
+        return cls(values=_flat(bound_t.to(torch.float64), device))  # checked >= 0 by the fused passes
+
+    @property
+    def given(self) -> bool:
+        """Whether compare() was given a bound (else bound_ratio and bound_rms are None)."""
+        return self.values is not None or self.unformed is not None
+
+    def formed(self) -> FlatBound:
+        """This bound with its values formed (itself where they are, or where there is no bound)."""
+        return self if self.unformed is None else FlatBound(values=self.unformed.formed())
+
+    def for_numba(self) -> tuple[np.ndarray | None, tuple | None]:
+        """What fused_numba.partials takes: the values, or the terms with the recipe that forms them."""
+        if self.unformed is None:
+            return (None if self.values is None else self.values.numpy()), None
+        return self.unformed.terms.numpy(), self.unformed.recipe()
+
+    def at(self, where: torch.Tensor) -> list[float | None]:
+        """The values at these flat indices, on the host (formed for them alone where unformed)."""
+        if self.unformed is not None:
+            return self.unformed.at(where).cpu().tolist()
+        if self.values is not None:
+            return self.values.index_select(0, where).cpu().tolist()
+        return [None] * len(where)
 
 
 def _safe_ratio(numerator: float, denominator: float) -> float:
@@ -210,21 +247,14 @@ def _z(centred_sum: float, centred_sum_sq: float) -> float:
     return centred_sum / math.sqrt(centred_sum_sq)
 
 
-def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: float, backend: str | None,
-                    chunk: int | None, rounding: str = "nearest-even") -> FloatComparison:
-    chosen = backends.choose(backend, ref.device)
-    chunk = chunk or backends.default_chunk(chosen, ref.device, ref.numel())
-    reported = fmt
-    fmt, out, out_bits = _kernel_view(fmt, out)
-    mode = ROUNDING_CODES.get(rounding, 0)
-    if isinstance(bound, ScaledPlusUlps) and chosen != "numba":
-        bound = bound.formed()  # the torch pass reads values
-    if chosen == "numba":
-        values, recipe = (bound.terms, bound.recipe()) if isinstance(bound, ScaledPlusUlps) else (bound, None)
-        floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), None if values is None else values.numpy(),
-                                            fmt, ftz, rel_floor, chunk, mode, recipe)
+def _compare_floats(ref, out, bound: FlatBound, reported: Format, shape, options: CompareOptions) -> FloatComparison:
+    out, out_bits = _pass_inputs(reported, out)
+    if options.backend == "numba":
+        values, recipe = bound.for_numba()
+        floats, ints = fused_numba.partials(ref.numpy(), out_bits.numpy(), values, options, recipe)
     else:
-        floats, ints = fused_torch.partials(ref, out, out_bits, bound, fmt, ftz, rel_floor, chunk, mode)
+        bound = bound.formed()  # the torch pass reads values
+        floats, ints = fused_torch.partials(ref, out, out_bits, bound.values, options)
     totals = combine(floats, ints)
 
     maxima = {name: max(value, 0.0) for name, (value, _) in totals.maxima.items()}  # no element: 0
@@ -232,7 +262,8 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     scale = math.sqrt(max(totals.compared, 1)) * max(totals.max_abs_ref, totals.max_abs_out)
     rms = _safe_ratio(root_sum_sq, scale)
     rel_l2 = _safe_ratio(root_sum_sq, math.sqrt(totals.sum_sq_ref))
-    bound_rms = math.sqrt(totals.sum_sq_bound / max(totals.compared, 1)) if bound is not None else None
+    has_bound = bound.given
+    bound_rms = math.sqrt(totals.sum_sq_bound / max(totals.compared, 1)) if has_bound else None
     bias_z = max(abs(_z(totals.sum_s, totals.sum_sq_s)), abs(_z(totals.sum_t, totals.sum_sq_t)))
     rounding_rms = math.sqrt(totals.sum_sq_s / max(totals.compared, 1))
 
@@ -241,30 +272,32 @@ def _compare_floats(ref, out, bound, fmt: Format, shape, ftz: bool, rel_floor: f
     indices["rms"] = indices["rel_l2"] = indices["max_abs_diff"]
     indices.update({name: first for name, (_, first) in totals.counts.items()})
     element_values = dict(maxima, rms=maxima["max_abs_diff"], rel_l2=maxima["max_abs_diff"])
-    if bound is None:
+    if not has_bound:
         del indices["bound_ratio"]
     worst = _worst(indices, element_values, ref, out, bound, shape)
 
     return FloatComparison(
-        dtype=reported.name, shape=shape, n=ref.numel(), compared=totals.compared, ftz=ftz,
-        rel_floor=rel_floor, format_max=reported.max,
+        dtype=reported.name, shape=shape, n=ref.numel(), compared=totals.compared, ftz=options.ftz,
+        rel_floor=options.rel_floor, format_max=reported.max,
         max_abs_diff=maxima["max_abs_diff"], max_rel_diff=maxima["max_rel_diff"],
         max_rel_diff_old=maxima["max_rel_diff_old"], max_eps_diff=maxima["max_eps_diff"],
         max_ulp_diff=maxima["max_ulp_diff"], rms=rms, rel_l2=rel_l2,
-        bound_ratio=maxima["bound_ratio"] if bound is not None else None, bound_rms=bound_rms, bias_z=bias_z, rounding_rms=rounding_rms,
+        bound_ratio=maxima["bound_ratio"] if has_bound else None, bound_rms=bound_rms, bias_z=bias_z,
+        rounding_rms=rounding_rms,
         nan_mismatch=totals.counts["nan_mismatch"][0], inf_mismatch=totals.counts["inf_mismatch"][0],
         overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
-        worst=worst, backend=chosen, rounding=rounding,
+        worst=worst, backend=options.backend, rounding=options.rounding,
     )
 
 
-def _kernel_view(fmt: Format, out: torch.Tensor) -> tuple[Format, torch.Tensor, torch.Tensor]:
-    """(format, out values, out bits) as the fused passes read them.
+def pass_format(fmt: Format) -> Format:
+    """The format as the fused passes read its bits (CompareOptions.fmt).
 
     They know sign-magnitude patterns with inf and NaN above max_pattern
     ("ieee") or NaN above it (any other has_inf=False format). The encodings
-    that do not fit are handed over in an equivalent layout:
+    that do not fit are handed over in an equivalent layout (_pass_inputs
+    gives out's bits in it):
 
     * fnuz: out's NaN 0x80 sits where -0 would; the bits go over as 16-bit
       sign-magnitude with NaN at magnitude 0x7FFF, above max_pattern 0x7F.
@@ -274,26 +307,34 @@ def _kernel_view(fmt: Format, out: torch.Tensor) -> tuple[Format, torch.Tensor, 
       format with 0 mantissa bits and bias 128, which has the same values,
       ulps and rounding from 2**-127 up; 0xFF (NaN) as 0x7FFF.
     """
-    if fmt.encoding in ("ieee", "fn"):
-        return fmt, out, out.view(_SAME_SIZE_INT[out.element_size()])
-    codes = out.view(torch.uint8).to(torch.int64)
+    if fmt.encoding in ("ieee", "fn", "none"):
+        return fmt
     view = copy.copy(fmt)
+    if fmt.encoding == "unsigned-exponent":
+        for key, value in {"bias": fmt.bias + 1, "max_pattern": fmt.max_pattern + 1}.items():
+            object.__setattr__(view, key, value)
+    object.__setattr__(view, "bits", 16)
+    return view
+
+
+def _pass_inputs(fmt: Format, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out values, out bits) as the fused passes read them, in pass_format(fmt)'s layout."""
+    if fmt.encoding in ("ieee", "fn"):
+        return out, out.view(_SAME_SIZE_INT[out.element_size()])
+    codes = out.view(torch.uint8).to(torch.int64)
     if fmt.encoding == "none":
-        return fmt, decode(codes, fmt), codes.to(torch.int8)
+        return decode(codes, fmt), codes.to(torch.int8)
     if fmt.encoding == "fnuz":
         bits = torch.where(codes == fmt.nan_pattern, 0x7FFF, ((codes & 0x80) << 8) | (codes & 0x7F))
     else:  # unsigned-exponent
         bits = torch.where(codes == fmt.nan_pattern, 0x7FFF, codes + 1)
-        for key, value in {"bias": fmt.bias + 1, "max_pattern": fmt.max_pattern + 1}.items():
-            object.__setattr__(view, key, value)
-    object.__setattr__(view, "bits", 16)
-    return view, out, bits.to(torch.int16)
+    return out, bits.to(torch.int16)
 
 
 def _compare_integers(ref, out, fmt: IntegerFormat, shape, chunk: int | None) -> IntegerComparison:
     totals = integer_totals(ref, out, fmt, chunk or backends.default_chunk("torch", ref.device))
     values = {"max_abs_diff": totals["max_abs_diff"][0]}
-    worst = _worst({name: index for name, (_, index) in totals.items()}, values, ref, out, None, shape)
+    worst = _worst({name: index for name, (_, index) in totals.items()}, values, ref, out, FlatBound(), shape)
     return IntegerComparison(
         dtype=fmt.name, shape=shape, n=ref.numel(), format_min=fmt.min, format_max=fmt.max,
         mismatches=totals["mismatches"][0], max_abs_diff=totals["max_abs_diff"][0],

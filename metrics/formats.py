@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from e2egen.metrics.names import unknown_name_error
 
@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 DTYPE_NAMES = ("f32", "tf32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f4e2m1", "e8m0",
                "i8", "i32")
-ENCODINGS = ("ieee", "fn", "fnuz", "none", "unsigned-exponent")
+# What the top of a format's range holds (the module's docstring says each).
+Encoding = Literal["ieee", "fn", "fnuz", "none", "unsigned-exponent"]
+ENCODINGS: tuple[Encoding, ...] = get_args(Encoding)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Format:
     name: str
     exponent_bits: int
     mantissa_bits: int
-    encoding: str  # one of ENCODINGS: what the top patterns (and 0x80 for fnuz) hold
+    encoding: Encoding  # what the top patterns (and 0x80 for fnuz) hold
     torch_name: str | None  # torch's one-element dtype ("float16"); None where torch has none (f4e2m1)
     packed_torch_name: str | None = None  # torch's packed dtype, two elements a byte (f4e2m1)
     bits: int = field(init=False)

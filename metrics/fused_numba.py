@@ -25,6 +25,13 @@ not compared. Afterwards:
 Out is read as its raw bits (int8/16/32 view), so bf16 and fp8 need no
 conversion pass. The rules are in compare.py's docstring; fused_torch.py
 applies the same ones and tests check that the two agree.
+
+Public: partials (the comparison's pass, its options in one
+options.CompareOptions) and the bound's ulp passes that ulp_terms.py calls
+(scaled_plus_ulps_into, add_ulps_into, partial_sums_plus_ulps_into: here,
+beside _scaled_plus_ulp, for numba's cache). What every numba kernel of the
+project shares (AVAILABLE, the bit casts, align_stack) is numba_kernels.py's;
+whether a numba pass runs at all is backend.numba_path's one rule.
 """
 from __future__ import annotations
 
@@ -36,21 +43,19 @@ from e2egen.metrics import partials as P
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
 from e2egen.metrics.names import HISTOGRAM_EDGES
+from e2egen.metrics.numba_kernels import AVAILABLE
+from e2egen.metrics.options import BAD_BOUND_MESSAGE, CompareOptions
 
-try:
+if AVAILABLE:  # numba is optional; compare() takes the torch path without it
     import numba
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-except ImportError:  # numba is optional; compare() falls back to the torch path
-    numba = None
 
-AVAILABLE = numba is not None
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack
+    from e2egen.metrics.numba_kernels import as_float64 as _float
+    from e2egen.metrics.numba_kernels import as_int64 as _bits
 
 # The maxima _locate can find, by position in its targets.
 ABS, REL, REL_OLD, EPS, BOUND, ULP = range(6)
 BAD_BOUNDS = ULP  # the kernel's per-chunk column of bound elements that are negative or NaN
-BAD_BOUND_MESSAGE = "bound must be >= 0 everywhere (it has a negative or NaN element)"
 # Each maximum's float column (ABS..BOUND) and index column (ABS..ULP), by position.
 _FLOAT_COLUMNS = (P.F_ABS, P.F_REL, P.F_REL_OLD, P.F_EPS, P.F_BOUND)
 _INDEX_COLUMNS = (P.I_IDX_ABS, P.I_IDX_REL, P.I_IDX_REL_OLD, P.I_IDX_EPS, P.I_IDX_BOUND, P.I_IDX_ULP)
@@ -66,37 +71,6 @@ def _float_bits_of(value: float) -> int:
 
 
 if AVAILABLE:
-    def _bitcast(name: str, source, target, target_ir):
-        """A numba intrinsic reading a value's bits as another type of the same width (a no-op for the CPU)."""
-        def typer(typingctx, x):
-            def codegen(context, builder, signature, args):
-                return builder.bitcast(args[0], target_ir)
-            return target(source), codegen
-        typer.__name__ = typer.__qualname__ = name
-        return intrinsic(typer)
-
-    _bits = _bitcast("_bits", types.float64, types.int64, ir.IntType(64))  # a float64's bits
-    _float = _bitcast("_float", types.int64, types.float64, ir.DoubleType())  # the float64 of these bits
-    _bits32 = _bitcast("_bits32", types.float32, types.int32, ir.IntType(32))  # a float32's bits
-    _float32 = _bitcast("_float32", types.int32, types.float32, ir.FloatType())  # the float32 of these bits
-
-    @intrinsic
-    def _align_stack(typingctx):
-        """Called first in every per-element kernel: its prologue aligns the stack to 64 bytes. Where a loop
-        keeps more values than the CPU has vector registers (the comparison's with AVX-512, most kernels with
-        AVX2's 16), LLVM spills them with unaligned moves and does not realign the stack for them; the ABI
-        aligns it to 16 bytes only, so where ASLR and the environment's size had put the stack decided
-        whether every spill and reload split a cache line: the same kernel on the same data ran a fifth to
-        a third slower in three processes of four (tests/test_numba_vectorised.py checks the prologue).
-        When LLVM inlines the kernel, the caller takes the alignment on. nounwind is true of every njit
-        function (errors are return codes) and is there because llvmlite prints a function's attributes
-        only when it has a named one."""
-        def codegen(context, builder, signature, args):
-            builder.function.attributes.alignstack = 64
-            builder.function.attributes.add("nounwind")
-            return context.get_dummy_value()
-        return types.none(), codegen
-
     @numba.njit(inline="always", error_model="numpy")
     def _ulp_exponent(magnitude, emin, emax):
         """The exponent of ulp_T at a float64 of these bits without the sign: its binade's, the one below
@@ -476,16 +450,15 @@ MAX_CHUNK = (1 << 21) - 1
 MIN_ELEMENTS_PER_THREAD = 1 << 17
 
 
-def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, fmt: Format,
-             ftz: bool, rel_floor: float, chunk: int,
-             mode: int = 0, recipe: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits; mode: the
-    rounding the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest). bound: the
+def partials(ref: np.ndarray, out_bits: np.ndarray, bound: np.ndarray | None, options: CompareOptions,
+             recipe: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chunk rows (see partials.py) for flat contiguous ref (float64) and out's bits. bound: the
     bound's values (float64), or with a recipe (ulp_terms.ScaledPlusUlps.recipe) the terms it is formed
     from, element by element, inside the pass."""
     if not AVAILABLE:
         raise RuntimeError("numba is not installed; use the torch backend")
-    chunk = min(chunk, MAX_CHUNK)
+    fmt, ftz, rel_floor, mode = options.fmt, options.ftz, options.rel_floor, options.mode
+    chunk = min(options.chunk, MAX_CHUNK)
     n_chunks = -(-ref.shape[0] // chunk)
     floats = np.full((n_chunks, P.N_FLOAT), -1.0)
     ints = np.full((n_chunks, P.N_INT), -1, np.int64)

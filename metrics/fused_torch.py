@@ -37,11 +37,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from e2egen.metrics import fused_numba
 from e2egen.metrics import partials as P
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
 from e2egen.metrics.names import HISTOGRAM_EDGES
+from e2egen.metrics.options import BAD_BOUND_MESSAGE, CompareOptions
 from e2egen.metrics.rounding import inverse_ulp, ordered, rounded_pattern, split_float64
 
 MISSING = -1.0  # below every real value of a maximum (all are >= 0)
@@ -92,9 +92,10 @@ def _classes(ref, negative, out_negative, out_pattern, fmt: Format):
     return nan_mismatch, inf_mismatch, overflow, in_range & ~out_nonfinite
 
 
-def _chunk_general(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, offset: int, edges, mode: int):
+def _chunk_general(ref, out, out_bits, bound, options: CompareOptions, offset: int, edges):
     """One row of each per-chunk table (partials.py) for a chunk starting at flat index `offset`: every
     metric with masks and where(), for chunks with an element that is not compared (NaN, inf, overflow)."""
+    fmt, ftz, rel_floor, mode = options.fmt, options.ftz, options.rel_floor, options.mode
     negative, biased, mantissa = split_float64(ref)
     abs_ref = ref.abs()
     bits = out_bits.to(torch.int64) & ((1 << fmt.bits) - 1)
@@ -265,11 +266,12 @@ class _Views:
         self.sums = ws.floats[:2, :n]
 
 
-def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, mode: int,
-                result: torch.Tensor, histogram: torch.Tensor, ftz_count: torch.Tensor) -> _Views:
+def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, options: CompareOptions, result: torch.Tensor,
+                histogram: torch.Tensor, ftz_count: torch.Tensor) -> _Views:
     """Every metric of a chunk whose elements are all compared, into result (ws.columns), histogram (the
     count of each bucket of _bucket_table) and ftz_count; the arrays stay in the returned views (and the
     ulp distances, as differences of ordered patterns, in w3)."""
+    fmt, ftz, rel_floor, mode = options.fmt, options.ftz, options.rel_floor, options.mode
     v = ws.views(ref.numel())
     f = v.f
     abs_ref, diff, o, rel = f["abs_ref"], f["diff"], f["out"], f["rel"]
@@ -352,19 +354,6 @@ def _fast_chunk(ws: _Workspace, ref, out, out_bits, bound, fmt: Format, ftz: boo
     return v
 
 
-def fast_views(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float, mode: int, start: int,
-               chunk: int) -> _Views:
-    """The fast kernel's arrays for the chunk of `chunk` elements at `start` (with a workspace of its own)."""
-    stop = start + chunk
-    ws = _Workspace(min(chunk, ref.numel() - start), fmt, ref.device, bound is not None)
-    result = torch.empty(len(ws.columns), dtype=torch.float64, device=ref.device)
-    histogram = torch.empty(len(_HIST_EDGES) + 1, dtype=torch.int64, device=ref.device)
-    ftz_count = torch.zeros((), dtype=torch.int64, device=ref.device)
-    return _fast_chunk(ws, ref[start:stop], out[start:stop], out_bits[start:stop],
-                       None if bound is None else bound[start:stop], fmt, ftz, rel_floor, mode, result, histogram,
-                       ftz_count)
-
-
 def _fast_to_rows(ws: _Workspace, results: np.ndarray, histograms: np.ndarray, ftz_counts: np.ndarray,
                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The fast kernel's per-chunk results as rows of partials.py's tables (indices -1: filled later)."""
@@ -411,10 +400,16 @@ _LOCATE = [(P.F_ABS, P.I_IDX_ABS, "diff"), (P.F_REL, P.I_IDX_REL, "rel"), (P.F_R
            (P.F_EPS, P.I_IDX_EPS, "eps"), (P.F_BOUND, P.I_IDX_BOUND, "ratio")]
 
 
-def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float,
-             chunk: int, mode: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chunk rows (see partials.py) for flat ref (float64), out (T) and out's bits; mode: the rounding
-    the bias sums measure the deviation from (names.ROUNDING_CODES: 0 nearest)."""
+def fast_kernel_applies(fmt: Format) -> bool:
+    """Whether the fast kernel can read this format's bits (torch's own layout: "ieee" and "fn"); the
+    others take the general kernel on every chunk, as every format does with FAST_PATH off."""
+    return FAST_PATH and fmt.encoding in ("ieee", "fn")
+
+
+def partials(ref, out, out_bits, bound, options: CompareOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chunk rows (see partials.py) for flat ref (float64), out (T) and out's bits, bound (float64)
+    or None."""
+    fmt, chunk = options.fmt, options.chunk
     device = ref.device
     n = ref.numel()
     starts = list(range(0, n, chunk))
@@ -425,14 +420,14 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
         edges = torch.tensor((math.ulp(0.0),) + HISTOGRAM_EDGES, dtype=torch.float64, device=device)
         bound_chunk = None if bound is None else bound[start:stop]
         return _chunk_general(ref[start:stop], out[start:stop].to(torch.float64), out_bits[start:stop], bound_chunk,
-                              fmt, ftz, rel_floor, start, edges, mode)
+                              options, start, edges)
 
     def run(work, tasks):
         # On the CPU, chunks small enough that each torch op runs serially go to
         # our threads (see threads.py); on a device, ops queue asynchronously.
         return threads.run(work, tasks) if on_cpu else [work(t) for t in tasks]
 
-    if not FAST_PATH or fmt.encoding not in ("ieee", "fn"):  # the fast kernel reads torch's own bit layout
+    if not fast_kernel_applies(fmt):
         float_rows, int_rows = zip(*run(general, starts))
         return torch.stack(float_rows).cpu().numpy(), torch.stack(int_rows).cpu().numpy()
 
@@ -459,22 +454,22 @@ def partials(ref, out, out_bits, bound, fmt: Format, ftz: bool, rel_floor: float
     def fast(k: int) -> _Views:
         start, stop = starts[k], starts[k] + chunk
         return _fast_chunk(workspace(), ref[start:stop], out[start:stop], out_bits[start:stop],
-                           None if bound is None else bound[start:stop], fmt, ftz, rel_floor, mode,
-                           results[k], histograms[k], ftz_counts[k])
+                           None if bound is None else bound[start:stop], options, results[k], histograms[k],
+                           ftz_counts[k])
 
     run(fast, range(len(starts)))
     # The first device-to-host copy.
     results_host = results.cpu().numpy()
     if bound is not None and not (results_host[:, probe.column("min", "bound")] >= 0).all():  # NaN fails too
-        raise ValueError(fused_numba.BAD_BOUND_MESSAGE)
+        raise ValueError(BAD_BOUND_MESSAGE)
     lengths = np.minimum(chunk, n - np.asarray(starts, dtype=np.int64))
     floats, ints = _fast_to_rows(probe, results_host, histograms.cpu().numpy(), ftz_counts.cpu().numpy(), lengths)
 
-    return finish(floats, ints, starts, fmt, bound, lambda ks: run(general, [starts[k] for k in ks]), fast)
+    return _finish(floats, ints, starts, fmt, bound, lambda ks: run(general, [starts[k] for k in ks]), fast)
 
 
-def finish(floats: np.ndarray, ints: np.ndarray, starts: list[int], fmt: Format, bound,
-           general: Callable[[list[int]], list], fast: Callable[[int], _Views]) -> tuple[np.ndarray, np.ndarray]:
+def _finish(floats: np.ndarray, ints: np.ndarray, starts: list[int], fmt: Format, bound,
+            general: Callable[[list[int]], list], fast: Callable[[int], _Views]) -> tuple[np.ndarray, np.ndarray]:
     """Complete the fast kernel's per-chunk rows (indices -1): chunks with a special element get the
     general kernel's rows (general(chunk numbers) -> their (float row, int row) pairs), and the first
     element of each global maximum lying in a fast chunk is found in that chunk's arrays (fast(k), the

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import threads
 from e2egen.metrics.formats import Format
+from e2egen.metrics.numba_kernels import AVAILABLE
 
 __all__ = ["AVAILABLE", "codes_into", "deviation_into", "round_to_into", "ulp_into"]
 
-AVAILABLE = fused_numba.AVAILABLE
 MAX_SHIFT = 60  # as rounding.MAX_SHIFT: shifts past a 53-bit significand round to zero anyway
 
 if AVAILABLE:
     import numba
 
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _float
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack
+    from e2egen.metrics.numba_kernels import as_float64 as _float
+    from e2egen.metrics.numba_kernels import as_int64 as _bits
 
     @numba.njit(inline="always", error_model="numpy")
     def _nearest_pattern(x, m, emin):

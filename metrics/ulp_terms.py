@@ -28,7 +28,7 @@ from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import float_format
 from e2egen.metrics.rounding import ulp, ulp_emax
 
-__all__ = ["ScaledPlusUlps", "add_ulps", "partial_sums_plus_ulps", "scaled_plus_ulps"]
+__all__ = ["ScaledPlusUlps", "add_ulps", "partial_sums_plus_ulps", "scaled_plus_ulps", "ulp_args"]
 
 
 def _fused(*tensors: torch.Tensor) -> bool:
@@ -41,15 +41,16 @@ def _check(total: torch.Tensor, ref: torch.Tensor, terms_dtypes=(torch.float64,)
                          f"and {ref.dtype} {tuple(ref.shape)}")
 
 
-def _ulp_args(dtype: str) -> tuple[int, int, int]:
-    """(mantissa bits, emin, the ulp's top exponent) of the format named `dtype`."""
+def ulp_args(dtype: str) -> tuple[int, int, int]:
+    """(mantissa bits, emin, the ulp's top exponent) of the format named `dtype`: the format arguments of
+    fused_numba's ulp passes (scaled_plus_ulps_into, add_ulps_into, partial_sums_plus_ulps_into)."""
     fmt = float_format(dtype)
     return fmt.mantissa_bits, fmt.emin, ulp_emax(fmt)
 
 
 def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: float) -> torch.Tensor:
     flat_total, flat_terms, flat_ref = total.view(-1).numpy(), terms.view(-1).numpy(), ref.view(-1).numpy()
-    args = (float(count), *_ulp_args(dtype))
+    args = (float(count), *ulp_args(dtype))
     threads.over_chunks(flat_ref.shape[0], lambda lo, hi: fused_numba.scaled_plus_ulps_into(
         flat_total, flat_terms, float(widening), float(scale), flat_ref, lo, hi, *args),
         threads.LIGHT_TASK)  # memory-bound, as add_ulps_into (benchmarks/bench_threads.py)
@@ -58,7 +59,7 @@ def _run(total, terms, widening: float, scale: float, ref, dtype: str, count: fl
 
 def _add_in_place(total, ref, dtype: str, count: float) -> torch.Tensor:
     flat_total, flat_ref = total.view(-1).numpy(), ref.view(-1).numpy()
-    args = (float(count), *_ulp_args(dtype))
+    args = (float(count), *ulp_args(dtype))
     threads.over_chunks(flat_ref.shape[0],
                         lambda lo, hi: fused_numba.add_ulps_into(flat_total, flat_ref, lo, hi, *args),
                         threads.LIGHT_TASK)  # memory-bound (benchmarks/bench_threads.py)
@@ -95,13 +96,13 @@ def partial_sums_plus_ulps(running: torch.Tensor, absolute: torch.Tensor | None,
     ops). running, absolute, ref: float64; terms: f32 or float64; all of ref's shape, contiguous."""
     float_format(dtype)
     tensors = [t for t in (running, absolute, terms, ref) if t is not None]
-    if (not fused_numba.AVAILABLE or not _fused(*tensors) or any(t.shape != ref.shape for t in tensors)
+    if (not _fused(*tensors) or any(t.shape != ref.shape for t in tensors)
             or any(t.dtype != torch.float64 for t in (running, absolute, ref) if t is not None)
             or terms.dtype not in (torch.float64, torch.float32)):
         return None
     out = torch.empty_like(ref, memory_format=torch.contiguous_format)
     flat = [t.view(-1).numpy() for t in (out, running, running if absolute is None else absolute, terms, ref)]
-    args = (float(count), *_ulp_args(dtype))
+    args = (float(count), *ulp_args(dtype))
     threads.over_chunks(flat[0].shape[0], lambda lo, hi: fused_numba.partial_sums_plus_ulps_into(
         flat[0], flat[1], flat[2], absolute is not None, float(unit), float(constant), flat[3], float(alpha),
         flat[4], lo, hi, *args))
@@ -145,7 +146,7 @@ class ScaledPlusUlps:
     def recipe(self) -> tuple[float, float, float, int, int, int]:
         """What the comparison's numba pass needs besides the terms: (widening, scale, count, m, emin, ulp
         emax)."""
-        return (float(self.widening), float(self.scale), float(self.count), *_ulp_args(self.dtype))
+        return (float(self.widening), float(self.scale), float(self.count), *ulp_args(self.dtype))
 
     def at(self, flat_indices: torch.Tensor) -> torch.Tensor:
         """The bound's values at these indices of the flattened tensor (formed for them alone)."""

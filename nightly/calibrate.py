@@ -39,7 +39,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from e2egen.files import write_text_atomically
 from e2egen.generator.cases import Case
@@ -126,6 +126,11 @@ def format_floor(metric: str, dtype: str, magnitude: float) -> tuple[float | Non
     return None, ""
 
 
+# What a case's need rests on: observed x margin, the format's floor, the model's own tolerance (the ceiling:
+# kept), or observed x margin above that ceiling (the error model misses something).
+Basis = Literal["margin", "floor", "ceiling", "model"]
+
+
 @dataclass
 class CaseState:
     """One case and one metric: its tolerance now, where it comes from, the evidence and what it needs."""
@@ -138,18 +143,21 @@ class CaseState:
     runs: int = 0
     failed: bool = False  # an observed value is above the current tolerance
     need: float | None = None  # the proposal for this case alone
-    basis: str = ""  # margin | floor | ceiling | model
+    basis: Basis | Literal[""] = ""  # "" until a need is found
     floor: float | None = None
     missing: str = ""  # why there is no need: never run, 1 of 2 runs, non-finite, always 0
 
 
-def case_need(metric: str, observed: float, floor: float | None, margin: float) -> tuple[float | None, str]:
+def case_need(metric: str, observed: float, floor: float | None, margin: float
+              ) -> tuple[float, Basis] | tuple[None, Literal["always 0"]]:
+    """(the tolerance one case needs, what it rests on), or (None, why there is none)."""
     if metric in CEILING_METRICS:
         ceiling = CEILING_METRICS[metric]
         if observed <= ceiling:
             return ceiling, "ceiling"
         return readable_up(observed * margin), "model"
-    x, basis = observed * margin, "margin"
+    x = observed * margin
+    basis: Basis = "margin"
     if floor is not None and floor > x:
         x, basis = floor, "floor"
     if x <= 0:
@@ -166,13 +174,16 @@ class Change:
     new: float
 
 
+RowStatus = Literal["kept", "changed", "new"]  # an entry kept as it is, its value changed, or a new override
+
+
 @dataclass(frozen=True)
 class Row:
     suite: str
     dtype: str
     metric: str
     level: str
-    status: str  # kept | changed | new
+    status: RowStatus
     cases: int
     evidenced: int
     current: tuple[float, ...]
@@ -247,9 +258,11 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
                 state.missing = "non-finite value"
             else:
                 state.floor, _ = format_floor(metric, case.dtype, ev.magnitude)
-                state.need, state.basis = case_need(metric, state.observed, state.floor, margin)
-                if state.need is None:
-                    state.missing = state.basis
+                need, basis = case_need(metric, state.observed, state.floor, margin)
+                if need is None:
+                    state.missing = basis
+                else:
+                    state.need, state.basis = need, basis
             states.append(state)
 
     by_metric: dict[str, list[CaseState]] = defaultdict(list)
@@ -383,7 +396,7 @@ def _rows(catalogue: Catalogue, states: list[CaseState], effective, final_positi
     rows = []
     for (suite, dtype, metric, position), group in groups.items():
         change = changed.get((position, metric))
-        status = "kept" if change is None else ("new" if change.old is None else "changed")
+        status: RowStatus = "kept" if change is None else ("new" if change.old is None else "changed")
         observed = [s.observed for s in group if s.need is not None]
         evidenced = len(observed)
         obs = max(observed) if observed else None

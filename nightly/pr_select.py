@@ -27,7 +27,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Literal, Mapping, Sequence, get_args
 
 from e2egen.generator.case_id import PARTS
 from e2egen.generator.cases import Case
@@ -75,13 +75,16 @@ def format_seconds(seconds: float) -> str:
 
 
 # -- prices -------------------------------------------------------------------------
+RateBasis = Literal["measured", "default"]  # the FLOP rate: from the recorded cases, or DEFAULT_SECONDS_PER_FLOP
+
+
 @dataclass(frozen=True)
 class Prices:
     seconds: Mapping[str, float]  # case id -> expected seconds
     recorded: int  # cases priced by a recorded duration
     estimated: int  # cases priced by FLOPs
     flops_per_second: float
-    rate_basis: str  # "measured" | "default"
+    rate_basis: RateBasis
     device: str
 
     def describe(self) -> str:
@@ -112,7 +115,7 @@ def price_from_durations(cases: Sequence[Case], durations: Mapping[str, float], 
     known = {cid: float(durations[cid]) for cid in work if durations.get(cid, 0) > 0}
     if known:
         seconds_per_flop = sum(known.values()) / sum(work[cid] for cid in known)
-        basis = "measured"
+        basis: RateBasis = "measured"
     else:
         seconds_per_flop = DEFAULT_SECONDS_PER_FLOP[device]
         basis = "default"
@@ -158,10 +161,15 @@ def coverage(universe: Iterable[tuple], covered: set[tuple]) -> Coverage:
 
 
 # -- selection ----------------------------------------------------------------------
+# Why a case was picked, in the order the picks are made (and counted): coverage, a recent failure, headroom.
+PickKind = Literal["coverage", "failed", "headroom"]
+PICK_KINDS: tuple[PickKind, ...] = get_args(PickKind)
+
+
 @dataclass(frozen=True)
 class Pick:
     case: Case
-    kind: str  # coverage | failed | headroom
+    kind: PickKind
     why: str
     seconds: float
 
@@ -271,10 +279,10 @@ def select(cases: Sequence[Case], evidence: Evidence, prices: Prices, budget: fl
 
 # -- output -------------------------------------------------------------------------
 def _breakdown(selection: Selection) -> str:
-    kinds = {}
+    kinds: dict[PickKind, int] = {}
     for pick in selection.chosen:
         kinds[pick.kind] = kinds.get(pick.kind, 0) + 1
-    parts = ", ".join(f"{kinds[k]} {k}" for k in ("coverage", "failed", "headroom") if k in kinds)
+    parts = ", ".join(f"{kinds[k]} {k}" for k in PICK_KINDS if k in kinds)
     return (f"{len(selection.forced)} cases with pr = true in the catalogue ({selection.forced_seconds:.1f} s) + "
             f"{len(selection.chosen)} selected here ({selection.chosen_seconds:.1f} s{': ' + parts if parts else ''})")
 

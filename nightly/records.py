@@ -31,41 +31,44 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, get_args
 
 from e2egen import files
 from e2egen.files import make_directory, output_error
-from e2egen.generator.case_id import PARTS
+from e2egen.generator.case_id import PARTS, CaseIdParts
+from e2egen.generator.execute import CASE_STATUSES, CaseStatus
 from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy
+
+if TYPE_CHECKING:  # torch: the recorder runs while pytest collects and must not load it
+    from e2egen.generator.execute import Outcome
+    from e2egen.runner.arithmetic.lookup import Measured
 
 FORMAT = 1
 TIMING_KEYS = ("inputs", "kernel", "reference", "bound", "compare")
-AXES = PARTS  # a record carries every part of its case's id
+AXES = PARTS  # a record carries every part of its case's id (CaseRecord.parts), under the part's name
 # Where a case ended: in the test body (call), in pytest's setup or teardown,
 # at collection (its module did not import), in a crashed worker or process,
 # or never started because the pytest process died first.
-PHASES = ("call", "setup", "teardown", "collect", "crash", "not-run")
+Phase = Literal["call", "setup", "teardown", "collect", "crash", "not-run"]
+PHASES: tuple[Phase, ...] = get_args(Phase)
 
 
 @dataclass(frozen=True)
 class CaseRecord:
-    """One case of one run: what ran, where, what it measured, the verdict and the time spent."""
+    """One case of one run: what ran, where, what it measured, the verdict and the time spent.
+
+    `parts` holds the parts of the case's id; the JSON form writes them flat, each under its own name, where
+    the field stands."""
 
     run_id: str
     case_id: str
-    status: str  # passed | failed | skipped
-    phase: str  # one of PHASES
+    status: CaseStatus
+    phase: Phase
     reason: str  # why it failed ("" unless failed)
     skip_reason: str  # why it was skipped ("" unless skipped)
-    suite: str
-    op: str
-    config: str
-    direction: str
-    dtype: str
-    layout: str
-    range: str
+    parts: CaseIdParts  # suite, op, config, direction, dtype, layout, range (JSON: one key each)
     params: Mapping[str, Any]
     seed: int | None
     global_seed: int | None
@@ -90,7 +93,8 @@ class CaseRecord:
 
     @property
     def axes(self) -> dict[str, str]:
-        return {axis: getattr(self, axis) for axis in AXES}
+        """Every part of the case's id by name (AXES)."""
+        return self.parts.as_dict()
 
     @property
     def reference_variant(self) -> str:
@@ -129,14 +133,17 @@ class CaseRecord:
         return max(ratios, key=lambda k: (ratios[k], k)) if ratios else None
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"type": "case", "format": FORMAT}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
+        data: dict[str, Any] = {"type": "case", "format": FORMAT}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, CaseIdParts):
+                data.update(value.as_dict())  # flat, in the field's place
+                continue
             if isinstance(value, tuple):
                 value = [dict(v) for v in value]
             elif isinstance(value, Mapping):
                 value = dict(value)
-            data[name] = value
+            data[f.name] = value
         return data
 
     @classmethod
@@ -146,6 +153,7 @@ class CaseRecord:
         if problem is not None:
             raise RecordsError(problem)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["parts"] = CaseIdParts.from_mapping(data)
         known["failures"] = tuple(known.get("failures") or ())
         return cls(**known)
 
@@ -165,7 +173,7 @@ _OPTIONAL_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "timings": ((dict,), True), "duration": (_NUMBER, True), "flops": (_NUMBER, True), "repro": ((str,), True),
     "worker": ((str,), True), "finished": ((str,), True), "nodeid": ((str,), True), "arithmetic": ((dict,), True),
 }
-STATUSES = ("passed", "failed", "skipped")
+STATUSES = CASE_STATUSES
 
 
 def case_problem(data: Any) -> str | None:
@@ -175,8 +183,8 @@ def case_problem(data: Any) -> str | None:
     missing = [name for name in _CASE_FIELDS if name not in data]
     if missing:
         return f"case record {_name_of(data)}lacks the field{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
-    for fields in (_CASE_FIELDS, _OPTIONAL_FIELDS):
-        for name, (types, nullable) in fields.items():
+    for table in (_CASE_FIELDS, _OPTIONAL_FIELDS):
+        for name, (types, nullable) in table.items():
             value = data.get(name)
             if value is None and (nullable or name not in data):
                 continue
@@ -236,21 +244,21 @@ def metrics_of(comparison_dict: Mapping[str, Any] | None) -> dict[str, float]:
             if isinstance(comparison_dict.get(k), (int, float)) and not isinstance(comparison_dict.get(k), bool)}
 
 
-def record_from_outcome(outcome, *, run_id: str, global_seed: int | None, nodeid: str, worker: str,
+def record_from_outcome(outcome: Outcome, *, run_id: str, global_seed: int | None, nodeid: str, worker: str,
                         duration: float, versions: Mapping[str, str | None], finished: str) -> CaseRecord:
     """The record of a case the e2e_case fixture ran (an Outcome of generator.execute)."""
     case = outcome.case
     comparison = outcome.comparison.as_dict() if outcome.comparison is not None else None
-    failures = ()
+    failures: tuple[Mapping[str, Any], ...] = ()
     if outcome.verdict is not None:
         failures = tuple({"metric": f.metric, "value": f.value, "tolerance": f.tolerance, "ratio": f.ratio,
-                          "reason": getattr(f, "reason", "")} for f in outcome.verdict.failures)
+                          "reason": f.reason} for f in outcome.verdict.failures)
     status = outcome.status
     return CaseRecord(
         run_id=run_id, case_id=case.id, status=status, phase="call",
         reason=outcome.reason if status == "failed" else "",
         skip_reason=outcome.reason if status == "skipped" else "",
-        **{axis: getattr(case, axis) for axis in AXES},
+        parts=case.key.unchecked(),
         params=dict(case.params), seed=case.seed, global_seed=global_seed, device=outcome.device,
         versions=dict(versions), tolerances=dict(case.tolerances), reference=case.reference.to_catalogue(),
         metrics=metrics_of(comparison), failures=failures,
@@ -261,9 +269,9 @@ def record_from_outcome(outcome, *, run_id: str, global_seed: int | None, nodeid
     )
 
 
-def _arithmetic_or_none(outcome) -> dict[str, Any] | None:
+def _arithmetic_or_none(outcome: Outcome) -> dict[str, Any] | None:
     try:
-        return arithmetic_record(getattr(outcome, "arithmetic", None))
+        return arithmetic_record(outcome.arithmetic)
     except Exception as err:  # a malformed Measured costs the record its arithmetic, not the case's metrics
         import warnings
 
@@ -271,12 +279,13 @@ def _arithmetic_or_none(outcome) -> dict[str, Any] | None:
         return None
 
 
-def arithmetic_record(measured) -> dict[str, Any] | None:
+def arithmetic_record(measured: Measured | None) -> dict[str, Any] | None:
     """A record's `arithmetic` from the runner's Measured (runner.arithmetic.lookup), or None without one.
 
     {"cell": "conv2d/bwd_data/f16/nchw/window", "device": name, "impl": impl, "versions": {name: version},
      "origin": "shipped profile …" | "cached profile …" | "probed now, cached in …" | "assumed (…)",
-     "findings": Arithmetic.to_table()}. Duck-typed: no runner (torch) import in the recorder.
+     "findings": Arithmetic.to_table()}. The runner (torch) is imported for type checking only, never by the
+    recorder.
     """
     if measured is None:
         return None
@@ -286,14 +295,14 @@ def arithmetic_record(measured) -> dict[str, Any] | None:
             "origin": str(measured.origin), "findings": dict(measured.arithmetic.to_table())}
 
 
-def record_from_case_data(case: Mapping[str, Any], *, run_id: str, status: str, phase: str, reason: str,
+def record_from_case_data(case: Mapping[str, Any], *, run_id: str, status: CaseStatus, phase: Phase, reason: str,
                           global_seed: int | None, seed: int | None, device: str, repro: str, nodeid: str, worker: str,
                           duration: float, versions: Mapping[str, str | None], finished: str) -> CaseRecord:
     """The record of a case that ended outside the fixture: setup or collection error, crash, never run."""
     return CaseRecord(
         run_id=run_id, case_id=str(case["id"]), status=status, phase=phase,
         reason=reason if status == "failed" else "", skip_reason=reason if status == "skipped" else "",
-        **{axis: str(case.get(axis, "")) for axis in AXES},
+        parts=CaseIdParts.from_mapping(case),
         params=dict(case.get("params") or {}), seed=seed, global_seed=global_seed, device=device,
         versions=dict(versions), tolerances=dict(case.get("tolerances") or {}), reference=dict(case.get("reference") or {}),
         metrics={}, duration=duration, flops=int(case.get("flops") or 0), repro=repro, worker=worker,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 from e2egen.nightly.errors import NightlyError
 
@@ -43,11 +43,16 @@ class ShardSpec:
         return f"{self.index}/{self.count}"
 
 
+# What a partition's weights came from: recorded durations for every case, for some (FLOPs priced at their
+# rate for the rest), or FLOPs alone.
+WeightBasis = Literal["durations", "durations+flops", "flops"]
+
+
 @dataclass(frozen=True)
 class Partition:
     shards: tuple[tuple[str, ...], ...]  # case ids per shard, in the input order
     loads: tuple[float, ...]  # the weight each shard got
-    basis: str  # "durations", "durations+flops" or "flops"
+    basis: WeightBasis
     fingerprint: str  # short hash of the assignment: equal on every machine that computed the same split
 
     def cases(self, spec: ShardSpec) -> tuple[str, ...]:
@@ -56,7 +61,8 @@ class Partition:
         return self.shards[spec.index - 1]
 
 
-def case_weights(cases: Sequence[Mapping], durations: Mapping[str, float] | None = None) -> tuple[dict[str, float], str]:
+def case_weights(cases: Sequence[Mapping], durations: Mapping[str, float] | None = None
+                 ) -> tuple[dict[str, float], WeightBasis]:
     """case id -> expected cost, and the basis it came from."""
     flops = {c["id"]: float(c.get("flops") or 0) + PER_CASE_FLOPS for c in cases}
     known = {cid: float(durations[cid]) for cid in flops if durations and cid in durations and durations[cid] > 0}

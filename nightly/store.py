@@ -354,8 +354,7 @@ class Store:
         t = record.timings
         cursor = self.db.execute(
             "INSERT OR IGNORE INTO records VALUES (" + ", ".join("?" * 31) + ")",
-            (record.run_id, record.case_id, record.suite, record.op, record.config, record.direction, record.dtype,
-             record.layout, record.range, record.reference_variant, record.seed, record.device,
+            (record.run_id, record.case_id, *record.parts.values, record.reference_variant, record.seed, record.device,
              record.versions.get("torch"), record.versions.get("cuda"), record.versions.get("cudnn"),
              record.status, record.phase, record.reason, record.skip_reason, _real(record.margin),
              t.get("inputs"), t.get("kernel"), t.get("reference"), t.get("bound"), t.get("compare"),

@@ -66,23 +66,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Protocol
+from typing import Mapping, Protocol
 
 import torch
 
 from e2egen import metrics
+from e2egen.metrics.rounding import rounding_deviation
+from e2egen.metrics.ulp_terms import ScaledPlusUlps, add_ulps, partial_sums_plus_ulps
 
 from e2egen.runner.dtypes import input_format_name
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic, assumed_arithmetic, with_accumulator
 from e2egen.runner.magnitude import (F32_MIN_NORMAL, F32_UNIT_ROUNDOFF, F64_MIN_NORMAL, F64_UNIT_ROUNDOFF, F32Operands, WidenedSum,
                         f32_operands, magnitude, magnitude_bound, signed_sum_error, widened_sum)
 from e2egen.runner.ops.base import named_outputs
+from e2egen.runner.partial_passes import accumulate, start
 from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
-
-if TYPE_CHECKING:
-    from e2egen.metrics.ulp_terms import ScaledPlusUlps
 
 __all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
@@ -175,8 +175,6 @@ class PartialSums:
         """One pass over the partials (documented order); only a reversed kernel needs them held at once.
         Partials are added two at a time (partial_passes: one numba pass over the sums per pair on the CPU,
         else torch's ops); the sums are float64 whatever the partials' dtype (an f32 partial widens exactly)."""
-        from e2egen.runner.partial_passes import accumulate, start
-
         if reverse:
             partials = list(partials)[::-1]
         remaining = iter(partials)
@@ -294,8 +292,6 @@ class OutputRounding:
             return total
         if total.shape != ref.shape or total.dtype != torch.float64 or ref.dtype != torch.float64:
             return total.add_(metrics.ulp(ref, self.out_dtype).mul_(model.c_out))
-        from e2egen.metrics.ulp_terms import add_ulps  # numba loads with the first bound, not with the runner
-
         return add_ulps(total, ref, self.out_dtype, model.c_out)
 
 
@@ -375,8 +371,6 @@ class SumOfBounds:
         if (factor is None or terms.shape != ref.shape or terms.dtype not in (torch.float64, torch.float32)
                 or ref.dtype != torch.float64):
             return None
-        from e2egen.metrics.ulp_terms import ScaledPlusUlps
-
         return ScaledPlusUlps(terms, factor, ref, self.parts[1].out_dtype, model.c_out, widening=widening_factor)
 
     def _partials_and_rounding(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor | None:
@@ -390,8 +384,6 @@ class SumOfBounds:
         arithmetic = product.partials_arithmetic(model)
         if arithmetic is None:
             return None
-        from e2egen.metrics.ulp_terms import partial_sums_plus_ulps
-
         summed, widening = product.summed_terms()
         unit, stored, constant = product.partials.term(arithmetic)
         return partial_sums_plus_ulps(product.partials.running, product.partials.absolute if stored else None, unit,
@@ -438,8 +430,6 @@ class RoundedIntermediate:
 
     def deviation(self, model: BoundModel) -> torch.Tensor:
         """I per element of the intermediate."""
-        from e2egen.metrics.rounding import rounding_deviation  # numba loads with the first bound, not the runner
-
         return rounding_deviation(self.exact, self.magnitude * self.coefficient(model), self.fmt)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:

@@ -51,7 +51,7 @@ def stream_key(seed: int, stream: int) -> int:
 
 
 if AVAILABLE:
-    from e2egen.metrics.fused_numba import _align_stack
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack
 
     _GAMMA_U, _MIX_1_U, _MIX_2_U = np.uint64(GAMMA), np.uint64(_MIX_1), np.uint64(_MIX_2)
     _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)

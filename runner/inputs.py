@@ -24,7 +24,7 @@ import torch
 
 from e2egen import metrics
 from e2egen.metrics.backend import numba_path
-from e2egen.metrics.encoding import encode
+from e2egen.metrics.encoding import decode, encode
 
 from e2egen.runner import draws, magnitude, narrowing
 from e2egen.runner.dtypes import FLOAT8, input_format_name, storage_dtype
@@ -55,14 +55,9 @@ F32_DRAW_MAX_BITS = 11  # significand bits (implicit one included) of the widest
 def draws_in_f32(problem: Problem, formats: dict[str, str]) -> bool:
     """Whether this problem's real-valued draw is f32 (module docstring): narrow formats and f32 itself, and
     only for an op that neither shapes nor quantizes the draw itself (those work on float64 values)."""
-    from e2egen.metrics import get_format
-
-    from e2egen.runner.ops.base import Op
-
-    spec = type(problem.spec)
-    if spec.adjust_inputs is not Op.adjust_inputs or spec.quantize_inputs is not Op.quantize_inputs:
+    if not problem.numerics.keeps_uniform_draw:
         return False
-    return all(fmt == "f32" or (not get_format(fmt).is_integer and get_format(fmt).mantissa_bits + 1 <= F32_DRAW_MAX_BITS)
+    return all(fmt == "f32" or (not metrics.get_format(fmt).is_integer and metrics.get_format(fmt).mantissa_bits + 1 <= F32_DRAW_MAX_BITS)
                for fmt in formats.values())
 
 
@@ -92,13 +87,9 @@ def round_to_format(values: torch.Tensor, fmt: str, *, saturate: bool = False) -
     if fmt == "f4e2m1":
         return fp4_codes(values)
     if fmt == "e8m0":
-        from e2egen import metrics
-
         return metrics.round_to(values, fmt).to(torch.float32).to(dtype)  # exact: a power of two
     if fmt in FLOAT8:
         if saturate:
-            from e2egen import metrics
-
             largest = metrics.get_format(fmt).max
             values = values.clamp(-largest, largest)  # beyond ±max, saturating RNE gives ±max
             if values.dtype == torch.float64 and numba_path(values.device):
@@ -202,8 +193,6 @@ def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None, scan
         if widened is not None:
             return widened
     if tensor.dtype == torch.uint8:
-        from e2egen.metrics.encoding import decode
-
         widened = decode(tensor, "f4e2m1")
     elif (narrowing.AVAILABLE and tensor.dtype in narrowing.NARROW_DTYPES and tensor.device.type == "cpu"
             and tensor.is_contiguous()):

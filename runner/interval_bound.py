@@ -12,19 +12,22 @@ that computes in it), f32 where nothing was measured; `require.compute` judges t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import torch
 
+from e2egen.runner.bound import ErrorBound
 from e2egen.runner.interval_passes import fused_output_side
 from e2egen.runner.intervals import COMPUTE_FORMATS, Interval, IntervalContext, to_output
 from e2egen.runner.options import TABLE, BoundModel
 from e2egen.runner.ops.math_functions import MathFunction
 
+if TYPE_CHECKING:
+    from e2egen.metrics.ulp_terms import ScaledPlusUlps
+
 
 def interval_context(model: BoundModel, input_format: str) -> IntervalContext:
-    arithmetic = model.arithmetic
-    measured = getattr(arithmetic, "compute", "") if arithmetic is not None else ""
+    measured = model.arithmetic.compute if model.arithmetic is not None else ""
     compute = measured if measured in COMPUTE_FORMATS else "f32"
     if input_format == "f32":
         compute = "f32"
@@ -38,7 +41,7 @@ class AcceptanceInterval:
     out_format: str
     input_format: str
     inputs64: Mapping[str, torch.Tensor]
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict[IntervalContext, Interval] = field(default_factory=dict, repr=False)
 
     def interval(self, model: BoundModel) -> Interval:
         context = interval_context(model, self.input_format)
@@ -68,7 +71,8 @@ class AcceptanceInterval:
         return torch.where(out64 >= ref, above, below).contiguous()
 
 
-def bound_for_output(part, model: BoundModel, ref: torch.Tensor, out: torch.Tensor):
+def bound_for_output(part: ErrorBound, model: BoundModel, ref: torch.Tensor,
+                     out: torch.Tensor) -> torch.Tensor | ScaledPlusUlps:
     """A bound evaluated for the output it judges, as metrics.compare takes it: two-sided ones pick the
     output's side; one that compare can form inside its own pass (SumOfBounds.deferred) comes unformed."""
     sided = getattr(part, "evaluate_for_output", None)

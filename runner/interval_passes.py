@@ -48,7 +48,9 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
+    from e2egen.metrics.numba_kernels import (
+        align_stack as _align_stack, as_int64 as _bits, as_int32 as _bits32,
+        as_float64 as _float, as_float32 as _float32)
 
     @numba.njit(inline="always", error_model="numpy")
     def _round_down_f32(x, largest):

@@ -55,6 +55,7 @@ from e2egen.runner.device import synchronize, tf32_mode
 from e2egen.runner.errors import ImplError, KernelDeclined, KernelFailure, Skip
 from e2egen.runner.import_path import search_path_text
 from e2egen.runner.inputs import arrange_for_kernel, input_formats
+from e2egen.runner.lowbit import widened_kernel
 from e2egen.runner.ops import Op, numerics_of
 from e2egen.runner.ops.base import named_outputs
 from e2egen.runner.problem import Problem, check_direction, lookup_op
@@ -70,8 +71,6 @@ def case_kernel(problem: Any, impl: str | None = None) -> Callable[..., Any]:
     take it, so a profile measures the kernel the cases run."""
     kernel = resolve_impl(problem.op, problem.direction, impl)
     if impl is None or impl == TORCH_IMPL:
-        from e2egen.runner.lowbit import widened_kernel
-
         kernel = widened_kernel(kernel, problem.dtype, problem.spec)
     return kernel
 

@@ -17,11 +17,12 @@ from typing import Any, Callable
 import torch
 
 from e2egen.runner.dtypes import INTEGER_DTYPES, is_low_bit
+from e2egen.runner.ops.base import Op
 
 
-def widened_kernel(kernel: Callable[..., Any], dtype: str, op: Any = None) -> Callable[..., Any]:
+def widened_kernel(kernel: Callable[..., Any], dtype: str, op: Op) -> Callable[..., Any]:
     """The kernel run on widened inputs, its output in the dtype's output format (f32, or i32 wrapped)."""
-    if not is_low_bit(dtype) or not getattr(op, "torch_kernel_widens", True):
+    if not is_low_bit(dtype) or not op.torch_kernel_widens:
         return kernel
     integer = dtype in INTEGER_DTYPES
     wide = torch.float64 if integer else torch.float32

@@ -51,7 +51,9 @@ from e2egen.metrics import fused_numba, threads
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.rounding import flush_subnormals as metrics_flush_subnormals
 
+from e2egen.runner import narrowing
 from e2egen.runner.problem import Problem
+from e2egen.runner.reference import apply_op
 
 __all__ = ["F32_UNIT_ROUNDOFF", "WidenedSum", "magnitude", "magnitude_bound", "widened_sum", "widening", "F64_UNIT_ROUNDOFF",
            "F32Operands", "F32_MIN_NORMAL", "F64_MIN_NORMAL", "f32_operands", "f32_premises", "signed_sum_error",
@@ -69,8 +71,6 @@ _EXTRA_ROUNDINGS = 4  # the float64 operations that follow: W, Ŝ·W, ·(u_in + 
 
 def magnitude(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """Σ|a_i·b_i| for every output element: the op on |inputs|, in float64."""
-    from e2egen.runner.reference import apply_op
-
     return apply_op(problem, {name: t.abs() for name, t in inputs64.items()})
 
 
@@ -159,7 +159,9 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _bits32, _float, _float32
+    from e2egen.metrics.numba_kernels import (
+        align_stack as _align_stack, as_int64 as _bits, as_int32 as _bits32,
+        as_float64 as _float, as_float32 as _float32)
 
     from e2egen.runner.narrowing import magnitude_value, pattern_value
 
@@ -312,8 +314,6 @@ def widened_with_scan(tensor: torch.Tensor, flush_format: str | None = None) -> 
     flush_format, the tensor's own format, its subnormals become zeros of their sign (metrics.flush_subnormals)
     in both. None where this does not serve: numba absent or turned off, not a contiguous CPU f16, bf16 or
     f32 tensor, or flush_format another format."""
-    from e2egen.runner import narrowing
-
     own_format = {torch.float32: "f32", **narrowing.NARROW_DTYPES}.get(tensor.dtype)
     if not (numba_path(tensor.device) and tensor.is_contiguous() and tensor.numel() and own_format is not None
             and flush_format in (None, own_format)):
@@ -368,8 +368,6 @@ def widened_sum(problem: Problem, inputs64: Mapping[str, torch.Tensor], operands
     """An upper bound on Σ|a_i·b_i| per output element: the op on |inputs| in f32, to be widened by
     widening(K), where f32_premises hold; else in float64, widened by float64's widening(K) already.
     `operands`: f32_operands' answer for these inputs, where the caller has it already."""
-    from e2egen.runner.reference import apply_op
-
     k = problem.reduction_size
     if operands is None:
         operands = f32_operands(problem, inputs64)

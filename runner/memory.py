@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 from e2egen.runner.dtypes import element_size
-from e2egen.runner.ops.product_sum.lowering import gemm_dims
 from e2egen.runner.options import BoundModel, ReferenceOptions
 from e2egen.runner.problem import Problem
 
@@ -54,8 +53,9 @@ def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel 
         reference_side += inputs64 + scratch64 + 2 * outputs64 + 4 * _scanned_elements(problem)
     if reference.ftz:
         reference_side += inputs64
-    if reference.accumulate:
-        groups, rows, reduction, cols = gemm_dims(problem)
+    lowered = problem.spec.lowered_dims(problem.params, problem.direction) if reference.accumulate else None
+    if lowered is not None:
+        groups, rows, reduction, cols = lowered
         reference_side += 8 * groups * reduction * (rows + cols) + 2 * outputs64 + outputs64 // 2
     reference_side += _piece_temporaries(max(problem.output_elements, problem.input_elements))
     if not same_device:

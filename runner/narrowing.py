@@ -32,7 +32,7 @@ NARROW_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 _CHUNK = 1 << 20
 
 if AVAILABLE:
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _float
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack, as_int64 as _bits, as_float64 as _float
 
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _narrow(values, out, start, stop, m, emin, max_pattern, inf_pattern, nan_pattern):

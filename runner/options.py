@@ -13,30 +13,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Final, Literal, Mapping, get_args
 
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import is_int
 
-ACCUMULATORS = ("f32", "f16", "bf16")
-TABLE = "table"  # bound.ulps / bound.abs_error: the op's own allowance table (runner/intervals.py)
-MEASURED = "measured"  # bound.acc: follow the kernel's measured arithmetic (runner/arithmetic)
-REFERENCE_DEVICES = ("cpu", "device")
+# Each closed set of values once, as a Literal type; the tuple of its values (choices, messages) derives from it.
+Accumulator = Literal["f32", "f16", "bf16"]  # a format bound.acc may name
+ACCUMULATORS: tuple[Accumulator, ...] = get_args(Accumulator)
+TABLE: Final = "table"  # bound.ulps / bound.abs_error: the op's own allowance table (runner/intervals.py)
+MEASURED: Final = "measured"  # bound.acc: follow the kernel's measured arithmetic (runner/arithmetic)
+BoundAccumulator = Literal["measured", Accumulator]  # bound.acc: MEASURED, or a format that overrides it
+BOUND_ACCUMULATORS: tuple[BoundAccumulator, ...] = get_args(BoundAccumulator)
+ReferenceDevice = Literal["cpu", "device"]  # reference.device: the CPU, or the device the kernel runs on
+REFERENCE_DEVICES: tuple[ReferenceDevice, ...] = get_args(ReferenceDevice)
+# kinds: "bool"; "choice" (one of `choices`); "count" (an integer >= 0); "positive" (a finite number > 0);
+# "nonnegative" (a finite number >= 0); "table_or_nonnegative" ("table": the op's own table, or a finite number >= 0).
+OptionKind = Literal["bool", "choice", "count", "positive", "nonnegative", "table_or_nonnegative"]
+OPTION_KINDS: tuple[OptionKind, ...] = get_args(OptionKind)
 
 
 @dataclass(frozen=True)
 class OptionKey:
-    """One catalogue key of an options table: its attribute, kind and (for "choice") choices.
-
-    kinds: "bool"; "choice" (one of `choices`); "count" (an integer >= 0);
-    "positive" (a finite number > 0); "nonnegative" (a finite number >= 0);
-    "table_or_nonnegative" ("table": the op's own table, or a finite number >= 0).
-    """
+    """One catalogue key of an options table: its attribute, kind (OptionKind) and (for "choice") choices."""
 
     name: str
     attribute: str
-    kind: str
+    kind: OptionKind
     choices: tuple[str, ...] = ()
     what: str = ""  # how a message names the value ("accumulator type"); the key when empty
 
@@ -111,7 +115,7 @@ class CatalogueOptions:
 class ReferenceOptions(CatalogueOptions):
     """How the float64 reference is computed (see reference.py for what each variant models)."""
 
-    device: str = "cpu"  # "cpu" or "device" (the device the kernel runs on)
+    device: ReferenceDevice = "cpu"
     ftz: bool = False
     accumulate: int = 0  # 0: off; k > 0: chunks of k products
     round_output: bool = False
@@ -139,17 +143,17 @@ class BoundModel(CatalogueOptions):
     """
 
     lam: float = 5.0
-    acc: str = MEASURED
+    acc: BoundAccumulator = MEASURED
     strict: bool = False
     c_out: float = 1.0
-    ulps: float | str = TABLE
-    abs_error: float | str = TABLE
+    ulps: float | Literal["table"] = TABLE
+    abs_error: float | Literal["table"] = TABLE
     arithmetic: Arithmetic | None = None
 
     TABLE: ClassVar[str] = "bound"
     KEYS: ClassVar[tuple[OptionKey, ...]] = (
         OptionKey("lambda", "lam", "positive"),
-        OptionKey("acc", "acc", "choice", (MEASURED, *ACCUMULATORS), "accumulator type"),
+        OptionKey("acc", "acc", "choice", BOUND_ACCUMULATORS, "accumulator type"),
         OptionKey("strict", "strict", "bool"),
         OptionKey("c_out", "c_out", "nonnegative"),
         OptionKey("ulps", "ulps", "table_or_nonnegative"),
@@ -169,12 +173,20 @@ class BoundModel(CatalogueOptions):
         return replace(self, arithmetic=arithmetic)
 
 
-EXACT, ANY = "exact", "any"
-INPUT_REQUIREMENTS = (EXACT, "tf32", "f16", "bf16", ANY)
-ACC_REQUIREMENTS = (ANY, "f64", "f32", "f16", "bf16")
-ROUNDING_REQUIREMENTS = (ANY, "nearest")
-SUBNORMAL_REQUIREMENTS = (ANY, "kept")
-COMPUTE_REQUIREMENTS = (ANY, "f32", "f16", "bf16")
+EXACT: Final = "exact"  # require.inputs: not below the case's dtype
+ANY: Final = "any"  # no requirement
+InputRequirement = Literal["exact", "tf32", "f16", "bf16", "any"]
+INPUT_REQUIREMENTS: tuple[InputRequirement, ...] = get_args(InputRequirement)
+AccRequirement = Literal["any", "f64", "f32", "f16", "bf16"]
+ACC_REQUIREMENTS: tuple[AccRequirement, ...] = get_args(AccRequirement)
+RoundingRequirement = Literal["any", "nearest"]
+ROUNDING_REQUIREMENTS: tuple[RoundingRequirement, ...] = get_args(RoundingRequirement)
+SubnormalRequirement = Literal["any", "kept"]
+SUBNORMAL_REQUIREMENTS: tuple[SubnormalRequirement, ...] = get_args(SubnormalRequirement)
+ComputeRequirement = Literal["any", "f32", "f16", "bf16"]
+COMPUTE_REQUIREMENTS: tuple[ComputeRequirement, ...] = get_args(ComputeRequirement)
+RequirementName = Literal["inputs", "acc", "rounding", "subnormals", "compute"]  # Requirements' keys, KEYS order
+REQUIREMENT_NAMES: tuple[RequirementName, ...] = get_args(RequirementName)
 
 
 @dataclass(frozen=True)
@@ -187,11 +199,11 @@ class Requirements(CatalogueOptions):
     The defaults are e2egen's default policy (generator.defaults): every catalogue gets them unless it
     loosens them."""
 
-    inputs: str = EXACT
-    acc: str = "f32"
-    rounding: str = ANY
-    subnormals: str = ANY
-    compute: str = "f32"
+    inputs: InputRequirement = EXACT
+    acc: AccRequirement = "f32"
+    rounding: RoundingRequirement = ANY
+    subnormals: SubnormalRequirement = ANY
+    compute: ComputeRequirement = "f32"
 
     TABLE: ClassVar[str] = "require"
     KEYS: ClassVar[tuple[OptionKey, ...]] = (
@@ -201,6 +213,10 @@ class Requirements(CatalogueOptions):
         OptionKey("subnormals", "subnormals", "choice", SUBNORMAL_REQUIREMENTS, "subnormal requirement"),
         OptionKey("compute", "compute", "choice", COMPUTE_REQUIREMENTS, "compute-format requirement"),
     )
+
+
+if Requirements.catalogue_keys() != REQUIREMENT_NAMES:  # pragma: no cover - a contradiction in this file
+    raise AssertionError(f"RequirementName {REQUIREMENT_NAMES} must list Requirements.KEYS {Requirements.catalogue_keys()}")
 
 
 OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel,

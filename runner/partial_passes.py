@@ -35,7 +35,7 @@ if fused_numba.AVAILABLE:
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _align_stack
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack
 
     @numba.njit(inline="always", error_model="numpy")
     def _added(p, absolute, running, total):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, get_args
 
 from e2egen.metrics.formats import get_format
 
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
 # How inputs are drawn from input_range: "uniform" real numbers in [lo, hi), or "integers" lo..hi inclusive
 # (each equally likely; rocMLIR's seeded default data, which makes many f32 conv/gemm results exact).
-INPUT_DATA = ("uniform", "integers")
+# How inputs are drawn from [lo, hi]: reals (uniform), or the integers lo..hi (a range's `data`).
+InputData = Literal["uniform", "integers"]
+INPUT_DATA: tuple[InputData, ...] = get_args(InputData)
 
 
 def lookup_op(op: str | Op) -> Op:
@@ -60,7 +62,7 @@ class Problem:
     params: Any  # the op's params dataclass (ConvParams, GemmParams)
     input_range: tuple[float, float]
     seed: int
-    input_data: str = "uniform"  # one of INPUT_DATA
+    input_data: InputData = "uniform"
 
     def __post_init__(self) -> None:
         if isinstance(self.op, Op):

@@ -8,7 +8,8 @@ ftz             inputs: values subnormal in the input format become 0 (before
                 (last). Models hardware that flushes subnormals (MI200's mfma).
 accumulate = k  the reduction is summed in float64 in chunks of k products and
                 the running sum is rounded to f32 after each chunk (models an
-                f32 accumulator that adds k products at a time); see lowering.py.
+                f32 accumulator that adds k products at a time) over the op's lowered form
+                (OpNumerics.lowered; runner/gemm_form.py).
 round_output    the result rounded (nearest even) to the output format, as a
                 correctly rounded kernel would return it. Applied before ftz.
 """
@@ -22,7 +23,7 @@ import torch
 from e2egen import metrics
 
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.product_sum.lowering import accumulate_chunked, lower
+from e2egen.runner.gemm_form import accumulate_chunked
 from e2egen.runner.ops.base import ProductSumOp
 from e2egen.runner.options import REFERENCE_DEVICES, ReferenceOptions
 from e2egen.runner.problem import Problem
@@ -49,10 +50,11 @@ def compute_reference(problem: Problem, inputs64: Mapping[str, torch.Tensor], op
     if options.ftz and not inputs_flushed:
         inputs64 = {name: metrics.flush_subnormals(t, problem.input_format) for name, t in inputs64.items()}
     if options.accumulate:
-        if not isinstance(problem.spec, ProductSumOp):
+        form = problem.numerics.lowered(problem, inputs64) if isinstance(problem.spec, ProductSumOp) else None
+        if form is None:
             raise ProblemError("reference.accumulate", options.accumulate,
                                f"models the accumulation of a product sum; {problem.op} is not one")
-        values = {problem.primary_output: accumulate_chunked(lower(problem, inputs64), options.accumulate)}
+        values = {problem.primary_output: accumulate_chunked(form, options.accumulate)}
     else:
         values = {name: t.contiguous() for name, t in problem.numerics.reference(problem, inputs64).items()}
     outputs = problem.outputs

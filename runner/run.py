@@ -21,6 +21,7 @@ from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_
 from e2egen.runner.kernels import TORCH_IMPL, call_kernel, case_kernel
 from e2egen.runner.host_memory import retain_freed_memory
 from e2egen.runner.memory import kernel_bytes, peak_bytes
+from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.problem import Problem
 from e2egen.runner.reference import ReferenceOptions, compute_reference
 from e2egen.runner.timing import KernelTiming, TimingOptions, time_kernel
@@ -106,7 +107,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     _require_capabilities(problem, dev, ref_device, reference, bound)
     timings: dict[str, float] = {}
 
-    measured = None
+    measured: Measured | None = None
     if measure or (measure is None and bound is not None):
         started = time.perf_counter()
         with tf32_mode(problem.dtype == "tf32"):
@@ -144,7 +145,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     timings["reference"] = time.perf_counter() - started
 
     parts: dict[str, ErrorBound] = {}
-    bounds: dict = {}
+    bounds: dict[str, torch.Tensor | ScaledPlusUlps] = {}
     if bound is not None:
         started = time.perf_counter()
         parts = dict(error_bounds(problem, ref.inputs, bound.arithmetic))
@@ -159,7 +160,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
                      kernel_timing=kernel_timing, impl=label, reference=reference, arithmetic=measured)
 
 
-def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
+def _call_warm(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Tensor], dev: torch.device, label: str,
                timings: dict[str, float], repeat: bool = True) -> dict[str, torch.Tensor]:
     """The kernel's outputs, and its time in timings["kernel"] from a warm call where that is cheap.
 
@@ -187,7 +188,8 @@ def _call_warm(problem: Problem, kernel, tensors, dev: torch.device, label: str,
     return out
 
 
-def _time(problem: Problem, kernel, tensors, dev: torch.device, options: TimingOptions, label: str) -> KernelTiming:
+def _time(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Tensor], dev: torch.device,
+          options: TimingOptions, label: str) -> KernelTiming:
     try:
         return time_kernel(lambda: problem.numerics.call(kernel, problem.direction, problem.params, tensors),
                            dev, problem.flops, options)

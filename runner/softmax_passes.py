@@ -14,11 +14,11 @@ and from them p_j·E1_j, p_j·E2_j, p_j and p_j², each rounded up to f32 for it
 p²: upper_matmul), and per row Σ p·E1, Σ p·E2, Σ p² and the least allowed score. In torch's ops that is
 about twenty passes over the (batch, heads_q, seq_q, seq_k) scores with their float64 temporaries; here
 one pass, which writes only the four f32 operands. The three that meet |V| are stacked as rows of one
-matrix per kv head (`stacked`: the rows of the q heads that read a kv head, as ops.attention_math.matmul_kv
+matrix per kv head (`stacked`: the rows of the q heads that read a kv head, as ops.attention.attention_math.matmul_kv
 stacks them, then the same for E2, then for p), so that one product serves all three.
 
 Every element is the torch definition's float64 operations in its order, so the operands are the same bits
-(tests/test_softmax_passes.py). The row sums are added in another order than torch's sum: each is a float64
+(tests/ops/attention/test_softmax_passes.py). The row sums are added in another order than torch's sum: each is a float64
 sum of at most seq_k non-negative terms, within seq_k·2^-53 of the exact one either way, as the torch path's;
 the bound takes them as they are, a second-order term beside the errors it bounds.
 """
@@ -37,7 +37,8 @@ __all__ = ["WeightTerms", "weight_terms"]
 if fused_numba.AVAILABLE:
     import numba
 
-    from e2egen.metrics.fused_numba import _align_stack, _bits, _float, _float32
+    from e2egen.metrics.numba_kernels import (
+        align_stack as _align_stack, as_int64 as _bits, as_float64 as _float, as_float32 as _float32)
 
     from e2egen.runner.upper_matmul import round_up_pattern
 

@@ -19,19 +19,21 @@ import torch
 
 from e2egen import metrics
 from e2egen.metrics import formats
-
-from e2egen.runner import draws, narrowing
+from e2egen.metrics import fused_numba, ulp_terms
+from e2egen.metrics.encoding import encode
+from e2egen.metrics.rounding import rounding_deviation
+from e2egen.metrics.ulp_terms import ScaledPlusUlps
+from e2egen.runner import draws, magnitude, narrowing, partial_passes, softmax_passes, upper_matmul
+from e2egen.runner.interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
+                                  fused_sum, fused_width)
+from e2egen.runner.intervals import ALLOWANCES, F64_SLACK
 
 
 def warm() -> int:
     """Run each numba kernel once per argument type; returns the number of calls made (0 without numba)."""
-    from e2egen.metrics import fused_numba
-
     if not fused_numba.AVAILABLE:
         return 0
     calls = 0
-    from e2egen.metrics.ulp_terms import ScaledPlusUlps
-
     ref = torch.linspace(-3.0, 3.0, 257, dtype=torch.float64)
     bound = torch.full_like(ref, 1e-3)
     # a bound the comparison forms in its pass, from f32 sums (widened) and from float64 ones
@@ -59,8 +61,6 @@ def warm() -> int:
 
 def _warm_input_scans(ref: torch.Tensor) -> int:
     """Σ|a·b|'s f32 scan taken while f32, f16 and bf16 inputs are widened (runner/magnitude.py)."""
-    from e2egen.runner import magnitude
-
     for dtype in (torch.float32, *narrowing.NARROW_DTYPES):
         magnitude.widened_with_scan(ref.to(dtype))
     return 1 + len(narrowing.NARROW_DTYPES)
@@ -72,10 +72,6 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
     pass over its scores from f32 and float64 Q·Kᵀ terms (runner/softmax_passes.py), the partial sums'
     running sums from float64 and f32 partials (runner/partial_passes.py), the bound formed on them, and
     the fused ulp term per output format, for float64 and f32 sums."""
-    from e2egen.metrics import ulp_terms
-
-    from e2egen.runner import magnitude, partial_passes, softmax_passes, upper_matmul
-
     magnitude._narrowed(ref)
     upper_matmul.rounded_up(ref)
     calls = 2
@@ -110,13 +106,6 @@ def _warm_bound_kernels(ref: torch.Tensor) -> int:
 def _warm_rounding_kernels(ref: torch.Tensor) -> int:
     """metrics.round_to's, metrics.ulp's, rounding_deviation's and encode's numba passes, and the interval
     primitives' (runner/interval_passes.py); one argument type each, whatever the format."""
-    from e2egen.metrics.encoding import encode
-    from e2egen.metrics.rounding import rounding_deviation
-
-    from e2egen.runner.interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
-                                  fused_sum, fused_width)
-    from e2egen.runner.intervals import ALLOWANCES, F64_SLACK
-
     metrics.round_to(ref, "f16")
     metrics.ulp(ref, "f16")
     rounding_deviation(ref, ref.abs(), "f16")

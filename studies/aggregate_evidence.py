@@ -5,7 +5,7 @@ against correct kernels, under the new defaults, the previous ones and the peers
 
 Shapes: a 1x1 conv with 1,024 input channels (resnet50 l3-1x1-1024-256, batch 1), a gemm with
 K = 4,096, and gemms with very long reductions (K = 65,536 and 262,144, f32 and bf16 inputs).
-Kernels (studies/wrong_kernels.py): torch and im2col_f32 (correct); drop_last (one channel of 1,024 /
+Kernels (runner/ops/product_sum/kernels.py): torch and im2col_f32 (correct); drop_last (one channel of 1,024 /
 one K-slice of 4,096), scale_1ulp, bias_half_ulp, toward_zero (systematic). Ranges r0 r1 r4 r5, each
 with --seeds seeds. A wrong run "exceeds what correct arithmetic allows" when its total error
 Σ|out − ref| is more than 1.25 times the largest of the correctly rounded result's, Σ|round_T(ref) − ref|,
@@ -60,7 +60,7 @@ def run_one(label, op, params, dtype, range_name, seed, kernel, allowed: list[fl
     """One run; `allowed` collects the correct kernels' total errors (they run first) for the wrong ones."""
     kind = "correct" if kernel in CORRECT else "wrong"
     problem = runner.make_problem(op, "fwd", dtype, "nchw" if op != "gemm" else "nn", params, RANGES[range_name], seed)
-    impl = None if kernel == "torch" else f"e2egen.studies.wrong_kernels:{kernel}"
+    impl = None if kernel == "torch" else f"e2egen.runner.ops.product_sum.kernels:{kernel}"
     # torch: its measured arithmetic; plug-ins: the default model (a mutant's own arithmetic must not excuse it)
     result = runner.run(problem, impl=impl, device="cpu", bound=runner.BoundModel(), measure=kernel == "torch")
     rounding = result.arithmetic.arithmetic.rounding if result.arithmetic else "nearest-even"

@@ -9,7 +9,7 @@ follows the measured arithmetic, and what the catalogue's policy makes of wrong 
    the worst bound_ratio; "before" evaluates the same runs under
    the model the catalogue declared before profiles (bound.acc = "f16" for f16 bwd_data / bwd_weight,
    f32 elsewhere, inputs as the dtype says), "after" under the measured arithmetic.
-2. planted kernels (studies/wrong_kernels.py: WRONG and PLANTED) on the cells the issue names, through
+2. planted kernels (runner/ops/product_sum/kernels.py: WRONG and PLANTED) on the cells the issue names, through
    the same path as `e2egen run` (generator.execute, the catalogue's require / accept): verdict and reason.
 """
 from __future__ import annotations
@@ -30,11 +30,12 @@ from e2egen.generator.case_filter import case_filter
 from e2egen.generator.cases import expand
 from e2egen.generator.execute import execute
 from e2egen.generator.loader import load_catalogue
+from e2egen.runner.ops.product_sum import kernels as alternates
 
 BEFORE_F16_CELLS = {("f16", "bwd_data"), ("f16", "bwd_weight")}
 PLANTED_CELLS = ("resnet50/conv2d/l4-3x3-512/bwd_data/f16/nchw/r0", "resnet50/conv2d/l4-3x3-512/bwd_weight/f16/nchw/r0",
                  "resnet50/conv2d/l4-3x3-512/fwd/f32/nchw/r0", "resnet50/conv2d/l4-3x3-512/bwd_weight/f32/nchw/r4")
-KERNELS = "e2egen.studies.wrong_kernels"
+KERNELS = "e2egen.runner.ops.product_sum.kernels"
 
 
 @dataclasses.dataclass
@@ -93,14 +94,12 @@ def cell_table(runs: list[Run]) -> list[str]:
 
 
 def planted(catalogue_path: str, cases_by_id) -> list[str]:
-    from e2egen.studies import wrong_kernels
-
     lines = ["| case | kernel | verdict | reason (first 160 characters) |", "| --- | --- | --- | --- |"]
     for case_id in PLANTED_CELLS:
         case = cases_by_id.get(case_id)
         if case is None:
             continue
-        for kernel in (*wrong_kernels.WRONG, *wrong_kernels.PLANTED):
+        for kernel in (*alternates.WRONG, *alternates.PLANTED):
             outcome = execute(dataclasses.replace(case, impl=f"{KERNELS}:{kernel}"), device="cpu", catalogue=catalogue_path)
             reason = outcome.reason.replace("|", "/")[:160]
             lines.append(f"| {case_id} | {kernel} | {outcome.status} | {reason} |")

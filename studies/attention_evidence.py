@@ -1,5 +1,5 @@
 """Evidence for attention's composed error bound (runner/ops/attention/bound.py): correct and wrong kernels
-(studies/attention_kernels.py) and torch's default kernel over a deterministic sweep of input kinds, judged
+(runner/ops/attention/variants.py) and torch's default kernel over a deterministic sweep of input kinds, judged
 by the shipped default verdict and by the rules FlashAttention, PyTorch and rocMLIR test attention with.
 
     .venv/bin/python -m studies.attention_evidence [--seeds 5] [--kind decode] [--out docs/attention-evidence.md]
@@ -45,17 +45,19 @@ from e2egen.runner import BoundModel, make_problem
 from e2egen.runner.arithmetic.lookup import probe_problem
 from e2egen.runner.arithmetic.model import Arithmetic, assumed_arithmetic
 from e2egen.runner.arithmetic.requirements import violations
-from e2egen.runner.bound import ScaledMagnitude, SumOfBounds, error_bounds
+from e2egen.runner.bound import ErrorBound, ScaledMagnitude, SumOfBounds, error_bounds
 from e2egen.runner.device import select_device
 from e2egen.runner.dtypes import storage_dtype
 from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.options import Requirements
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
 from e2egen.runner.kernels import call_kernel, resolve_impl
-from e2egen.runner.ops.attention.spec import ATTENTION_LAYOUTS
 from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv
+from e2egen.runner.ops.attention.spec import ATTENTION_LAYOUTS
+from e2egen.runner.ops.attention.variants import CORRECT, WRONG
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.problem import Problem
 from e2egen.runner.reference import ReferenceOptions, compute_reference
-from e2egen.studies.attention_kernels import CORRECT, WRONG
 
 GLOBAL_SEED = 20221116
 DTYPES = ("f16", "bf16", "f32")
@@ -149,17 +151,17 @@ class Record:
 
 @dataclass
 class Case:
-    problem: Any
+    problem: Problem
     inputs: dict[str, torch.Tensor]  # logical shape, the dtype
     kernel_tensors: dict[str, torch.Tensor]
     refs: dict[str, torch.Tensor]  # float64
-    parts: dict[str, Any]  # each output's bound (its pieces)
+    parts: dict[str, ErrorBound]  # each output's bound (its pieces)
     bounds: dict[str, torch.Tensor]  # under the assumed arithmetic
     same_precision: dict[str, dict[str, torch.Tensor]]  # rule -> output -> out_pt
     measured_bounds: dict[Any, dict[str, torch.Tensor]] = field(default_factory=dict)  # arithmetic -> output -> bound
 
 
-def prepare(problem, model: BoundModel) -> Case:
+def prepare(problem: Problem, model: BoundModel) -> Case:
     inputs = generate_inputs(problem)
     inputs64 = reference_inputs(inputs, torch.device("cpu"))
     tensors = arrange_for_kernel(problem, inputs, torch.device("cpu"))
@@ -170,7 +172,7 @@ def prepare(problem, model: BoundModel) -> Case:
     return Case(problem, inputs, tensors, dict(ref.values), parts, bounds, same)
 
 
-def math_path(problem, inputs: Mapping[str, torch.Tensor], order: str) -> dict[str, torch.Tensor]:
+def math_path(problem: Problem, inputs: Mapping[str, torch.Tensor], order: str) -> dict[str, torch.Tensor]:
     """The same-precision computation the peers compare against: every op in the case's dtype.
 
     order "flash-attention": attention_ref(upcast=False, reorder_ops=True): Q · (K·scale)ᵀ;
@@ -280,9 +282,9 @@ def kernel_outputs(case: Case, name: str, kernel) -> dict[str, torch.Tensor] | N
         return None
 
 
-def probe(problem, name: str, kernel) -> Arithmetic | None:
+def probe(problem: Problem, name: str, kernel: Kernel) -> Arithmetic | None:
     """What the attention probes find for the kernel on the case's geometry; None where they cannot run."""
-    label = "torch" if name == "torch" else f"e2egen.studies.attention_kernels:{name}"
+    label = "torch" if name == "torch" else f"e2egen.runner.ops.attention.variants:{name}"
     try:
         return problem.numerics.probe_arithmetic(probe_problem(problem), kernel, torch.device("cpu"), label)
     except (KernelFailure, Skip):
@@ -469,7 +471,7 @@ def report(records: list[Record], cases: int, seeds: int, seconds: float, cpu_se
            if cpu_seconds is not None else "")
         + ". Fewer seeds: `--seeds 1`; one input kind: `--kind decode`; another file: `--out PATH`.",
         "",
-        "Kernels: studies/attention_kernels.py (CORRECT: flash_b16/b64/b128, split_kv2/4, p_rounded; WRONG: one bug "
+        "Kernels: runner/ops/attention/variants.py (CORRECT: flash_b16/b64/b128, split_kv2/4, p_rounded; WRONG: one bug "
         "each) and torch's default kernel (runner/ops/attention/kernels.py). Inputs uniform in [-1, 1] (drawn as "
         "`runner.run` draws them, q_gain and score_offset applied by the op), one float64 reference per case. A wrong "
         "kernel is judged only on the cases its `shows` predicate admits (where its bug changes what it computes).",

@@ -1,9 +1,9 @@
 """Evidence for the error-bound verdict (docs/error-bound.md).
 
 Runs correct kernels (torch's own and four reordered summations) and
-deliberately wrong ones (studies/wrong_kernels.py) on shapes of the shipped
+deliberately wrong ones (runner/ops/product_sum/kernels.py) on shapes of the shipped
 catalogue, over seeds and the ranges r0 r1 r4 r5 in f32, f16 and bf16,
-through the runner (runner.run with impl="e2egen.studies.wrong_kernels:NAME") and
+through the runner (runner.run with impl="e2egen.runner.ops.product_sum.kernels:NAME") and
 metrics.compare, and judges every run with the bound (bound_ratio <= 1) and
 with the peers' rules:
 
@@ -52,11 +52,11 @@ from e2egen.generator.cases import derive_seed  # noqa: E402
 from e2egen.generator.loader import load_catalogue  # noqa: E402
 from e2egen.runner.bound import ProductSumError, effective_arithmetic  # noqa: E402
 from e2egen.runner.dtypes import storage_dtype  # noqa: E402
-from e2egen.studies import wrong_kernels  # noqa: E402
+from e2egen.runner.ops.product_sum import kernels as alternates  # noqa: E402
 
-KERNELS_MODULE = "e2egen.studies.wrong_kernels"
-CORRECT = ("torch", *wrong_kernels.CORRECT)
-WRONG = wrong_kernels.WRONG
+KERNELS_MODULE = "e2egen.runner.ops.product_sum.kernels"
+CORRECT = ("torch", *alternates.CORRECT)
+WRONG = alternates.WRONG
 RANGES = ("r0", "r1", "r4", "r5")
 DTYPES = ("f32", "f16", "bf16")
 LAMBDAS = (0.5, 1, 2, 3, 5, 10, 20, 50, 100, 1000)
@@ -246,7 +246,7 @@ def collect(selection, seeds: int, ranges, dtypes, catalogue_path: Path, progres
             for range_name in ranges:
                 for seed_index in range(seeds):
                     for kernel in (*CORRECT, *WRONG):
-                        if kernel in wrong_kernels.CONV_ONLY and shape.op == "gemm":
+                        if kernel in alternates.CONV_ONLY and shape.op == "gemm":
                             continue
                         kind = "correct" if kernel in CORRECT else "wrong"
                         records.append(run_one(shape, dtype, range_name, catalogue.ranges[range_name], seed_index,
@@ -407,7 +407,7 @@ def report(records: list[Record], command: str, seconds: float, shape_list: list
               "| dtype | kernels | median | p90 | p99 | max | elements |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for dtype in dtypes:
         for label, group, acc in (("torch", ("torch",), "f32"), ("torch, partials added in f16", ("torch",), "f16"),
-                                  ("reordered", wrong_kernels.CORRECT, "f32")):
+                                  ("reordered", alternates.CORRECT, "f32")):
             samples = [r.tightness for r in correct if r.dtype == dtype and r.kernel in group and r.acc == acc
                        and r.tightness is not None]
             if not samples:

@@ -28,8 +28,8 @@ REQUIRE = Requirements(compute="f32")  # configs.toml [require] compute = "f32"
 ACCEPTED_COMPUTE = {("rsqrt", "torch")}
 DTYPES = ("f32", "f16", "bf16")
 SHAPE = [32, 65]
-# the kernels module beside this one, whether imported as studies.* or e2egen.studies.* (or run with -m)
-K = f"{__spec__.parent if __spec__ else 'studies'}.elementwise_kernels"
+K = "e2egen.runner.ops.pointwise.kernels"  # the point-wise family's alternate and planted-bug kernels
+NORMALIZATION_K = "e2egen.runner.ops.normalization.kernels"  # softmax's and layer_norm's planted bugs
 
 # Peers' rules. torch.testing.assert_close's defaults per dtype; FlagGems (src/flag_gems/testing/__init__.py,
 # FlagOpen/FlagGems): rtol = RESOLUTION[dtype], atol = 1e-4 (x reduce_dim, 1 here); Triton's tutorials
@@ -106,8 +106,8 @@ KERNELS = [
     Kernel("rsqrt 4 ulps off", "rsqrt", f"{K}:rsqrt_4ulp", _all("bug")),
     Kernel("gelu in its tanh form", "gelu", f"{K}:gelu_tanh_form", _all("bug")),
     Kernel("sigmoid as exp(x) / (1 + exp(x))", "sigmoid", f"{K}:sigmoid_overflow", _all("bug"), ranges=("saturation",)),
-    Kernel("softmax without max subtraction", "softmax", f"{K}:softmax_no_max", _all("bug")),
-    Kernel("layer_norm with the unbiased variance", "layer_norm", f"{K}:layer_norm_unbiased", _all("bug")),
+    Kernel("softmax without max subtraction", "softmax", f"{NORMALIZATION_K}:softmax_no_max", _all("bug")),
+    Kernel("layer_norm with the unbiased variance", "layer_norm", f"{NORMALIZATION_K}:layer_norm_unbiased", _all("bug")),
 ]
 
 
@@ -199,8 +199,8 @@ LABELS = {"inside": "correct", "bug": "planted bug", "outside": "correct formula
 def render(rows: dict[tuple[str, str], Row], seeds: int, seconds: float) -> str:
     lines = ["# Element-wise math: evidence", "",
              f"Command: `.venv/bin/python -m studies.elementwise_evidence --seeds {seeds}` (torch {torch.__version__}, "
-             f"CPU; {seconds:.0f} s). Kernels: studies/elementwise_kernels.py. Inputs: shape {SHAPE} (softmax and "
-             f"layer_norm {OP_PARAMS['softmax']['shape']}), contiguous, seeds 0..{seeds - 1}, every range of the op "
+             f"CPU; {seconds:.0f} s). Kernels: runner/ops/pointwise/kernels.py, runner/ops/normalization/kernels.py "
+             f"(softmax, layer_norm). Inputs: shape {SHAPE} (softmax and layer_norm {OP_PARAMS['softmax']['shape']}), contiguous, seeds 0..{seeds - 1}, every range of the op "
              "below (a bug that shows only in some ranges runs only there).", "",
              "**e2egen's verdict**: every element inside its acceptance interval (bound_ratio <= 1, no NaN or inf "
              "where the reference is finite) and `require.compute = \"f32\"` on the probes' finding, with "

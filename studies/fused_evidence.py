@@ -26,68 +26,21 @@ CONV = [{"n": 2, "c": 16, "k": 24, "hw": [10, 9], "kernel": 3, "pad": [[1, 2], [
 CONV_LAYOUTS = ("nchw", "nhwc-yxck-nhwk", "chwn-yxck-khwn")
 
 
-# -- kernels -------------------------------------------------------------------------------------
-def gg_blocked(a, b, c):
-    """A·B in two k-halves in f32, rounded once: correct."""
-    half = a.shape[-1] // 2
-    first = torch.matmul(a[..., :half].float(), b[..., :half, :].float()) + torch.matmul(a[..., half:].float(), b[..., half:, :].float())
-    return torch.matmul(first.to(a.dtype).float(), c.float()).to(a.dtype)
-
-
-def gg_c_transposed(a, b, c):
-    return torch.matmul(torch.matmul(a, b), c.mT.contiguous().view(c.shape))
-
-
-def gg_unrounded_scale(a, b, c):
-    return (torch.matmul(torch.matmul(a, b), c).float() * 1.004).to(a.dtype)
-
-
-def gg_dropped_last_k(a, b, c):
-    return torch.matmul(torch.matmul(a[..., :-1], b[..., :-1, :]), c)
-
-
-def cg_rows_shifted(x, w, c, *, stride, padding, dilation):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-    y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)
-    rows = y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
-    return torch.matmul(torch.roll(rows, 1, dims=0), c)
-
-
-def cg_nchw_view(x, w, c, *, stride, padding, dilation):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-    y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)
-    return torch.matmul(y.reshape(-1, y.shape[1]), c)
-
-
-def conv_one_sided_padding(x, w, *, stride, padding, dilation, groups):
-    pairs = padding if not isinstance(padding[0], int) else [(p, p) for p in padding]
-    xp = torch.nn.functional.pad(x, [q for b, e in reversed(pairs) for q in (b + e, 0)])
-    return torch.nn.functional.conv2d(xp, w, None, stride, 0, dilation, groups)
-
-
-def conv_filter_as_kyxc(x, w, *, stride, padding, dilation, groups):
-    """Reads w's memory as kyxc whatever the layout stored."""
-    stored = w.permute(*[w.stride().index(s) for s in sorted(w.stride(), reverse=True)]).contiguous()
-    assumed = stored.reshape(w.shape[0], w.shape[2], w.shape[3], w.shape[1]).permute(0, 3, 1, 2)
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-    return torch_conv_fwd(x, assumed.contiguous(), stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
+# -- kernels: runner/ops/chains/kernels.py and runner/ops/product_sum/kernels.py -------------------------
+CHAINS = "e2egen.runner.ops.chains.kernels"
+PRODUCT_SUM = "e2egen.runner.ops.product_sum.kernels"
 KERNELS = {  # name -> (op, impl, correct, layouts)
     "torch gemm_gemm": ("gemm_gemm", "torch", True, ("nnn", "ntn", "ttt")),
-    "gemm_gemm blocked k": ("gemm_gemm", f"{__name__}:gg_blocked", True, ("nnn", "ttt")),
-    "gemm_gemm C transposed": ("gemm_gemm", f"{__name__}:gg_c_transposed", False, ("nnn",)),
-    "gemm_gemm scaled 0.4 %": ("gemm_gemm", f"{__name__}:gg_unrounded_scale", False, ("nnn",)),
-    "gemm_gemm last k dropped": ("gemm_gemm", f"{__name__}:gg_dropped_last_k", False, ("nnn",)),
+    "gemm_gemm blocked k": ("gemm_gemm", f"{CHAINS}:gg_blocked", True, ("nnn", "ttt")),
+    "gemm_gemm C transposed": ("gemm_gemm", f"{CHAINS}:gg_c_transposed", False, ("nnn",)),
+    "gemm_gemm scaled 0.4 %": ("gemm_gemm", f"{CHAINS}:gg_unrounded_scale", False, ("nnn",)),
+    "gemm_gemm last k dropped": ("gemm_gemm", f"{CHAINS}:gg_dropped_last_k", False, ("nnn",)),
     "torch conv_gemm": ("conv_gemm", "torch", True, ("nchw-n", "nhwc-t")),
-    "conv_gemm rows shifted": ("conv_gemm", f"{__name__}:cg_rows_shifted", False, ("nchw-n",)),
-    "conv_gemm NCHW viewed as rows": ("conv_gemm", f"{__name__}:cg_nchw_view", False, ("nchw-n",)),
+    "conv_gemm rows shifted": ("conv_gemm", f"{CHAINS}:cg_rows_shifted", False, ("nchw-n",)),
+    "conv_gemm NCHW viewed as rows": ("conv_gemm", f"{CHAINS}:cg_nchw_view", False, ("nchw-n",)),
     "torch conv2d (layouts, asymmetric pad)": ("conv2d", "torch", True, CONV_LAYOUTS),
-    "conv2d padding on one side": ("conv2d", f"{__name__}:conv_one_sided_padding", False, ("nchw",)),
-    "conv2d filter read as kyxc": ("conv2d", f"{__name__}:conv_filter_as_kyxc", False, ("nhwc-yxck-nhwk",)),
+    "conv2d padding on one side": ("conv2d", f"{PRODUCT_SUM}:conv_one_sided_padding", False, ("nchw",)),
+    "conv2d filter read as kyxc": ("conv2d", f"{PRODUCT_SUM}:conv_filter_as_kyxc", False, ("nhwc-yxck-nhwk",)),
 }
 SHAPES = {"gemm_gemm": GEMM_GEMM, "conv_gemm": CONV_GEMM, "conv2d": CONV}
 

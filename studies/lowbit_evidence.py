@@ -1,10 +1,10 @@
 """Evidence for the low-bit verdicts (issue 16): correct low-bit kernels must pass e2egen's verdict and wrong
 ones must fail it, beside the rules the peers use for the same outputs. Writes docs/lowbit-evidence.md.
 
-Kernels: studies/lowbit_kernels.py (torch's default kernels besides). Cases: scaled gemms (MX, block, row and
-tensor scales; e8m0 and f32 scales; fp8 OCP and FNUZ, fp4; two- and four-letter layouts; K a multiple of the
-block or not; f32, bf16 and f16 outputs) on random quantized data and on the structured patterns, plus plain
-fp8 and i8 gemms. A wrong kernel's run counts as a bug only where the data reach the bug: its output differs
+Kernels: runner/ops/scaled_gemm/kernels.py and studies/lowbit_kernels.py (plain gemms), torch's default
+kernels besides. Cases: scaled gemms (MX, block, row and tensor scales; e8m0 and f32 scales; fp8 OCP and
+FNUZ, fp4; two- and four-letter layouts; K a multiple of the block or not; f32, bf16 and f16 outputs) on
+random quantized data and on the structured patterns, plus plain fp8 and i8 gemms. A wrong kernel's run counts as a bug only where the data reach the bug: its output differs
 from its bug-free twin's on the same inputs (the others are listed apart, as invisible).
 
     .venv/bin/python -m studies.lowbit_evidence [--seeds N] [--out PATH]
@@ -25,18 +25,19 @@ import torch
 
 from e2egen import metrics
 from e2egen.files import write_text_atomically
+from e2egen.generator.cases import applicable_tolerances
 from e2egen.runner import run
+from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.requirements import violations
 from e2egen.runner.bound import BoundModel
 from e2egen.runner.options import Requirements
 from e2egen.runner.problem import make_problem
 
-# the kernels module beside this one, whether imported as studies.* or e2egen.studies.* (or run with -m)
+SCALED_K = "e2egen.runner.ops.scaled_gemm.kernels"  # the scaled gemm family's alternate and planted-bug kernels
+# the plain gemm kernels' module beside this one, whether imported as studies.* or e2egen.studies.* (or run with -m)
 K = f"{__spec__.parent if __spec__ else 'studies'}.lowbit_kernels"
 
 # e2egen's verdict as configs.toml ships it: [tolerances] and [require]; i8: tolerances.i8 (exact).
-from e2egen.generator.cases import applicable_tolerances  # noqa: E402
-
 SHIPPED = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
 MEMBERSHIP = {"bound_ratio": 1.0}
 EXACT_I8 = {"max_abs_diff": 0.0}
@@ -182,13 +183,13 @@ def _e8m0(case: Case) -> bool:
     return _scaled_case(case) and "e8m0" in case.scale_formats
 
 
-TWIN = f"{K}:scaled_f32_dequant"
+TWIN = f"{SCALED_K}:scaled_f32_dequant"
 KERNELS = [
     Kernel("torch's default (scaled)", None, True, _scaled_case, where="every scaled case"),
     Kernel("f32 dequantize, one matmul", TWIN, True, _scaled_case, where="every scaled case"),
-    Kernel("f32, K in chunks of 24 added last first", f"{K}:scaled_f32_reordered", True, _scaled_case,
+    Kernel("f32, K in chunks of 24 added last first", f"{SCALED_K}:scaled_f32_reordered", True, _scaled_case,
            where="every scaled case"),
-    Kernel("per-block f32 partials × sa·sb (promotion)", f"{K}:scaled_promoted_blocks", True, _scaled_case,
+    Kernel("per-block f32 partials × sa·sb (promotion)", f"{SCALED_K}:scaled_promoted_blocks", True, _scaled_case,
            where="every scaled case"),
     Kernel("torch's default (fp8 gemm)", None, True, _fp8_gemm, where="every fp8 gemm"),
     Kernel("fp8 gemm, f32, split-K in 4", f"{K}:fp8_split_k", True, _fp8_gemm, where="every fp8 gemm"),
@@ -196,23 +197,23 @@ KERNELS = [
     Kernel("i8 gemm, int32 accumulator", f"{K}:i8_int32", True, _i8_gemm, where="every i8 gemm"),
     Kernel("i8 gemm, int64 accumulator", f"{K}:i8_int64", True, _i8_gemm, where="every i8 gemm"),
     # wrong
-    Kernel("scales applied per row instead of per column", f"{K}:scaled_scales_swapped", False,
+    Kernel("scales applied per row instead of per column", f"{SCALED_K}:scaled_scales_swapped", False,
            lambda c: _scaled_case(c) and c.scaling in ("rowwise", "mx") and c.params["m"] == c.params["n"],
-           twin=f"{K}:scaled_promoted_blocks",
+           twin=f"{SCALED_K}:scaled_promoted_blocks",
            where="row and MX scales with m = n (elsewhere the swapped vectors do not broadcast and the kernel "
                  "raises; one tensor scale each makes the swap a no-op)"),
-    Kernel("A's scale from the next K block", f"{K}:scaled_next_block_scale", False,
+    Kernel("A's scale from the next K block", f"{SCALED_K}:scaled_next_block_scale", False,
            lambda c: _scaled_case(c) and c.k_blocks >= 2, twin=TWIN, where="block and MX scales, ⌈k/blk⌉ ≥ 2"),
-    Kernel("block edge off by one (last element of a block)", f"{K}:scaled_block_edge_off_by_one", False,
+    Kernel("block edge off by one (last element of a block)", f"{SCALED_K}:scaled_block_edge_off_by_one", False,
            lambda c: _scaled_case(c) and c.k_blocks >= 2, twin=TWIN, where="block and MX scales, ⌈k/blk⌉ ≥ 2"),
-    Kernel("E8M0 bias off by one (2^(code-126))", f"{K}:scaled_e8m0_bias_126", False, _e8m0, twin=TWIN,
+    Kernel("E8M0 bias off by one (2^(code-126))", f"{SCALED_K}:scaled_e8m0_bias_126", False, _e8m0, twin=TWIN,
            where="cases with an e8m0 scale"),
-    Kernel("FNUZ read as FN (scaled)", f"{K}:scaled_fnuz_read_as_fn", False,
+    Kernel("FNUZ read as FN (scaled)", f"{SCALED_K}:scaled_fnuz_read_as_fn", False,
            lambda c: _scaled_case(c) and "fnuz" in c.dtype, twin=TWIN, where="FNUZ elements"),
-    Kernel("saturation missing: dequantized into f16 (inf beyond 65504)", f"{K}:scaled_f16_dequant", False,
+    Kernel("saturation missing: dequantized into f16 (inf beyond 65504)", f"{SCALED_K}:scaled_f16_dequant", False,
            lambda c: _scaled_case(c) and c.scale_formats == ("e8m0", "e8m0"), twin=TWIN,
            where="e8m0 scales on both operands (with f32 scales f16 also rounds: another bug)"),
-    Kernel("f16 accumulator (scaled)", f"{K}:scaled_f16_accumulator", False, _scaled_case, twin=TWIN,
+    Kernel("f16 accumulator (scaled)", f"{SCALED_K}:scaled_f16_accumulator", False, _scaled_case, twin=TWIN,
            where="every scaled case"),
     Kernel("FNUZ read as FN (fp8 gemm)", f"{K}:fp8_fnuz_read_as_fn", False,
            lambda c: _fp8_gemm(c) and "fnuz" in c.dtype, twin=f"{K}:fp8_f32", where="FNUZ gemms"),
@@ -431,7 +432,8 @@ def render(rows: dict[str, Row], seeds: int, seconds: float) -> str:
     lines = [
         "# Low-bit kernels: evidence", "",
         f"Command: `.venv/bin/python -m studies.lowbit_evidence --seeds {seeds}` (torch {torch.__version__}, CPU; "
-        f"{seconds:.0f} s). Kernels: studies/lowbit_kernels.py and torch's default kernels. Cases: "
+        f"{seconds:.0f} s). Kernels: runner/ops/scaled_gemm/kernels.py, studies/lowbit_kernels.py (plain gemms) "
+        "and torch's default kernels. Cases: "
         f"{len(SCALED_RANDOM)} scaled gemms on random quantized data, {len(STRUCTURED_BASES)} × {len(PATTERNS)} "
         f"structured scaled gemms, {len(GEMM_FP8)} fp8 gemms, {len(GEMM_I8)} i8 gemms (listed at the end), seeds "
         f"0..{seeds - 1}.", "",
@@ -576,8 +578,6 @@ def findings(rows: dict[str, Row]) -> list[str]:
 @contextlib.contextmanager
 def fresh_profiles():
     """Probe every kernel afresh (a temporary profile cache), whatever the user's cache holds."""
-    from e2egen.runner.arithmetic import lookup
-
     before = os.environ.get("E2EGEN_PROFILES")
     with tempfile.TemporaryDirectory() as folder:
         os.environ["E2EGEN_PROFILES"] = folder

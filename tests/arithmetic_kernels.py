@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from e2egen.runner.ops.product_sum.lowering import GemmForm, _lower_conv_bwd_data, _lower_conv_bwd_weight, _lower_conv_fwd
+from e2egen.runner.gemm_form import GemmForm
 from e2egen.runner.ops.product_sum.conv import ConvParams
+from e2egen.runner.ops.product_sum.lowering import lower_conv_bwd_data, lower_conv_bwd_weight, lower_conv_fwd
 
 # name: (significand bits incl. the implicit one, emin, emax)
 FORMATS: dict[str, tuple[int, int, int]] = {
@@ -234,7 +235,7 @@ class EmulatedKernel:
 
     def conv_fwd(self, x, w, *, stride, padding, dilation, groups) -> torch.Tensor:
         dtype = self._dtype(x, w)
-        form = _lower_conv_fwd(self._prepare(x, dtype), self._prepare(w, dtype), tuple(stride), tuple(padding),
+        form = lower_conv_fwd(self._prepare(x, dtype), self._prepare(w, dtype), tuple(stride), tuple(padding),
                                tuple(dilation), int(groups))
         return self._finish(form, self._accumulate(form, window=math.prod(w.shape[2:]), samples=None), dtype)
 
@@ -243,7 +244,7 @@ class EmulatedKernel:
         input_shape = tuple(input_shape)
         params = ConvParams(dy.shape[0], input_shape[1], w.shape[0], tuple(input_shape[2:]), tuple(w.shape[2:]),
                             tuple(stride), tuple(padding), tuple(dilation), int(groups))
-        form = _lower_conv_bwd_data(self._prepare(dy, dtype), self._prepare(w, dtype), params)
+        form = lower_conv_bwd_data(self._prepare(dy, dtype), self._prepare(w, dtype), params)
         return self._finish(form, self._accumulate(form, window=math.prod(params.kernel), samples=None), dtype)
 
     def conv_bwd_weight(self, x, dy, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
@@ -251,7 +252,7 @@ class EmulatedKernel:
         weight_shape = tuple(weight_shape)
         params = ConvParams(x.shape[0], x.shape[1], dy.shape[1], tuple(x.shape[2:]), tuple(weight_shape[2:]),
                             tuple(stride), tuple(padding), tuple(dilation), int(groups))
-        form = _lower_conv_bwd_weight(self._prepare(x, dtype), self._prepare(dy, dtype), params)
+        form = lower_conv_bwd_weight(self._prepare(x, dtype), self._prepare(dy, dtype), params)
         return self._finish(form, self._accumulate(form, window=None, samples=params.n), dtype)
 
     # -- the arithmetic ------------------------------------------------------------

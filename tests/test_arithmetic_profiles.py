@@ -184,7 +184,7 @@ def test_findings_of_another_probes_revision_are_not_used(tmp_path, monkeypatch)
     is probed again rather than trusted."""
     import torch
 
-    from e2egen.runner.ops.product_sum.probes import REVISION
+    from e2egen.runner.arithmetic.model import PROBES_REVISION as REVISION
     from e2egen.runner.arithmetic.profile import shipped_profiles
 
     assert all(dict(p.key.versions).get("probes") == str(REVISION) for p in shipped_profiles())

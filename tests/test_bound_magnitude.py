@@ -161,12 +161,12 @@ def test_widening_covers_k_plus_four_roundings():
     [-(2.0 ** -149), 2.0 ** 127],
 ])
 def test_the_numba_scan_and_the_torch_scan_agree(values, monkeypatch):
-    from e2egen.metrics import fused_numba
+    from e2egen.metrics import numba_kernels
     from e2egen.runner import magnitude as module
 
     t = torch.tensor(values * 40000, dtype=torch.float64).reshape(-1, 4)  # several scan chunks
     fused = module._narrowed(t)
-    monkeypatch.setattr(fused_numba, "AVAILABLE", False)  # as where numba is not installed
+    monkeypatch.setattr(numba_kernels, "AVAILABLE", False)  # as where numba is not installed
     plain = module._narrowed(t)
     assert fused[1:] == plain[1:] or (math.isnan(fused[2]) and fused[3] is plain[3] is False)
     assert torch.equal(fused[0].nan_to_num(7.0), plain[0].nan_to_num(7.0))

@@ -16,7 +16,7 @@ from e2egen.generator.cases import expand
 from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 from e2egen.generator.loader import load_catalogue, parse_catalogue
 from e2egen.runner.arithmetic.model import Arithmetic
-from e2egen.runner.ops.product_sum.probes import REVISION
+from e2egen.runner.arithmetic.model import PROBES_REVISION as REVISION
 from e2egen.runner.arithmetic.profile import shipped_profiles
 from e2egen.runner.arithmetic.requirements import Acceptance, judge, violations
 from e2egen.runner.arithmetic.torch_deviations import accepted_for, parse, torch_deviations
@@ -96,7 +96,7 @@ def test_an_f16_accumulating_plugin_gemm_fails_every_dtype_with_the_cause_and_th
     for dtype, outcome in outcomes.items():
         assert outcome.status == "failed", (dtype, outcome.report)
         assert outcome.reason.startswith("arithmetic: partial sums pass through f16"), outcome.reason
-        assert outcome.broken == ["acc"] and outcome.failure_kind.startswith("requirement broken by the measured arithmetic")
+        assert outcome.broken == ("acc",) and outcome.failure_kind.startswith("requirement broken by the measured arithmetic")
         text = describe(outcome).splitlines()
         assert text[0].startswith(f"{outcome.case.id}  [FAILED: requirement broken by the measured arithmetic")
         assert any(line.startswith("next: ") and " explain " in line and outcome.case.id in line for line in text)
@@ -116,14 +116,14 @@ def test_the_suggested_accept_with_its_reason_filled_passes_and_says_the_policy_
     """
     for outcome in run_all(bare_catalogue(write_catalogue, "f16_acc", accept)).values():
         assert outcome.status == "passed", outcome.report
-        assert outcome.loosened == ['[[accept]] cells = "gemm/fwd/*" excuses require.acc']
+        assert outcome.loosened == ('[[accept]] cells = "gemm/fwd/*" excuses require.acc',)
 
 
 def test_a_correct_plugin_gemm_and_torchs_own_pass_the_bare_catalogue(write_catalogue, fresh_profiles):
     for impl in ("correct", None):
         for dtype, outcome in run_all(bare_catalogue(write_catalogue, impl)).items():
             assert outcome.status == "passed", (impl, dtype, outcome.report)
-            assert outcome.loosened == [] and outcome.failure_kind == ""
+            assert outcome.loosened == () and outcome.failure_kind == ""
 
 
 def test_a_metric_failure_says_numerics_outside_the_bound(write_catalogue, fresh_profiles):
@@ -131,7 +131,7 @@ def test_a_metric_failure_says_numerics_outside_the_bound(write_catalogue, fresh
 
     # The catalogue asks for an impossible rms: the numerics fail, the arithmetic is fine.
     outcome = run_all(bare_catalogue(write_catalogue, "correct", "[tolerances]\nrms = 1e-12\n"))["f32"]
-    assert outcome.failure_kind == "numerics outside the bound" and outcome.broken == []
+    assert outcome.failure_kind == "numerics outside the bound" and outcome.broken == ()
     assert "[FAILED: numerics outside the bound]" in describe(outcome).splitlines()[0]
     assert "[[accept]]" not in describe(outcome)
 

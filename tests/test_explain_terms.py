@@ -50,8 +50,8 @@ def test_a_correct_kernel_passes_and_every_term_is_listed(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("impl,expected", [
-    ("studies.attention_kernels:mask_off_by_one", "output o: FAILED"),
-    ("studies.attention_kernels:pv_f16_accumulation", "REQUIREMENT BROKEN: partial sums pass through f16"),
+    ("e2egen.runner.ops.attention.variants:mask_off_by_one", "output o: FAILED"),
+    ("e2egen.runner.ops.attention.variants:pv_f16_accumulation", "REQUIREMENT BROKEN: partial sums pass through f16"),
 ])
 def test_a_wrong_kernel_fails_and_says_where(tmp_path, capsys, impl, expected):
     status, out = explain(tmp_path, capsys, impl)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e2egen import metrics
-from e2egen.metrics import fused_numba
+from e2egen.metrics import numba_kernels
 from e2egen.metrics.ulp_terms import add_ulps, scaled_plus_ulps
 
 FORMATS = ["f32", "f16", "bf16", "f8e4m3fn", "f8e5m2", "e8m0"]  # e8m0: max is a power of two (rounding.ulp_emax)
@@ -61,7 +61,7 @@ def test_mismatched_tensors_are_refused():
 def test_the_fused_and_the_fallback_paths_agree(monkeypatch):
     ref = torch.tensor(SPECIAL * 5000, dtype=torch.float64) * torch.rand(len(SPECIAL) * 5000, dtype=torch.float64)
     fused = add_ulps(torch.zeros_like(ref), ref, "f16", 1.5)
-    monkeypatch.setattr(fused_numba, "AVAILABLE", False)  # as where numba is not installed
+    monkeypatch.setattr(numba_kernels, "AVAILABLE", False)  # as where numba is not installed
     assert same(add_ulps(torch.zeros_like(ref), ref, "f16", 1.5), fused)
 
 
@@ -87,7 +87,7 @@ def test_f32_sums_widened_in_the_pass_equal_widening_first(values, dtype, scale,
     expected = scaled_plus_ulps(widened_first, scale, ref, dtype, 1.0)
     with pytest.MonkeyPatch.context() as patch:
         for fused in (True, False):
-            patch.setattr(fused_numba, "AVAILABLE", fused and fused_numba.AVAILABLE)
+            patch.setattr(numba_kernels, "AVAILABLE", fused and numba_kernels.AVAILABLE)
             result = scaled_plus_ulps(summed, scale, ref, dtype, 1.0, widening=widening)
             assert result.dtype == torch.float64 and same(result, expected)
     assert same(summed.to(torch.float64).mul_(widening), widened_first)  # the terms themselves untouched

@@ -94,16 +94,13 @@ def _measured(origin: str = "shipped profile cpu--torch.toml", **findings):
 def _outcome(arithmetic=None):
     from types import SimpleNamespace
 
-    from e2egen.nightly.records import AXES
+    from e2egen.generator.case_id import CaseId
 
-    case = SimpleNamespace(id="s/conv2d/c/bwd_data/f16/nchw/r0", params={"n": 1}, seed=3, tolerances={"rms": 1e-3},
-                           reference=SimpleNamespace(to_catalogue=lambda: {"device": "cpu"}), flops=10,
-                           **{axis: f"<{axis}>" for axis in AXES})
-    outcome = SimpleNamespace(case=case, status="passed", reason="", device="NVIDIA H100", repro="e2egen run x",
-                              comparison=None, verdict=None, timings={"kernel": 0.5})
-    if arithmetic is not None:
-        outcome.arithmetic = arithmetic
-    return outcome
+    key = CaseId.parse("s/conv2d/c/bwd_data/f16/nchw/r0")
+    case = SimpleNamespace(id=str(key), key=key, params={"n": 1}, seed=3, tolerances={"rms": 1e-3},
+                           reference=SimpleNamespace(to_catalogue=lambda: {"device": "cpu"}), flops=10)
+    return SimpleNamespace(case=case, status="passed", reason="", device="NVIDIA H100", repro="e2egen run x",
+                           comparison=None, verdict=None, timings={"kernel": 0.5}, arithmetic=arithmetic)
 
 
 def _from_outcome(outcome):

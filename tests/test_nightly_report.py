@@ -70,7 +70,7 @@ def expected_tables(records):
     for axis, _title in GROUPINGS:
         groups = {}
         for rec in records:
-            value = rec.reference_variant if axis == "reference_variant" else getattr(rec, axis)
+            value = rec.reference_variant if axis == "reference_variant" else rec.axes[axis]
             groups.setdefault(value, []).append(rec)
         table = {}
         for value, members in groups.items():

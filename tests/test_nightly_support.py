@@ -7,6 +7,7 @@ from pathlib import Path
 
 from conftest import REPO, TINY_CONV, TINY_GEMM, catalogue_text, run_cli
 from e2egen.metrics.names import HISTOGRAM_BUCKETS
+from e2egen.generator.case_id import CaseIdParts
 from e2egen.nightly.records import CaseRecord
 
 KERNELS = '''
@@ -68,8 +69,9 @@ def synthetic_record(run_id: str, case_id: str, *, dtype: str = "f16", range_: s
     suite, op = case_id.split("/")[:2]
     return CaseRecord(
         run_id=run_id, case_id=case_id, status=status, phase="call", reason=reason if status == "failed" else "",
-        skip_reason=reason if status == "skipped" else "", suite=suite, op=op, config="c", direction=direction,
-        dtype=dtype, layout=layout, range=range_, params={"m": 8}, seed=1, global_seed=1, device=device,
+        skip_reason=reason if status == "skipped" else "",
+        parts=CaseIdParts(suite=suite, op=op, config="c", direction=direction, dtype=dtype, layout=layout, range=range_),
+        params={"m": 8}, seed=1, global_seed=1, device=device,
         versions={"torch": "2.x", "cuda": None, "cudnn": None}, tolerances=tolerances or {"rms": 1e-3},
         reference=reference or {"device": "cpu", "ftz": False, "accumulate": 0, "round_output": False},
         metrics=metrics or {}, histogram=histogram, duration=duration, repro=f"e2egen run {case_id} --seed 1",

@@ -79,7 +79,7 @@ def overlaps(monkeypatch) -> list[str]:
 
 def test_the_check_tells_an_output_given_as_an_input(overlaps) -> None:
     """The old add_ulps call: one array as scaled_plus_ulps_into's output and its terms."""
-    from e2egen.metrics.ulp_terms import _ulp_args
+    from e2egen.metrics.ulp_terms import ulp_args as _ulp_args
 
     total, ref = np.ones(64), np.linspace(-3.0, 3.0, 64)
     fused_numba.scaled_plus_ulps_into(total, total, 1.0, 1.0, ref, 0, 64, 1.0, *_ulp_args("f16"))

@@ -7,7 +7,7 @@ monotone interval pass loaded an argument under a condition, a gather again; mag
 minimum through a conditional expression, which left the loop scalar. Here each kernel is compiled
 afresh, without the cache, for every argument type the warm-up gives it, and its optimised LLVM IR must
 hold the loop vectoriser's `vector.body` and no gathers. On x86-64, where a loop keeps vector registers
-on the stack, its prologue must also align the stack (fused_numba._align_stack; issue 20, tenth round).
+on the stack, its prologue must also align the stack (numba_kernels.align_stack; issue 20, tenth round).
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ x86_64 = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"
 @x86_64
 @pytest.mark.parametrize("module, name", VECTORISED, ids=[f"{m.rsplit('.', 1)[1]}.{n}" for m, n in VECTORISED])
 def test_a_loop_that_spills_vectors_has_its_stack_aligned(module, name, warmed):
-    """A kernel whose loop keeps vector registers on the stack calls fused_numba._align_stack: the ABI
+    """A kernel whose loop keeps vector registers on the stack calls numba_kernels.align_stack: the ABI
     aligns the stack to 16 bytes only, and a 32- or 64-byte spill at a misaligned place splits a cache
     line on every iteration (a fifth slower, depending on where the process's stack happens to start)."""
     dispatcher = getattr(importlib.import_module(module), name)
@@ -164,7 +164,7 @@ def test_the_check_tells_an_unaligned_spill():
     import numba
     import numpy as np
 
-    from e2egen.metrics.fused_numba import _align_stack
+    from e2egen.metrics.numba_kernels import align_stack as _align_stack
 
     inner = numba.njit(error_model="numpy", fastmath={"reassoc"})(_many_sums)
 

@@ -22,6 +22,7 @@ from e2egen.runner.bound import (OutputRounding, ProductSumError, SumOfBounds, c
 from e2egen.runner.inputs import generate_inputs, reference_inputs
 from e2egen.runner.ops import GemmOp, register_op, unregister_op
 from e2egen.runner.ops.base import TensorSpec
+from e2egen.runner.ops.product_sum.numerics import GemmNumerics
 from e2egen.runner.options import BoundModel, ReferenceOptions
 from e2egen.runner.reference import compute_reference
 
@@ -34,12 +35,14 @@ class GemmWithCounts(GemmOp):
     def output_names(self, params, direction):
         return ("c", "nonzero")
 
-    def default_kernel(self, direction):
-        return gemm_and_counts
-
     def outputs(self, params, direction, dtype):
         return {"c": TensorSpec(params.c_shape, "f32" if dtype == "tf32" else dtype),
                 "nonzero": TensorSpec((*params.batch_dims, params.m), "i32")}
+
+
+class GemmWithCountsNumerics(GemmNumerics):
+    def default_kernel(self, direction):
+        return gemm_and_counts
 
     def reference(self, problem, inputs64):
         c, counts = gemm_and_counts(inputs64["a"], inputs64["b"])
@@ -47,11 +50,12 @@ class GemmWithCounts(GemmOp):
 
 
 TOY = GemmWithCounts()
+TOY_NUMERICS = GemmWithCountsNumerics(TOY)
 
 
 @pytest.fixture
 def toy_op():
-    register_op(TOY)
+    register_op(TOY, TOY_NUMERICS)
     yield TOY
     unregister_op(TOY.name)
 

@@ -71,7 +71,7 @@ def test_relative_factor(dtype, model):
 
 @pytest.mark.parametrize("op,direction", [(op, d) for op, spec in OPS.items() for d in spec.directions
                                           if isinstance(spec, ProductSumOp) and op != "scaled_gemm"])
-# attention: test_attention_bound.py; scaled_gemm (fp8/fp4 only): test_scaled_gemm.py
+# attention: test_attention_bound.py; scaled_gemm (fp8/fp4 only): tests/ops/scaled_gemm/test_scaled_gemm.py
 @pytest.mark.parametrize("dtype", ["f16", "tf32"])
 def test_bound_against_brute_force(op, direction, dtype):
     problem = make_problem(op, direction, dtype, OPS[op].layouts[-1], PARAMS[op], (-2.0, 1.0), seed=13)

@@ -39,8 +39,8 @@ PARAMS = {
                   "score_bias": True},
 }
 # The tensor ops (element-wise, reductions, normalisations) have their own files, with their own naive
-# references and wrong kernels: tests/test_pointwise_ops.py, test_reduction_ops.py, test_normalization_ops.py.
-# scaled_gemm has tests/test_scaled_gemm.py (its inputs are quantized, its reference checked against a naive
+# references and wrong kernels: tests/ops/pointwise/test_pointwise_ops.py, test_reduction_ops.py, test_normalization_ops.py.
+# scaled_gemm has tests/ops/scaled_gemm/test_scaled_gemm.py (its inputs are quantized, its reference checked against a naive
 # per-element scale lookup there).
 TENSOR_OPS_TESTED_ELSEWHERE = {name for name, spec in OPS.items() if "contiguous" in spec.layouts} | {"scaled_gemm"}
 CASES = [(op, direction, layout, dtype)

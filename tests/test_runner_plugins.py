@@ -10,7 +10,7 @@ import torch
 from e2egen import metrics
 from e2egen.runner import ImplError, KernelFailure, ProblemError, Skip, make_problem, resolve_impl, run
 from e2egen.runner.kernels import call_kernel, check_output
-from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
+from e2egen.runner.ops.product_sum.kernels import torch_conv_fwd
 
 
 def _sibling(name):

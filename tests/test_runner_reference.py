@@ -10,7 +10,6 @@ import torch
 from e2egen import metrics
 from e2egen.runner import OPS, ProductSumOp, ReferenceOptions, ProblemError, make_problem, run
 from e2egen.runner.inputs import generate_inputs
-from e2egen.runner.ops.product_sum.lowering import gemm_dims, lower
 from e2egen.runner.reference import apply_op, compute_reference
 
 
@@ -80,8 +79,8 @@ def test_lowering_is_the_op(op, direction):
     # conv3d's pad 2 with a 1-tap kernel) makes bwd_data crop instead of pad.
     problem = make_problem(op, direction, "f32", OPS[op].layouts[0], CONV_CASES[op], (-1.0, 1.0), seed=2)
     tensors = inputs64(problem)
-    form = lower(problem, tensors)
-    groups, rows, reduction, cols = gemm_dims(problem)
+    form = problem.numerics.lowered(problem, tensors)
+    groups, rows, reduction, cols = problem.spec.lowered_dims(problem.params, problem.direction)
     assert form.lhs.shape == (groups, rows, reduction) and form.rhs.shape == (groups, reduction, cols)
     expected = naive.evaluate(problem, tensors)
     magnitude = naive.evaluate(problem, {n: t.abs() for n, t in tensors.items()})
@@ -167,7 +166,7 @@ def test_lowering_is_the_op_for_random_geometries():
         tensors = inputs64(problem)
         expected = naive.evaluate(problem, tensors)
         magnitude = naive.evaluate(problem, {n: t.abs() for n, t in tensors.items()})
-        assert ((lower(problem, tensors).product() - expected).abs() <= 1e-12 * magnitude).all()
+        assert ((problem.numerics.lowered(problem, tensors).product() - expected).abs() <= 1e-12 * magnitude).all()
         assert ((apply_op(problem, tensors) - expected).abs() <= 1e-12 * magnitude).all()
 
     check()

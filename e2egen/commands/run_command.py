@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from dataclasses import replace
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above
 from e2egen.errors import UsageError
@@ -59,9 +60,9 @@ def _hard_limit(case, device: str | None, catalogue: str, limit: float) -> threa
     grace = max(HARD_LIMIT_GRACE, HARD_LIMIT_GRACE_FRACTION * limit)
 
     def expire() -> None:
-        outcome = timed_out(case, device, catalogue, limit)
-        outcome.report += (f"\nthe kernel did not give control back to Python within {grace:g} s more; "
-                           "the process was ended")
+        limited = timed_out(case, device, catalogue, limit)
+        outcome = replace(limited, report=limited.report + f"\nthe kernel did not give control back to Python "
+                                                           f"within {grace:g} s more; the process was ended")
         print(describe(outcome), flush=True)
         sys.stderr.flush()
         os._exit(EXIT_FAILED)

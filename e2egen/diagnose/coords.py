@@ -6,23 +6,15 @@ import math
 import numpy as np
 
 from e2egen import runner
-from e2egen.runner.ops.product_sum.conv import ConvParams
-
-_SPATIAL = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
-_KERNEL = {1: ("s",), 2: ("r", "s"), 3: ("t", "r", "s")}
 
 
 def coordinate_names(problem: runner.Problem) -> tuple[str, ...]:
-    """Names of the output's logical dims: fwd y (n, k, h, w), bwd_data dx (n, c, h, w),
-    bwd_weight dw (k, c, r, s), gemm c (m, n) or (batch, m, n)."""
-    p = problem.params
-    if isinstance(p, ConvParams):
-        dims = p.spatial_dims
-        return {
-            "fwd": ("n", "k", *_SPATIAL[dims]),
-            "bwd_data": ("n", "c", *_SPATIAL[dims]),
-            "bwd_weight": ("k", "c", *_KERNEL[dims]),
-        }[problem.direction]
+    """Names of the output's logical dims, as the op names them (Op.output_dim_names: a conv's fwd y
+    (n, k, h, w), bwd_data dx (n, c, h, w), bwd_weight dw (k, c, r, s), gemm c (m, n) or (batch, m, n)); else
+    (m, n), with a leading batch for a rank-3 output."""
+    names = problem.spec.output_dim_names(problem.params, problem.direction)
+    if names:
+        return names
     names = ("m", "n")
     return (("batch",) if len(problem.output_shape) == 3 else ()) + names
 

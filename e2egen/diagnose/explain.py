@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import torch
 
@@ -87,9 +87,13 @@ class Row:
         return self.comparison.bound_ratio
 
 
+# Which input range a RangeRow ran: the case's own, AWAY_RANGE (away from zero), or the case's narrowed.
+RangeRole = Literal["case", "away", "narrow"]
+
+
 @dataclass
 class RangeRow:
-    role: str  # case | away | narrow
+    role: RangeRole
     label: str
     lo: float
     hi: float

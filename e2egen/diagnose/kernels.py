@@ -5,8 +5,8 @@ against a CPU reference, against another GPU kernel, and a second algorithm
 (non-xdlops: convolution as a gemm without mfma) against the CPU. These give
 a study the same axes on any machine:
 
-    im2col   the convolution lowered to a batched matrix product (runner/ops/product_sum/lowering.py's im2col
-             and transposes) computed in f32 from the upcast inputs, rounded once to the
+    im2col   the convolution lowered to a batched matrix product (the op's lowered form, OpNumerics.lowered:
+             im2col and transposes) computed in f32 from the upcast inputs, rounded once to the
              output dtype. A gemm is the f32 matmul. Its own summation order, f32 accumulation.
     f32      the inputs upcast to f32, torch's own f32 kernel (oneDNN on the CPU, cuDNN on CUDA),
              rounded once.
@@ -18,7 +18,13 @@ Names for a study's `kernel = ...`: BUILTIN maps each to its "module:function" p
 """
 from __future__ import annotations
 
+from typing import Any, Mapping, Sequence
+
 import torch
+
+from e2egen import runner
+from e2egen.runner.ops import numerics_of
+from e2egen.runner.ops.numerics import Kernel
 
 _DTYPE_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 _SPATIAL_KEYS = {1: "w", 2: "hw", 3: "dhw"}
@@ -33,13 +39,12 @@ def impl_for(name: str, op: str, direction: str) -> str:
     return f"{__name__}:{name}_{kind}_{direction}"
 
 
-def _problem(op: str, direction: str, dtype: torch.dtype, params: dict):
-    from e2egen import runner
-
+def _problem(op: str, direction: str, dtype: torch.dtype, params: Mapping[str, Any]) -> runner.Problem:
     return runner.make_problem(op, direction, _DTYPE_NAMES[dtype], "nchw", params, (-1.0, 1.0), 0)
 
 
-def _conv_params(x_shape, w_shape, stride, padding, dilation, groups) -> tuple[str, dict]:
+def _conv_params(x_shape: Sequence[int], w_shape: Sequence[int], stride: Sequence[int], padding: Sequence[Any],
+                 dilation: Sequence[int], groups: int) -> tuple[str, dict[str, Any]]:
     dims = len(x_shape) - 2
     return f"conv{dims}d", {
         "n": x_shape[0], "c": x_shape[1], "k": w_shape[0], _SPATIAL_KEYS[dims]: list(x_shape[2:]),
@@ -48,11 +53,10 @@ def _conv_params(x_shape, w_shape, stride, padding, dilation, groups) -> tuple[s
     }
 
 
-def _im2col(op: str, direction: str, dtype: torch.dtype, params: dict, tensors: dict) -> torch.Tensor:
-    from e2egen.runner.ops.product_sum.lowering import lower
-
+def _im2col(op: str, direction: str, dtype: torch.dtype, params: Mapping[str, Any],
+            tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
     problem = _problem(op, direction, dtype, params)
-    form = lower(problem, {name: t.float() for name, t in tensors.items()})
+    form = problem.numerics.lowered(problem, {name: t.float() for name, t in tensors.items()})
     return form.fold(torch.bmm(form.lhs.contiguous(), form.rhs.contiguous())).to(dtype)
 
 
@@ -76,23 +80,22 @@ def im2col_gemm_fwd(a, b):
     return torch.matmul(a.float(), b.float()).to(a.dtype)
 
 
+def _torch_conv(direction: str, geometry: Mapping[str, Any]) -> Kernel:
+    """torch's convolution kernel for that many spatial dims: the conv op's own default (its numerics)."""
+    return numerics_of(f"conv{len(geometry['stride'])}d").default_kernel(direction)
+
+
 # -- torch's f32 kernel, rounded once -----------------------------------------------------------
 def f32_conv_fwd(x, w, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-    return torch_conv_fwd(x.float(), w.float(), **geometry).to(x.dtype)
+    return _torch_conv("fwd", geometry)(x.float(), w.float(), **geometry).to(x.dtype)
 
 
 def f32_conv_bwd_data(dy, w, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_data
-
-    return torch_conv_bwd_data(dy.float(), w.float(), **geometry).to(dy.dtype)
+    return _torch_conv("bwd_data", geometry)(dy.float(), w.float(), **geometry).to(dy.dtype)
 
 
 def f32_conv_bwd_weight(x, dy, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_weight
-
-    return torch_conv_bwd_weight(x.float(), dy.float(), **geometry).to(x.dtype)
+    return _torch_conv("bwd_weight", geometry)(x.float(), dy.float(), **geometry).to(x.dtype)
 
 
 def f32_gemm_fwd(a, b):
@@ -101,24 +104,18 @@ def f32_gemm_fwd(a, b):
 
 # -- torch without cuDNN (CUDA) ----------------------------------------------------------------
 def native_conv_fwd(x, w, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
     with torch.backends.cudnn.flags(enabled=False):
-        return torch_conv_fwd(x, w, **geometry)
+        return _torch_conv("fwd", geometry)(x, w, **geometry)
 
 
 def native_conv_bwd_data(dy, w, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_data
-
     with torch.backends.cudnn.flags(enabled=False):
-        return torch_conv_bwd_data(dy, w, **geometry)
+        return _torch_conv("bwd_data", geometry)(dy, w, **geometry)
 
 
 def native_conv_bwd_weight(x, dy, **geometry):
-    from e2egen.runner.ops.product_sum.conv import torch_conv_bwd_weight
-
     with torch.backends.cudnn.flags(enabled=False):
-        return torch_conv_bwd_weight(x, dy, **geometry)
+        return _torch_conv("bwd_weight", geometry)(x, dy, **geometry)
 
 
 def native_gemm_fwd(a, b):

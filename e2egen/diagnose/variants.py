@@ -9,9 +9,9 @@ Two families:
 
 * Accumulator models (this module): what a kernel that keeps its partial sums
   in a narrow format would return. The reduction of every output element is
-  cut into chunks of k consecutive products (in the lowering's order, see
-  runner/ops/product_sum/lowering.py, or for convolutions "tap-major": one chunk per kernel
-  tap, taps in order or reversed), each chunk summed exactly, and
+  cut into chunks of k consecutive products (in the order of the op's lowered form,
+  OpNumerics.lowered, e.g. runner/ops/product_sum/lowering.py, or where the op cuts its reduction per
+  tap, "tap-major": one chunk per kernel tap, taps in order or reversed), each chunk summed exactly, and
 
       running:  s = round_A(s + chunk)            (a running sum kept in A)
       split:    s = round_A(s + round_A(chunk))   (chunk results stored in A,
@@ -41,9 +41,9 @@ import torch
 
 from e2egen import metrics
 from e2egen import runner
+from e2egen.runner.gemm_form import GemmForm
 from e2egen.runner.inputs import round_to_storage
-from e2egen.runner.ops.product_sum.lowering import GemmForm, lower
-from e2egen.runner.ops.product_sum.conv import ConvParams
+from e2egen.runner.ops.base import ProductSumOp
 
 _TORCH_FORMATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACC_VARIANT_CHUNKS = (4, 8, 16, 32)  # the runner's accumulate = k variants explain prints (plus the whole reduction)
@@ -113,29 +113,27 @@ def accumulator_format(out_dtype: str) -> str:
 
 
 def conv_taps(problem: runner.Problem) -> tuple[int, int] | None:
-    """(channels per tap, taps) of a conv's fwd / bwd_data reduction, (c|k, r, s) order; None otherwise."""
-    p = problem.params
-    if not isinstance(p, ConvParams) or problem.direction == "bwd_weight":
+    """(channels per tap, taps) of a reduction the op cuts per kernel tap (a conv's fwd / bwd_data, (c|k, r, s)
+    order: ProductSumOp.reduction_parts); None otherwise."""
+    spec = problem.spec
+    if not isinstance(spec, ProductSumOp):
         return None
-    window = math.prod(p.kernel)
-    if window == 1:
+    _, taps = spec.reduction_parts(problem.params, problem.direction)
+    if taps == 1:
         return None
-    return problem.reduction_size // window, window
+    return problem.reduction_size // taps, taps
 
 
 def candidate_models(problem: runner.Problem) -> list[AccumulatorModel]:
-    """The models searched: natural-order chunks of powers of two, of multiples of the conv window and
-    (bwd_weight) of one sample's output positions, running and split; per-tap chunks for convs."""
+    """The models searched: natural-order chunks of powers of two and of the lengths the op names
+    (ProductSumOp.accumulation_chunks: a conv's window multiples and, bwd_weight, one sample's output
+    positions), running and split; per-tap chunks where the op cuts its reduction per tap."""
     fmt = accumulator_format(problem.out_dtype)
     reduction = problem.reduction_size
     sizes = {2 ** i for i in range(1, 13)}
-    p = problem.params
-    if isinstance(p, ConvParams):
-        window = math.prod(p.kernel)
-        sizes |= {window * 2 ** i for i in range(0, 12)}
-        if problem.direction == "bwd_weight":
-            positions = math.prod(p.out_size)
-            sizes |= {positions * 2 ** i for i in range(0, 6)} | {p.out_size[-1]}
+    spec = problem.spec
+    if isinstance(spec, ProductSumOp):
+        sizes |= spec.accumulation_chunks(problem.params, problem.direction)
     sizes = sorted(s for s in sizes if 1 < s < reduction and math.ceil(reduction / s) <= MAX_CHUNKS_PER_MODEL)
     models = [AccumulatorModel(fmt, k, "natural", partials) for k in sizes for partials in ("running", "split")]
     taps = conv_taps(problem)
@@ -263,7 +261,10 @@ def full_model_affordable(problem: runner.Problem, model: AccumulatorModel) -> b
 
 
 def lowered_form(problem: runner.Problem, inputs64: Mapping[str, torch.Tensor]) -> GemmForm:
-    return lower(problem, inputs64)
+    form = problem.numerics.lowered(problem, inputs64)
+    if form is None:
+        raise ValueError(f"{problem.op} has no lowered form: no accumulator model applies")
+    return form
 
 
 def sample_eps(values: torch.Tensor, out: torch.Tensor, out_dtype: str) -> float:

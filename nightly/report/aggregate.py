@@ -87,7 +87,8 @@ class HistogramColumn:
 
 
 def axis_value(record: CaseRecord, axis: str) -> str:
-    return str(getattr(record, axis))
+    """A record's value on a grouping axis: a part of its case's id, or its reference variant."""
+    return record.reference_variant if axis == "reference_variant" else record.axes[axis]
 
 
 def column_order(axis: str) -> Callable[[str], tuple]:

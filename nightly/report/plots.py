@@ -57,7 +57,7 @@ def margin_plot(records: Sequence[CaseRecord]) -> bytes | None:
     for record in records:
         margin = record.margin
         if margin is not None and math.isfinite(margin):
-            by_dtype.setdefault(record.dtype, []).append(max(margin, 1e-12))
+            by_dtype.setdefault(record.parts.dtype, []).append(max(margin, 1e-12))
     if not by_dtype:
         return None
     dtypes = sorted(by_dtype, key=column_order("dtype"))

@@ -2,22 +2,22 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import zlib
 from dataclasses import dataclass, replace
-from typing import Any, Callable
 
 import torch
 
-from e2egen.runner.kernel_paths import cuda_versions, dispatch_versions
-from e2egen.runner.device import device_name
-from e2egen.runner.errors import KernelFailure, Skip
-from e2egen.runner.kernels import TORCH_IMPL
-from e2egen.runner.problem import Problem
-from e2egen.runner.arithmetic.model import Arithmetic, CellKey, assumed_arithmetic
-from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES
-from e2egen.runner.ops.product_sum.probes import REVISION as PROBES_REVISION
-from e2egen.runner.ops.product_sum.probes import probe_arithmetic
+from e2egen.runner.arithmetic.model import PROBES_REVISION, Arithmetic, CellKey, assumed_arithmetic
 from e2egen.runner.arithmetic.profile import DeviceKey, find_profiles, forget_parsed_profiles, record_in_cache
+from e2egen.runner.device import device_name
+from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES
+from e2egen.runner.errors import KernelFailure, Skip
+from e2egen.runner.kernel_paths import cuda_versions, dispatch_versions
+from e2egen.runner.kernels import TORCH_IMPL
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.problem import Problem
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,6 @@ def device_key(device: torch.device, impl: str) -> DeviceKey:
 
 def _source_digest(impl: str) -> str:
     """A short hash of the file defining the impl's module ("" when it cannot be read)."""
-    import hashlib
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(impl.split(":")[0])
         origin = spec.origin if spec else None
@@ -64,8 +61,7 @@ def _source_digest(impl: str) -> str:
 
 
 def cell_of(problem: Problem) -> CellKey:
-    spec = problem.spec
-    shape = spec.shape_class(problem.params, problem.direction) if hasattr(spec, "shape_class") else ""
+    shape = problem.spec.shape_class(problem.params, problem.direction)
     return CellKey(problem.op, problem.direction, problem.dtype, problem.layout, shape)
 
 
@@ -85,20 +81,18 @@ def not_probed(problem: Problem) -> str | None:
         return "not probed (integer arithmetic)"
     if problem.dtype in FLOAT4:
         return "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)"
-    if not hasattr(problem.spec, "probe_params"):
+    if problem.spec.probe_params(problem.params, problem.direction) is None:
         return f"assumed ({problem.op} has no probes)"
     return None
 
 
-def probe_cell(problem: Problem, kernel: Callable[..., Any], device: torch.device, impl: str) -> Arithmetic:
-    """The probes of the problem's cell on its probe problem: the op's own where it brings them (attention,
-    element-wise, reductions, scaled gemm), else the product-sum probes. KernelFailure or Skip when the
-    kernel cannot run them."""
-    probes = getattr(problem.spec, "probe_arithmetic", None) or probe_arithmetic
-    return probes(probe_problem(problem), kernel, device, impl)
+def probe_cell(problem: Problem, kernel: Kernel, device: torch.device, impl: str) -> Arithmetic:
+    """The probes of the problem's cell on its probe problem: the op's numerics' probe_arithmetic.
+    KernelFailure or Skip when the kernel cannot run them."""
+    return problem.numerics.probe_arithmetic(probe_problem(problem), kernel, device, impl)
 
 
-def measured_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch.device, impl: str) -> Measured:
+def measured_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, impl: str) -> Measured:
     """The findings for the problem's cell: the cached or shipped profile's, else probed now and cached.
 
     A kernel that fails on the probe's inputs leaves the cell unmeasured: the bound then assumes the

@@ -39,12 +39,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
-INPUT_FORMATS = ("exact", "tf32", "bf16", "f16")
-ROUNDINGS = ("nearest-even", "nearest-away", "toward-zero", "up", "down", "faithful")
-GROUPINGS = ("none", "taps", "samples", "chunks")
-SUBNORMALS = ("kept", "flushed")
+# Each finding's closed set of values once, as a Literal type; the tuple of its values derives from it.
+InputFormat = Literal["exact", "tf32", "bf16", "f16"]
+INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
+Rounding = Literal["nearest-even", "nearest-away", "toward-zero", "up", "down", "faithful"]
+ROUNDINGS: tuple[Rounding, ...] = get_args(Rounding)
+Grouping = Literal["none", "taps", "samples", "chunks"]
+GROUPINGS: tuple[Grouping, ...] = get_args(Grouping)
+Subnormals = Literal["kept", "flushed"]
+SUBNORMALS: tuple[Subnormals, ...] = get_args(Subnormals)
+Partials = Literal["stored", "running"]
+PARTIALS: tuple[Partials, ...] = get_args(Partials)
+InputRounding = Literal["nearest", "toward-zero"]  # how inputs (or the intermediate) are rounded to their format
+INPUT_ROUNDINGS: tuple[InputRounding, ...] = get_args(InputRounding)
+Intermediate = Literal["", InputFormat]  # "": the op has no such intermediate
+INTERMEDIATES: tuple[Intermediate, ...] = get_args(Intermediate)
+# The probes' revision, part of every profile's versions: bump it with any change that can alter what a
+# probe finds (an op's probe_arithmetic: runner/ops/product_sum/probes.py and experiments.py, and every other
+# family's probes), so that cached and shipped findings of the old probes are not used (runs probe again; the
+# shipped profiles must be written again: `e2egen arithmetic --out runner/arithmetic/profiles`).
+PROBES_REVISION = 1
 # Significand bits (the implicit one included) of the formats findings name.
 FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8, "f8e4m3fn": 4, "f8e5m2": 3, "f8e4m3fnuz": 4, "f8e5m2fnuz": 3}
 
@@ -90,22 +106,22 @@ class CellKey:
 
 @dataclass(frozen=True)
 class Arithmetic:
-    inputs: str = "exact"
-    inputs_rounding: str = "nearest"
+    inputs: InputFormat = "exact"
+    inputs_rounding: InputRounding = "nearest"
     acc_bits: int = 24
     acc_bits_exact: bool = True
-    groups: str = "none"
+    groups: Grouping = "none"
     group_size: int = 0
     reversed: bool = False
-    partials: str = "stored"
+    partials: Partials = "stored"
     inner_bits: int = 0
-    rounding: str = "nearest-even"
-    subnormal_inputs: str = "kept"
-    subnormal_outputs: str = "kept"
+    rounding: Rounding = "nearest-even"
+    subnormal_inputs: Subnormals = "kept"
+    subnormal_outputs: Subnormals = "kept"
     special_values: str = "ieee"
-    intermediate: str = ""  # a fused op's intermediate (attention's P) before its second product: "" (no such
-    # intermediate), "exact" (kept in the compute format) or the format it is rounded to
-    intermediate_rounding: str = "nearest"
+    intermediate: Intermediate = ""  # a fused op's intermediate (attention's P) before its second product: "" (no
+    # such intermediate), "exact" (kept in the compute format) or the format it is rounded to
+    intermediate_rounding: InputRounding = "nearest"
     compute: str = ""  # element-wise math: the format it is computed in ("" where not measured: other ops)
     probed_with: str = ""  # the problem the probes ran on
     notes: tuple[str, ...] = field(default_factory=tuple)  # what a probe saw but could not pin down
@@ -116,12 +132,12 @@ class Arithmetic:
                               ("subnormal_inputs", SUBNORMALS), ("subnormal_outputs", SUBNORMALS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} = {getattr(self, name)!r}; valid: {', '.join(choices)}")
-        if self.partials not in ("stored", "running"):
-            raise ValueError(f"partials = {self.partials!r}; valid: stored, running")
+        if self.partials not in PARTIALS:
+            raise ValueError(f"partials = {self.partials!r}; valid: {', '.join(PARTIALS)}")
         for name in ("inputs_rounding", "intermediate_rounding"):
-            if getattr(self, name) not in ("nearest", "toward-zero"):
-                raise ValueError(f"{name} = {getattr(self, name)!r}; valid: nearest, toward-zero")
-        if self.intermediate not in ("", *INPUT_FORMATS):
+            if getattr(self, name) not in INPUT_ROUNDINGS:
+                raise ValueError(f"{name} = {getattr(self, name)!r}; valid: {', '.join(INPUT_ROUNDINGS)}")
+        if self.intermediate not in INTERMEDIATES:
             raise ValueError(f"intermediate = {self.intermediate!r}; valid: (empty), {', '.join(INPUT_FORMATS)}")
 
     # -- what the bound needs ------------------------------------------------------

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Final, Literal, Mapping, Sequence
 
-from e2egen.runner.options import ANY, EXACT, Requirements
+from e2egen.runner.options import ANY, EXACT, RequirementName, Requirements
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
 
-UNEXPLAINED = "exact"  # a violation's key for probe outcomes no arithmetic explains: a bug, never accepted
+UNEXPLAINED: Final = "exact"  # a violation's key for probe outcomes no arithmetic explains: a bug, never accepted
+ViolationKey = Literal[RequirementName, Literal["exact"]]  # the requirement broken, or UNEXPLAINED
 
 
 @dataclass(frozen=True)
 class Violation:
-    key: str  # the requirement broken: inputs | acc | rounding | subnormals | compute
+    key: ViolationKey
     message: str
     measured_bits: int = 0  # the significand bits the kernel was measured to keep (inputs, acc, compute)
 

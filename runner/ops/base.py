@@ -230,6 +230,17 @@ class Op(_TransitionalNumerics, ABC):
         op has no probes (its arithmetic is then assumed from the dtype, and the report says so)."""
         return None
 
+    # -- hooks added by the op families (each with its default) ----------------
+    def lowered_dims(self, params: Any, direction: str) -> tuple[int, int, int, int] | None:
+        """(G, M, R, Ncol) of the op written as one batched matrix product (OpNumerics.lowered), from the
+        shapes alone: runner/memory.py sizes an `accumulate = k` reference with it. None: no such form."""
+        return None
+
+    def output_dim_names(self, params: Any, direction: str) -> tuple[str, ...]:
+        """Names of the primary output's logical dims, as a report prints an element's position (a conv's y:
+        n, k, h, w); () leaves them to the reader's default (e2egen/diagnose/coords.py)."""
+        return ()
+
 
 class ProductSumOp(Op):
     """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
@@ -251,6 +262,12 @@ class ProductSumOp(Op):
     def reduction_parts(self, params: Any, direction: str) -> tuple[int, int]:
         """(samples, taps): into how many per-sample or per-tap partials a kernel may cut the reduction."""
         return 1, 1
+
+    def accumulation_chunks(self, params: Any, direction: str) -> frozenset[int]:
+        """Lengths of runs of consecutive products (in the lowered reduction order) that a kernel of this op
+        plausibly sums apart, besides powers of two (a conv's window multiples): the accumulator models
+        `e2egen explain` searches (e2egen/diagnose/variants.py). None by default."""
+        return frozenset()
 
     def probe_params(self, params: Any, direction: str) -> Any | None:
         """A small problem of the same shape class, on which the product-sum probes run."""

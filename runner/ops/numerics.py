@@ -23,6 +23,7 @@ import torch
 
 from e2egen.runner.bound import ErrorBound, product_sum_bound
 from e2egen.runner.errors import ProblemError
+from e2egen.runner.gemm_form import GemmForm
 from e2egen.runner.inputs import round_to_format
 from e2egen.runner.ops.base import Op, named_outputs
 
@@ -63,6 +64,13 @@ class OpNumerics(ABC, Generic[SpecT]):
         need the problem's sizes (conv's that split the groups out) overrides this."""
         return {name: self.arrange(name, tensor, layout) for name, tensor in tensors.items()}
 
+    @property
+    def keeps_uniform_draw(self) -> bool:
+        """Whether the drawn values reach the kernel only rounded to their formats (neither adjust_inputs nor
+        quantize_inputs overridden): then an f32 draw serves the narrow formats (runner/inputs.py)."""
+        own = type(self)
+        return own.adjust_inputs is OpNumerics.adjust_inputs and own.quantize_inputs is OpNumerics.quantize_inputs
+
     # -- kernels ------------------------------------------------------------------
     @abstractmethod
     def default_kernel(self, direction: str) -> Kernel:
@@ -102,6 +110,13 @@ class OpNumerics(ABC, Generic[SpecT]):
         whose spec has probe_params."""
         raise ProblemError("op", self.spec.name, "has probe_params but no probe_arithmetic")
 
+    # -- hooks added by the op families (each with its default) ----------------------
+    def lowered(self, problem: Problem, inputs: Mapping[str, torch.Tensor]) -> GemmForm | None:
+        """The op on these logical inputs written as one batched matrix product lhs @ rhs, its reduction in
+        the op's documented order (runner/gemm_form.py): the `accumulate = k` reference, `e2egen explain`'s
+        accumulator models and im2col kernels use it. None where the op has no such form."""
+        return None
+
 
 class ProductSumNumerics(OpNumerics[SpecT]):
     """The numerics of an op each of whose outputs sums products, then rounds (conv, gemm, scaled gemm)."""
@@ -126,6 +141,13 @@ class CombinedNumerics(OpNumerics[Op]):
             if own is not None:
                 return own
         return object.__getattribute__(self, name)
+
+    @property
+    def keeps_uniform_draw(self) -> bool:
+        from e2egen.runner.ops.base import _TransitionalNumerics
+        spec = type(self.spec)
+        return (spec.adjust_inputs is _TransitionalNumerics.adjust_inputs
+                and spec.quantize_inputs is _TransitionalNumerics.quantize_inputs)
 
     def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         raise NotImplementedError

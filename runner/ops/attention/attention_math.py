@@ -9,6 +9,7 @@ from typing import Mapping
 
 import torch
 
+from e2egen import metrics
 from e2egen.runner.ops.attention.params import UNBOUNDED, AttentionParams
 from e2egen.runner.ops.shared_values import computed_once
 
@@ -95,8 +96,6 @@ class QuantizedScores:
 
 
 def quantized_scores(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> QuantizedScores:
-    from e2egen import metrics
-
     integer = matmul_kv(inputs64["q"], inputs64["k"].mT, params.group)  # exact: |sums| < 2^53
     integer.sub_(inputs64["quant_bias"])
     overflow = integer.abs() > I32_MAX
@@ -143,10 +142,11 @@ def scores_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]
 
 def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
     """The rows of these inputs, computed once per set of input tensors (reference and bound share them)."""
-    return computed_once("attention rows", params, inputs64, lambda: _attention_rows(params, inputs64))
+    return computed_once("attention rows", params, inputs64, lambda: attention_rows(params, inputs64))
 
 
-def _attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
+def attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
+    """The rows computed afresh (attention_float64 keeps them for the inputs' lifetime)."""
     quantized = overflow = None
     if params.quantized:
         quantized = quantized_scores(params, inputs64)

@@ -51,25 +51,16 @@ from typing import Mapping
 
 import torch
 
+from e2egen import metrics
 from e2egen.runner.bound import (BoundModel, ComputeRoundings, ExactWhere, IndependentRoundings, IntermediateRounding, OutputRounding,
                     PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SumOfBounds)
-from e2egen.runner.ops.attention.attention_math import AttentionRows, QuantizedScores, expand_kv, matmul_kv
+from e2egen.runner.exp_log_pieces import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
+from e2egen.runner.ops.attention.attention_math import AttentionRows, QuantizedScores, attention_float64, expand_kv, matmul_kv
 from e2egen.runner.problem import Problem
 from e2egen.runner.softmax_passes import WeightTerms, weight_terms
 from e2egen.runner.magnitude import f32_sums_unproven
 from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, f32_product_proven, magnitudes, rounded_up,
                            unwidened_matmul, upper_matmul)
-
-EXP_ULPS = 16  # exp in the compute format, in u: libm's expf is within 1 ulp, CUDA's ex2.approx 2, torch CPU's vectorised exp_u20 (flash attention) about 2^-20 relative
-ARGUMENT_ROUNDINGS = 2  # the exponent's argument: s - m, then a multiply by log2 e (or one fma)
-LOG_ULPS = 4  # log (or log2 then · ln 2) in the compute format
-
-
-def rescale_roundings(spread: torch.Tensor) -> torch.Tensor:
-    """Per online rescale by exp(m_old - m_new), in u: its argument's roundings (|m_old - m_new| <= spread),
-    exp's own error and the multiply; shared by attention's and the stand-alone softmax's bounds."""
-    return spread.mul(ARGUMENT_ROUNDINGS).add_(EXP_ULPS + 1)
-
 
 @dataclass(frozen=True)
 class Unscaled:
@@ -83,8 +74,6 @@ def score_differences(scores: QuantizedScores) -> torch.Tensor:
     """D_j: how far a kernel's f16 score may lie from the reference's: 0 where the chain's value before its last
     rounding lies farther than the band from every f16 rounding boundary (both round alike), else the band
     plus the wider f16 step there (the two roundings to either side)."""
-    from e2egen import metrics
-
     to_boundary = metrics.ulp(scores.chain, "f16").div_(2).sub_((scores.pre_last - scores.chain).abs())
     step = metrics.ulp(scores.pre_last.abs() + scores.band, "f16")
     return torch.where(scores.band >= to_boundary, step.add_(scores.band), 0.0)
@@ -261,9 +250,7 @@ def _stacked_products(terms: WeightTerms, v_up: torch.Tensor, seq_k: int) -> tup
     return tuple(by_term[t].view(b, hq, sq, summed.shape[-1]) for t in range(3))
 
 
-def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, SumOfBounds]:
-    from e2egen.runner.ops.attention.attention_math import attention_float64
-
+def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, ExactWhere]:
     params, dtype = problem.params, problem.dtype
     rows = attention_float64(params, inputs64)
     if params.quantized:

@@ -8,13 +8,16 @@ quantized i8 attention follows rocMLIR's arithmetic step by step (quantized_atte
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from e2egen.runner.lowbit import FLOAT8_STORAGE, wrap_to_int32
-from e2egen.runner.ops.attention.params import AttentionParams
+from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv
+from e2egen.runner.ops.attention.params import Alignment, AttentionParams
 
 
-def contract_params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, align: str,
-                    window, kv_lengths, prefix_offset) -> AttentionParams:
+def contract_params(q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool, align: Alignment,
+                    window: tuple[int, int] | None, kv_lengths: Tensor | None,
+                    prefix_offset: Tensor | None) -> AttentionParams:
     """The AttentionParams a call under the contract describes (the tensors' shapes, the masks' keywords):
     what a kernel needs to build the mask with attention_math.allowed_keys."""
     return AttentionParams(
@@ -25,11 +28,11 @@ def contract_params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
         prefix_offset=None if prefix_offset is None else tuple(int(x) for x in prefix_offset.tolist()))
 
 
-def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool = False,
-                    align: str = "top-left", window=None, kv_lengths=None, prefix_offset=None, score_scale=None,
-                    score_bias=None, return_lse: bool = False, quant_bias=None, quant_scale=None):
-    from e2egen.runner.ops.attention.attention_math import allowed_keys
-
+def torch_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False,
+                    align: Alignment = "top-left", window: tuple[int, int] | None = None,
+                    kv_lengths: Tensor | None = None, prefix_offset: Tensor | None = None,
+                    score_scale: Tensor | None = None, score_bias: Tensor | None = None, return_lse: bool = False,
+                    quant_bias: Tensor | None = None, quant_scale: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
     params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
     allowed = allowed_keys(params, q.device)
     if q.dtype == torch.int8:
@@ -47,7 +50,8 @@ def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale:
     return o, lse
 
 
-def _sdpa(q, k, v, params: AttentionParams, allowed, score_bias) -> torch.Tensor:
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Tensor | None,
+          score_bias: Tensor | None) -> Tensor:
     only_causal = (params.causal and params.window is None and params.kv_lengths is None
                    and params.offsets() == (0,) * params.batch)
     mask = None
@@ -60,9 +64,8 @@ def _sdpa(q, k, v, params: AttentionParams, allowed, score_bias) -> torch.Tensor
         enable_gqa=params.group > 1)
 
 
-def _scores_in_f32(q, k, v, params: AttentionParams, allowed, score_scale, score_bias):
-    from e2egen.runner.ops.attention.attention_math import expand_kv
-
+def _scores_in_f32(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Tensor | None,
+                   score_scale: Tensor | None, score_bias: Tensor | None) -> tuple[Tensor, Tensor]:
     scores = torch.matmul(q.float(), expand_kv(k, params.group).float().mT) * params.softmax_scale
     if score_scale is not None:
         scores = scores * score_scale.float()
@@ -76,14 +79,13 @@ def _scores_in_f32(q, k, v, params: AttentionParams, allowed, score_scale, score
     return o, lse
 
 
-def quantized_attention(q, k, v, params: AttentionParams, allowed, quant_bias, quant_scale, score_scale, score_bias,
-                        return_lse: bool):
+def quantized_attention(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Tensor | None,
+                        quant_bias: Tensor, quant_scale: Tensor, score_scale: Tensor | None, score_bias: Tensor | None,
+                        return_lse: bool) -> Tensor | tuple[Tensor, Tensor]:
     """rocMLIR's quantized attention (rocmlir-gen's rock.attention pre-softmax body and host reference):
     Q·Kᵀ in i32 (exact sums, wrapped as an i32 accumulator wraps), minus the i8 quant bias in i32, converted
     to f16, times quant_scale in f16, times score_scale and plus score_bias in f16; softmax in f32; P rounded
     to f16; P·V with f32 sums; o and lse in f16."""
-    from e2egen.runner.ops.attention.attention_math import expand_kv
-
     products = torch.matmul(q.double(), expand_kv(k, params.group).double().mT)  # exact below 2^53
     scores = wrap_to_int32(wrap_to_int32(products).double() - quant_bias.double())
     scores = scores.to(torch.float16) * quant_scale  # f16 ops: each result rounded to f16

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
+from e2egen.metrics.formats import float_format
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Shape, is_int, require_int
 
-ALIGNMENTS = ("top-left", "bottom-right")
+Alignment = Literal["top-left", "bottom-right"]
+ALIGNMENTS: tuple[Alignment, ...] = ("top-left", "bottom-right")
 SIZE_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim_qk", "head_dim_v")
 UNBOUNDED = -1
 
@@ -82,7 +84,7 @@ class AttentionParams:
     score_scale: bool = False  # a (batch, heads_q, seq_q, seq_k) tensor multiplied into the scores
     score_bias: bool = False  # a tensor of the same shape added to them
     causal: bool = False
-    align: str = "top-left"
+    align: Alignment = "top-left"
     window: tuple[int, int] | None = None
     kv_lengths: tuple[int, ...] | None = None
     prefix_offset: tuple[int, ...] | None = None
@@ -124,9 +126,7 @@ class AttentionParams:
         if self.quant_bias is not None and not -128 <= self.quant_bias <= 127:
             raise ProblemError("quant_bias", self.quant_bias, "must be an i8 value, -128 to 127")
         if self.quant_scale is not None:
-            from e2egen import metrics  # no torch: the f16 grid from the format's bits
-
-            fmt = metrics.get_format("f16")
+            fmt = float_format("f16")  # no torch: the f16 grid from the format's bits
             exponent = max(math.frexp(abs(self.quant_scale))[1] - 1, fmt.emin) if self.quant_scale else 0
             step = math.ldexp(1.0, exponent - fmt.mantissa_bits)
             if abs(self.quant_scale) > fmt.max or self.quant_scale != round(self.quant_scale / step) * step:

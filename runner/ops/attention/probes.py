@@ -25,18 +25,18 @@ note says so when none does.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
 
 import torch
 
 from e2egen import metrics
-
-from e2egen.runner.dtypes import FLOAT8, storage_dtype
-from e2egen.runner.errors import Skip
-from e2egen.runner.kernels import TORCH_IMPL, call_kernel
-from e2egen.runner.problem import Problem
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
-from e2egen.runner.ops.product_sum.probes import round_bits
+from e2egen.runner.arithmetic.probing import round_bits
+from e2egen.runner.dtypes import FLOAT8
+from e2egen.runner.errors import Skip
+from e2egen.runner.kernels import call_on_values
+from e2egen.runner.ops.attention.attention_math import allowed_keys
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.problem import Problem
 
 INACTIVE_SCORE = -1000.0
 ACC_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
@@ -46,7 +46,7 @@ P_ROWS = 12
 TIE_MARGIN = 2.0 ** -6  # of the tested format's ulp: a fast f32 exp (torch CPU: about 2^-20) cannot cross a tie
 
 
-def probe_attention(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+def probe_attention(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
     if problem.input_format in FLOAT8:  # the lookup then assumes f32 sums and P in the input format
         raise Skip(f"{problem.input_format} cannot hold the probes' values (V's 1.5·2^15, scores of -1000, "
                    "P's formats f16 and bf16)")
@@ -62,9 +62,7 @@ def _round(value: float, fmt: str, toward_zero: bool = False) -> float:
 
 
 class _Probe:
-    def __init__(self, problem: Problem, kernel, device: torch.device, label: str):
-        from e2egen.runner.ops.attention.attention_math import allowed_keys
-
+    def __init__(self, problem: Problem, kernel: Kernel, device: torch.device, label: str):
         self.problem, self.kernel, self.device, self.label = problem, kernel, device, label
         self.p = problem.params
         mask = allowed_keys(self.p, torch.device("cpu"))
@@ -93,11 +91,8 @@ class _Probe:
 
     def run(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
         """The kernel's o for the probed batch, every head (float64, CPU), on logical float64 inputs exact in the input format."""
-        numerics = self.problem.numerics
-        tensors = {name: numerics.arrange(name, t.to(storage_dtype(self.in_fmt)).to(self.device), self.problem.layout)
-                   for name, t in values.items()}
-        out = call_kernel(self.problem, self.kernel, tensors, self.device, label=self.label)
-        return out[self.problem.primary_output].detach().to("cpu", torch.float64)[self.batch]
+        out = call_on_values(self.problem, self.kernel, values, self.device, label=self.label)
+        return out[self.problem.primary_output][self.batch]
 
     # -- the P·V accumulator ----------------------------------------------------------------------
     def accumulator(self) -> tuple[int, bool, list[str]]:

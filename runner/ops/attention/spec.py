@@ -5,7 +5,7 @@ Logical shapes (whatever the layout):
     v (batch, heads_kv, seq_k, head_dim_v)     o (batch, heads_q, seq_q, head_dim_v)
     score_scale, score_bias (batch, heads_q, seq_q, seq_k), when asked for
     lse (batch, heads_q, seq_q), f32, when return_lse: log Σ_j exp(S_ij) over the allowed keys (natural log)
-q head h uses kv head h // (heads_q / heads_kv) (MHA, GQA, MQA). Masks: attention_params.py.
+q head h uses kv head h // (heads_q / heads_kv) (MHA, GQA, MQA). Masks: params.py.
 
 Kernel contract: f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale,
 score_bias, return_lse) -> o, or (o, lse) when return_lse. Every keyword is always passed:
@@ -27,25 +27,23 @@ Layouts: "bhsd" stores q, k, v as their logical shapes; "bshd" stores each (batc
 that order, any subset) stores that tensor with seq and dim exchanged in that order (bhsd-kt: batch,
 heads, dim, seq, as rocMLIR's --transQ/K/V do, rocMLIR's default K; bshd-kt: batch, dim, heads, seq).
 
-torch is imported when a case runs, so generating a suite stays fast.
+This is the op's torch-free spec, so generating a suite stays fast; its numerics (inputs, layouts, the
+kernel call, reference and bound) are numerics.py, its probes probes.py, its kernels kernels.py (torch's)
+and variants.py (alternates and planted bugs).
 """
 from __future__ import annotations
 
 import itertools
-import math
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from dataclasses import replace
+from typing import Any, Mapping
 
-from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES
+from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES, largest_finite, output_dtype_name
 from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params
 from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
-from e2egen.runner.ops.tensor_layouts import stored_in_order
 
-if TYPE_CHECKING:
-    import torch
-
-_TRANSPOSABLE = ("q", "k", "v")
+TRANSPOSABLE = ("q", "k", "v")  # the inputs a layout may store with seq and dim exchanged
 ATTENTION_LAYOUTS = tuple(
-    base + "".join(f"-{name}t" for name, on in zip(_TRANSPOSABLE, flags) if on)
+    base + "".join(f"-{name}t" for name, on in zip(TRANSPOSABLE, flags) if on)
     for base in ("bhsd", "bshd") for flags in itertools.product((False, True), repeat=3))
 
 
@@ -70,7 +68,8 @@ class AttentionOp(Op):
     param_names = ("seq_q", "seq_k", "head_dim_qk")
     optional_params = frozen_mapping(OPTIONAL_PARAMS)
     dtypes = (*FLOAT_DTYPES, *FLOAT8, *INTEGER_DTYPES)
-    torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (attention_torch.py)
+    numerics = "e2egen.runner.ops.attention.numerics:AttentionNumerics"
+    torch_kernel_widens = False  # its default kernel takes the i8 and fp8 tensors itself (kernels.py)
 
     def __repr__(self) -> str:
         return "AttentionOp(attention)"
@@ -93,8 +92,6 @@ class AttentionOp(Op):
         return ("o", "lse") if params.return_lse else ("o",)
 
     def outputs(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
-        from e2egen.runner.dtypes import output_dtype_name
-
         quantized = dtype in INTEGER_DTYPES  # rocMLIR writes o and lse of its quantized attention in f16
         specs = {"o": TensorSpec(params.out_shape, "f16" if quantized else output_dtype_name(dtype))}
         if params.return_lse:
@@ -119,36 +116,11 @@ class AttentionOp(Op):
         if dtype in INTEGER_DTYPES:
             return {name: "i8" if name in ("q", "k", "quant_bias") else "f16" for name in names}
         if dtype in FLOAT8:
-            return {name: dtype if name in _TRANSPOSABLE else "f32" for name in names}
+            return {name: dtype if name in TRANSPOSABLE else "f32" for name in names}
         return super().input_formats(params, direction, dtype)
 
     def largest_input(self, params: AttentionParams, dtype: str) -> float:
-        from e2egen.runner.dtypes import largest_finite
-
         return largest_finite(dtype)  # i8: 127 (V and the f16 tensors hold more); fp8: the format's
-
-    def adjust_inputs(self, params: AttentionParams, drawn: dict[str, torch.Tensor]) -> None:
-        """Shape the drawn float64 values (before rounding) into the input kinds the params ask for:
-        q scaled by q_gain (peaky scores); q's and k's feature 0 set so that every score of query row i
-        gains the same c_i, within 5 % of score_offset (a kernel without the max subtraction overflows
-        in exp). c_i varies between rows (with q's drawn feature 0) so that the rounding of the large
-        common term is not one and the same error in every row, which would bias a correct kernel."""
-        if params.quant_bias is not None:
-            drawn["quant_bias"].fill_(params.quant_bias)
-        if params.quant_scale is not None:
-            drawn["quant_scale"].fill_(params.quant_scale)
-        if params.q_gain != 1.0:
-            drawn["q"].mul_(params.q_gain)
-        if params.score_offset:
-            feature = math.sqrt(params.score_offset / abs(params.softmax_scale))
-            spread = drawn["q"][..., 0] / max(drawn["q"][..., 0].abs().max().item(), 1e-300)
-            drawn["q"][..., 0] = spread.mul_(0.05).add_(1.0).mul_(feature * (1 if params.softmax_scale > 0 else -1))
-            drawn["k"][..., 0] = feature
-
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        if name not in _TRANSPOSABLE:
-            return tensor.contiguous()
-        return stored_in_order(tensor, storage_order(name, layout))
 
     # -- cost -------------------------------------------------------------------------
     def reduction_size(self, params: AttentionParams, direction: str) -> int:
@@ -170,47 +142,4 @@ class AttentionOp(Op):
 
     def probe_params(self, params: AttentionParams, direction: str) -> AttentionParams:
         """The case's own geometry, without the input kinds (the probes write every value themselves)."""
-        from dataclasses import replace
-
         return replace(params, q_gain=1.0, score_offset=0.0)
-
-    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
-        from e2egen.runner.ops.attention.probes import probe_attention
-
-        return probe_attention(problem, kernel, device, label)
-
-    # -- kernels ------------------------------------------------------------------------
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        from e2egen.runner.ops.attention.kernels import torch_attention
-
-        return torch_attention
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: AttentionParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        import torch
-
-        device = tensors["q"].device
-
-        def per_batch(values: tuple[int, ...] | None) -> torch.Tensor | None:
-            return None if values is None else torch.tensor(values, dtype=torch.int64, device=device)
-
-        quantized = {"quant_bias": tensors["quant_bias"], "quant_scale": tensors["quant_scale"]} if params.quantized else {}
-        return kernel(tensors["q"], tensors["k"], tensors["v"], scale=params.softmax_scale, causal=params.causal,
-                      align=params.align, window=params.window, kv_lengths=per_batch(params.kv_lengths),
-                      prefix_offset=per_batch(params.prefix_offset), score_scale=tensors.get("score_scale"),
-                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse, **quantized)
-
-    # -- reference and bound ----------------------------------------------------------------
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        from e2egen.runner.ops.attention.attention_math import attention_float64
-
-        rows = attention_float64(problem.params, inputs64)
-        values = {"o": rows.o}
-        if problem.params.return_lse:
-            values["lse"] = rows.lse
-        return values
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.ops.attention.bound import attention_bound
-
-        return attention_bound(problem, inputs64)

@@ -26,9 +26,11 @@ from typing import Callable, Mapping
 import torch
 
 from e2egen import metrics
-
+from e2egen.runner import intervals as iv
 from e2egen.runner.bound import Coefficient, OutputRounding, ProductSumCoefficient, RoundedIntermediate, ScaledMagnitude, SumOfBounds
 from e2egen.runner.intervals import Interval
+from e2egen.runner.ops.chains.intermediates import conv_output, exact_intermediate, exact_product, exact_step
+from e2egen.runner.ops.math_functions import FUNCTIONS
 from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul, upper_product
@@ -73,8 +75,6 @@ class SteppedIntermediate:
 
 
 def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
-    from e2egen.runner.ops.chains.gemm_gemm import exact_product
-
     a, b, params = inputs64["a"], inputs64["b"], problem.params
     exact, magnitude = exact_product(params, inputs64), upper_matmul(a, b)
     if not params.has_step:
@@ -87,9 +87,6 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
                         c: torch.Tensor) -> SumOfBounds:
     """The bound of R_T(f(scale·exact))·c (the problem's `between` and `scale`): f computed in f32 as the
     kernel contract says."""
-    from e2egen.runner import intervals as iv
-    from e2egen.runner.ops.math_functions import FUNCTIONS
-
     dtype, fmt = problem.dtype, problem.out_dtype
     scale, between = problem.params.scale, problem.params.between
     context = iv.IntervalContext(compute="f32")
@@ -98,7 +95,7 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
         scaled = iv.mul(argument, iv.constant(scale, argument.lo, context), context) if scale != 1.0 else argument
         return FUNCTIONS[between].interval(scaled, context) if between in FUNCTIONS else scaled
 
-    reference = metrics.round_to(problem.params.exact_step(exact), fmt)
+    reference = metrics.round_to(exact_step(problem.params, exact), fmt)
     c_magnitudes = Magnitudes(c)  # |C|, rounded up to f32 once for both products with it
     return SumOfBounds((
         SteppedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), step, reference, fmt, c_magnitudes,
@@ -112,9 +109,9 @@ def stepped_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.
 def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> SumOfBounds:
     """As gemm→gemm, the first product a 2-d convolution (its Σ|x·w| and its reduction length)."""
     spec, params = problem.spec, problem.params
-    exact = spec.exact_intermediate(params, inputs64)
+    exact = exact_intermediate(params, inputs64)
     count = spec.conv_reduction_size(params)
-    magnitude = upper_product(inputs64["x"], inputs64["w"], lambda x, w: spec.conv_output(params, {"x": x, "w": w}),
+    magnitude = upper_product(inputs64["x"], inputs64["w"], lambda x, w: conv_output(params, {"x": x, "w": w}),
                               count)
     return rounded_chain_bound(problem, exact, magnitude, count, inputs64["c"],
                                "convolution", "gemm product sum")

@@ -9,21 +9,17 @@ Layouts: the conv part ("nchw" or "nhwc", as conv2d's) and C's letter ("n", or "
 view of a contiguous tensor), e.g. "nhwc-t" (rocMLIR's two layout families and --transC). The output
 comes back as a logical-shape tensor in any memory order (rocMLIR's --transO).
 
-torch is imported when a case runs, so generating a suite stays fast.
+This module is the spec (no torch); torch's kernel is in kernels.py, the numerics in numerics.py.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping, require_int
-from e2egen.runner.ops.tensor_layouts import stored_transposed
 from e2egen.runner.ops.product_sum.conv import CONV_LAYOUTS, ConvOp, ConvParams
-
-if TYPE_CHECKING:
-    import torch
 
 CONV_GEMM_LAYOUTS = tuple(f"{conv}-{c}" for conv in CONV_LAYOUTS for c in "nt")
 _CONV2D = ConvOp(2)
@@ -59,13 +55,9 @@ class ConvGemmParams:
         return f"{self.conv.describe()} o={self.o}"
 
 
-def as_matrix(y: torch.Tensor) -> torch.Tensor:
-    """(n, k, ho, wo) -> (n·ho·wo, k)."""
-    return y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
-
-
 class ConvGemmOp(Op):
     name = "conv_gemm"
+    numerics = "e2egen.runner.ops.chains.numerics:ConvGemmNumerics"
     directions = ("fwd",)
     layouts = CONV_GEMM_LAYOUTS
     param_names = ("n", "c", "k", "hw", "kernel", "o")
@@ -105,53 +97,3 @@ class ConvGemmOp(Op):
 
     def flops(self, params: ConvGemmParams, direction: str) -> int:
         return _CONV2D.flops(params.conv, "fwd") + 2 * params.rows * params.conv.k * params.o
-
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        conv_layout, c_letter = layout.split("-")
-        if name == "c":
-            return stored_transposed(tensor) if c_letter == "t" else tensor.contiguous()
-        return _CONV2D.arrange(name, tensor, conv_layout)
-
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        return torch_conv_gemm
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: ConvGemmParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        geometry = params.conv.geometry
-        return kernel(tensors["x"], tensors["w"], tensors["c"], stride=geometry["stride"], padding=geometry["padding"],
-                      dilation=geometry["dilation"])
-
-    def conv_output(self, params: ConvGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Y as a (n·ho·wo, k) float64 matrix, exact."""
-        from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-        return as_matrix(torch_conv_fwd(inputs64["x"], inputs64["w"], **params.conv.geometry))
-
-    def exact_intermediate(self, params: ConvGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """conv_output of the case's own inputs, computed once for its reference and its bound."""
-        from e2egen.runner.ops.shared_values import computed_once
-
-        factors = {"x": inputs64["x"], "w": inputs64["w"]}
-        return computed_once("conv→gemm intermediate", params, factors, lambda: self.conv_output(params, factors))
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        import torch
-
-        from e2egen import metrics
-
-        intermediate = metrics.round_to(self.exact_intermediate(problem.params, inputs64), problem.out_dtype)
-        return {"out": torch.matmul(intermediate, inputs64["c"])}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.ops.chains.bound import conv_gemm_bound
-
-        return {"out": conv_gemm_bound(problem, inputs64)}
-
-
-def torch_conv_gemm(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor, *, stride, padding, dilation) -> torch.Tensor:
-    import torch
-
-    from e2egen.runner.ops.product_sum.conv import torch_conv_fwd
-
-    y = torch_conv_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)  # in the dtype: rounded
-    return torch.matmul(as_matrix(y), c)

@@ -16,25 +16,21 @@ Layouts: three letters, A's, B's and C's, each "n" or "t" (stored transposed: th
 transposed view of a contiguous tensor, as a column-major operand arrives), as rocMLIR's
 --transA/B/C. The output comes back as a logical-shape tensor in any memory order.
 
-torch is imported when a case runs, so generating a suite stays fast.
+This module is the spec (no torch); torch's kernel is in kernels.py, the numerics in numerics.py.
 """
 from __future__ import annotations
 
 import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping, require_int
-from e2egen.runner.ops.tensor_layouts import stored_transposed
 from e2egen.runner.ops.math_functions import UNARY
 
-if TYPE_CHECKING:
-    import torch
-
 GEMM_GEMM_LAYOUTS = tuple("".join(letters) for letters in itertools.product("nt", repeat=3))
-_OPERANDS = ("a", "b", "c")
+OPERANDS = ("a", "b", "c")  # in the order a layout's letters name them
 IDENTITY = "identity"
 BETWEEN_CHOICES = (IDENTITY, *UNARY)
 
@@ -64,15 +60,6 @@ class GemmGemmParams:
         """An element-wise step between the products (a function or a scale)."""
         return self.between != IDENTITY or self.scale != 1.0
 
-    def exact_step(self, product: torch.Tensor) -> torch.Tensor:
-        """f(scale·product) in float64, as the reference takes it (the product itself without a step)."""
-        if not self.has_step:
-            return product
-        from e2egen.runner.ops.math_functions import FUNCTIONS
-
-        stepped = product * self.scale
-        return stepped if self.between == IDENTITY else FUNCTIONS[self.between].exact(stepped)
-
     @property
     def batch_dims(self) -> Shape:
         return (self.batch,) if self.batch else ()
@@ -97,6 +84,7 @@ class GemmGemmParams:
 
 class GemmGemmOp(Op):
     name = "gemm_gemm"
+    numerics = "e2egen.runner.ops.chains.numerics:GemmGemmNumerics"
     directions = ("fwd",)
     layouts = GEMM_GEMM_LAYOUTS
     param_names = ("m", "n", "k", "o")
@@ -134,56 +122,3 @@ class GemmGemmOp(Op):
     def flops(self, params: GemmGemmParams, direction: str) -> int:
         rows = max(params.batch, 1) * params.m
         return 2 * rows * params.n * (params.k + params.o)
-
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        if layout[_OPERANDS.index(name)] == "t":
-            return stored_transposed(tensor)
-        return tensor.contiguous()
-
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        return torch_gemm_gemm
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: GemmGemmParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        if params.has_step:
-            return kernel(tensors["a"], tensors["b"], tensors["c"], scale=params.scale, between=params.between)
-        return kernel(tensors["a"], tensors["b"], tensors["c"])
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        import torch
-
-        from e2egen import metrics
-
-        product = problem.params.exact_step(exact_product(problem.params, inputs64))
-        intermediate = metrics.round_to(product, problem.out_dtype)
-        return {"out": torch.matmul(intermediate, inputs64["c"])}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.ops.chains.bound import gemm_gemm_bound
-
-        return {"out": gemm_gemm_bound(problem, inputs64)}
-
-
-def exact_product(params: GemmGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """A·B in float64 from the case's own inputs, computed once for its reference and its bound."""
-    import torch
-
-    from e2egen.runner.ops.shared_values import computed_once
-
-    factors = {"a": inputs64["a"], "b": inputs64["b"]}
-    return computed_once("gemm→gemm A·B", params, factors, lambda: torch.matmul(factors["a"], factors["b"]))
-
-
-def torch_gemm_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, scale: float = 1.0,
-                    between: str = IDENTITY) -> torch.Tensor:
-    import torch
-
-    product = torch.matmul(a, b)  # comes back in the dtype: rounded
-    if scale != 1.0 or between != IDENTITY:
-        from e2egen.runner.ops.math_functions import FUNCTIONS
-
-        stepped = product.float() * scale
-        if between != IDENTITY:
-            stepped = FUNCTIONS[between].kernel(stepped)
-        product = stepped.to(a.dtype)
-    return torch.matmul(product, c)

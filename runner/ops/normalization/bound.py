@@ -20,7 +20,7 @@ from e2egen.runner.bound import (ComputeRoundings, IndependentRoundings, Interme
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
 from e2egen.runner.problem import Problem
-from e2egen.runner.ops.attention.bound import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
+from e2egen.runner.exp_log_pieces import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
 
 RSQRT_ROUNDINGS = 3  # r = 1/sqrt(σ² + eps): the add (½ u in r), sqrt (1) and the division (1); an rsqrt instruction's 2 ulps and the add
 X_HAT_ROUNDINGS = 2  # x̂ = (x - μ)·r: the subtraction and the multiply

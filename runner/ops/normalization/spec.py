@@ -22,24 +22,24 @@ Backward inputs: grad_y is drawn like any input; softmax's y is the softmax (log
 of drawn logits, computed in float64 and then rounded, so that it is an output a forward pass can give.
 
 Layouts: runner/ops/tensor_layouts.py (contiguous, strided, channels_last); weight and bias keep their own order.
+
+This is the ops' torch-free spec; their numerics (input kinds, layouts, the kernel call, reference and bound)
+are numerics.py, the float64 formulas normalization_math.py, the bounds bound.py, and the kernels (torch's,
+alternates and planted bugs) kernels.py.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+import math
+from typing import Any, Mapping
 
-from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
-from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets, from_softmax_rows, log_softmax_backward_float64,
-                                 norm_backward_float64, norm_float64, norm_forward_float64, norm_rows,
-                                 softmax_backward_float64, softmax_float64, softmax_rows)
-from e2egen.runner.ops.normalization.params import (LAYER_NORM_DEFAULTS, RMS_NORM_DEFAULTS, SOFTMAX_DEFAULTS, NormParams, SoftmaxParams,
-                                   build_norm_params, build_softmax_params)
-from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, arrange_tensor, layout_problem_for_shape
+from e2egen.runner.dtypes import output_dtype_name
+from e2egen.runner.ops.base import Direction, Op, Shape, TensorSpec, frozen_mapping
+from e2egen.runner.ops.normalization.params import (LAYER_NORM_DEFAULTS, RMS_NORM_DEFAULTS, SOFTMAX_DEFAULTS, NormParams,
+                                                    SoftmaxParams, build_norm_params, build_softmax_params)
+from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape
 
-if TYPE_CHECKING:
-    import torch
-
-NORMALIZATION_DIRECTIONS = ("fwd", "bwd_data")
-_PER_FEATURE = ("weight", "bias")
+NORMALIZATION_DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd_data")
+PER_FEATURE_INPUTS = ("weight", "bias")  # of the normalised shape: they keep their own order in every layout
 # Operations per element, for throughput figures: max, exp, sum, divide; mean, variance, scale and shift.
 _SOFTMAX_FLOPS = {"fwd": 4, "bwd_data": 4}
 _NORM_FLOPS = {"fwd": 8, "bwd_data": 12}
@@ -54,30 +54,25 @@ class _TensorOp(Op):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
-    def layout_params_problem(self, params: Any, layout: str) -> str | None:
+    def layout_params_problem(self, params: SoftmaxParams | NormParams, layout: str) -> str | None:
         return layout_problem_for_shape(layout, params.shape)
 
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        return arrange_tensor(tensor, layout, primary=name not in _PER_FEATURE)
-
-    def reduction_size(self, params: Any, direction: str) -> int:
+    def reduction_size(self, params: SoftmaxParams | NormParams, direction: str) -> int:
         return params.row_length
 
-    def shared_rounding(self, params: Any) -> str:
+    def shared_rounding(self, params: SoftmaxParams | NormParams) -> str:
         return ("every element of a row shares the row's sum and its reciprocal (layer_norm, rms_norm: the mean and "
                 "1/sigma): a correct kernel's few-ulp error there scales the whole row by one factor "
                 "(docs/normalization-bound.md, \"bias_z\")")
 
-    def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
-        from e2egen.runner.dtypes import output_dtype_name
-
+    def outputs(self, params: SoftmaxParams | NormParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
         shapes = self.output_shapes(params, direction)
         return {name: TensorSpec(shapes[name], output_dtype_name(dtype)) for name in self.output_names(params, direction)}
 
-    def output_shape(self, params: Any, direction: str) -> Shape:
+    def output_shape(self, params: SoftmaxParams | NormParams, direction: str) -> Shape:
         return params.shape
 
-    def output_shapes(self, params: Any, direction: str) -> dict[str, Shape]:
+    def output_shapes(self, params: SoftmaxParams | NormParams, direction: str) -> dict[str, Shape]:
         return {name: params.shape for name in self.output_names(params, direction)}
 
 
@@ -87,6 +82,7 @@ class SoftmaxOp(_TensorOp):
 
     param_names = ("shape",)
     optional_params = frozen_mapping(SOFTMAX_DEFAULTS)
+    numerics = "e2egen.runner.ops.normalization.numerics:SoftmaxNumerics"
 
     def __init__(self, log: bool = False):
         self.log = log
@@ -106,50 +102,7 @@ class SoftmaxOp(_TensorOp):
         return ("y",) if direction == "fwd" else ("grad_x",)
 
     def flops(self, params: SoftmaxParams, direction: str) -> int:
-        import math
-
         return _SOFTMAX_FLOPS[direction] * math.prod(params.shape)
-
-    def adjust_inputs(self, params: SoftmaxParams, drawn: dict[str, torch.Tensor]) -> None:
-        """fwd: every row of x gets its offset. bwd: y becomes the (log_)softmax of the drawn logits."""
-        if "x" in drawn:
-            add_row_offsets(softmax_rows(drawn["x"], params), params.offset)
-            return
-        logits = softmax_rows(drawn["y"], params)
-        add_row_offsets(logits, params.offset)
-        rows = softmax_float64(logits)
-        drawn["y"] = from_softmax_rows(rows.z if self.log else rows.y, params).contiguous()
-
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        from e2egen.runner.ops import normalization_torch as kernels
-
-        if direction == "fwd":
-            return kernels.torch_log_softmax if self.log else kernels.torch_softmax
-        return kernels.torch_log_softmax_backward if self.log else kernels.torch_softmax_backward
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: SoftmaxParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        if direction == "fwd":
-            return kernel(tensors["x"], dim=params.axis)
-        return kernel(tensors["grad_y"], tensors["y"], dim=params.axis)
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        params = problem.params
-        if problem.direction == "fwd":
-            rows = softmax_float64(softmax_rows(inputs64["x"], params))
-            return {"y": from_softmax_rows(rows.z if self.log else rows.y, params)}
-        grad, y = softmax_rows(inputs64["grad_y"], params), softmax_rows(inputs64["y"], params)
-        backward = log_softmax_backward_float64 if self.log else softmax_backward_float64
-        return {"grad_x": from_softmax_rows(backward(grad, y), params)}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner import normalization_bound as bounds
-
-        if problem.direction == "fwd":
-            forward = bounds.log_softmax_forward_bound if self.log else bounds.softmax_forward_bound
-            return {"y": forward(problem, inputs64["x"])}
-        backward = bounds.log_softmax_backward_bound if self.log else bounds.softmax_backward_bound
-        return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
 
 
 # -- layer_norm, rms_norm ---------------------------------------------------------------------------
@@ -157,6 +110,7 @@ class NormOp(_TensorOp):
     """layer_norm (centered=True: subtracts the mean, has a bias) or rms_norm (centered=False)."""
 
     param_names = ("shape",)
+    numerics = "e2egen.runner.ops.normalization.numerics:NormNumerics"
 
     def __init__(self, centered: bool = True):
         self.centered = centered
@@ -173,7 +127,7 @@ class NormOp(_TensorOp):
     def _per_feature(self, params: NormParams, direction: str) -> tuple[str, ...]:
         if not params.affine:
             return ()
-        return ("weight", "bias") if self.centered and direction == "fwd" else ("weight",)
+        return PER_FEATURE_INPUTS if self.centered and direction == "fwd" else ("weight",)
 
     def input_shapes(self, params: NormParams, direction: str) -> dict[str, Shape]:
         main = {"x": params.shape} if direction == "fwd" else {"grad_y": params.shape, "x": params.shape}
@@ -191,50 +145,7 @@ class NormOp(_TensorOp):
                 for name in self.output_names(params, direction)}
 
     def flops(self, params: NormParams, direction: str) -> int:
-        import math
-
         return _NORM_FLOPS[direction] * math.prod(params.shape)
-
-    def adjust_inputs(self, params: NormParams, drawn: dict[str, torch.Tensor]) -> None:
-        """Every row of x gets its offset (large means: layer_norm's variance must not cancel)."""
-        add_row_offsets(norm_rows(drawn["x"], params), params.offset)
-
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        from e2egen.runner.ops import normalization_torch as kernels
-
-        if direction == "fwd":
-            return kernels.torch_layer_norm if self.centered else kernels.torch_rms_norm
-        return kernels.torch_layer_norm_backward if self.centered else kernels.torch_rms_norm_backward
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: NormParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        geometry = {"normalized_shape": params.normalized_shape, "eps": params.eps}
-        weight = tensors.get("weight")
-        if direction == "fwd":
-            if self.centered:
-                return kernel(tensors["x"], weight, tensors.get("bias"), **geometry)
-            return kernel(tensors["x"], weight, **geometry)
-        return kernel(tensors["grad_y"], tensors["x"], weight, **geometry)
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        params = problem.params
-        weight = inputs64.get("weight")
-        if problem.direction == "fwd":
-            return {"y": norm_forward_float64(params, inputs64["x"], weight, inputs64.get("bias"), self.centered)}
-        norm = norm_float64(norm_rows(inputs64["x"], params), params.eps, self.centered)
-        grads = norm_backward_float64(norm, norm_rows(inputs64["grad_y"], params),
-                                      None if weight is None else weight.reshape(-1))
-        values = {"grad_x": grads.grad_x.reshape(params.shape),
-                  "grad_weight": grads.grad_weight.reshape(params.normalized_shape),
-                  "grad_bias": grads.grad_bias.reshape(params.normalized_shape)}
-        return {name: values[name] for name in problem.output_names}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner import normalization_bound as bounds
-
-        if problem.direction == "fwd":
-            return {"y": bounds.norm_forward_bound(problem, inputs64, self.centered)}
-        return bounds.norm_backward_bounds(problem, inputs64, self.centered)
 
 
 NORMALIZATION_OPS = (SoftmaxOp(log=False), SoftmaxOp(log=True), NormOp(centered=True), NormOp(centered=False))

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Callable
 
 import torch
 
-from e2egen.runner.dtypes import storage_dtype
-from e2egen.runner.intervals import Interval, IntervalContext, to_output
-from e2egen.runner.kernels import TORCH_IMPL, call_kernel
-from e2egen.runner.problem import Problem
 from e2egen.runner.arithmetic.model import Arithmetic
+from e2egen.runner.inputs import round_to_input_format
+from e2egen.runner.intervals import Interval, IntervalContext, to_output
+from e2egen.runner.kernels import call_on_values
+from e2egen.runner.ops.math_functions import MathFunction
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.problem import Problem
 
 # (x range, y range): inside the domain, results inside f16's range, and steep enough to show rounding
 PROBE_RANGES: dict[str, tuple[tuple[float, float], tuple[float, float] | None]] = {
@@ -37,21 +38,24 @@ TAIL_SHAPE = (1, 1, 15)  # shorter than a vector: all of it in a kernel's scalar
 TAIL_CALLS = 64
 
 
-def probe_compute_format(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+def probe_compute_format(problem: Problem, function: MathFunction, kernel: Kernel, device: torch.device,
+                         label: str) -> Arithmetic:
+    """The narrowest compute format whose acceptance interval holds every output of `kernel` computing
+    `function` on the probe problem (module docstring)."""
     input_format = problem.input_format
     if input_format == "f32":
         return Arithmetic(compute="f32", probed_with=problem.describe(),
                           notes=("f32 inputs: the math is computed in f32 or wider",))
-    function = problem.spec.function
     # one call on the probe shape (the vectorised body), then many tiny ones (the scalar tails, which
     # torch's CPU kernels compute differently)
     calls = [replace(problem, params=replace(problem.params, shape=shape))
              for shape in (problem.params.shape, *(TAIL_SHAPE,) * TAIL_CALLS)]
     arguments = _probe_inputs(function.name, [call.params.shape for call in calls], problem)
-    results = [_run(call, kernel, device, label, inputs) for call, inputs in zip(calls, arguments)]
+    results = [call_on_values(call, kernel, inputs, device, label=label)[call.primary_output]
+               for call, inputs in zip(calls, arguments)]
     result = torch.cat([r.flatten() for r in results])
     points = [Interval.point(torch.cat([inputs[name].flatten() for inputs in arguments])) for name in function.inputs]
-    outside_counts = {}
+    outside_counts: dict[str, int] = {}
     for compute in ("f32", input_format):
         interval = to_output(function.interval(*points, IntervalContext(compute=compute)), problem.out_dtype)
         outside = ~((result >= interval.lo) & (result <= interval.hi))
@@ -64,18 +68,9 @@ def probe_compute_format(problem: Problem, kernel: Callable[..., Any], device: t
     return Arithmetic(compute=input_format, probed_with=problem.describe(), unexplained=(f"{function.name}: {worst}",))
 
 
-def _run(problem: Problem, kernel, device: torch.device, label: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    tensors = {name: problem.numerics.arrange(name, values.to(storage_dtype(problem.dtype)).to(device), problem.layout)
-               for name, values in inputs.items()}
-    out = call_kernel(problem, kernel, tensors, device, label=label)
-    return out[problem.primary_output].detach().to("cpu", torch.float64)
-
-
 def _probe_inputs(name: str, shapes: list[tuple[int, ...]], problem: Problem) -> list[dict[str, torch.Tensor]]:
     """Values of each input spread evenly over its probe range, exact in the input format (float64
     tensors): the first call's over the whole range, and the tail calls' together over it again."""
-    from e2egen.runner.inputs import round_to_input_format
-
     x_range, y_range = PROBE_RANGES[name]
 
     def spread(sizes: list[int]) -> list[dict[str, torch.Tensor]]:

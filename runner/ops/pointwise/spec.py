@@ -13,19 +13,19 @@ The verdict per element is membership of the acceptance interval: the exact resu
 kernel's compute format (f32 unless the probes find the kernel computes in its input format), rounded
 outward to the output format. `bound_ratio` reports it: the distance from the exact result over the
 interval's extent on that side, so <= 1 means inside.
+
+The torch side (kernel call, reference, acceptance interval, probes) is runner/ops/pointwise/numerics.py.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping
 from e2egen.runner.ops.math_functions import FUNCTIONS, MathFunction
-from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, arrange_tensor, layout_problem_for_shape, parse_shape
-
-if TYPE_CHECKING:
-    import torch
+from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape, parse_shape
 
 PROBE_SHAPE = (3, 37, 37)
 
@@ -56,6 +56,7 @@ class PointwiseOp(Op):
     directions = ("fwd",)
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
+    numerics = "e2egen.runner.ops.pointwise.numerics:PointwiseNumerics"
 
     def __init__(self, function: MathFunction):
         self.function = function
@@ -84,15 +85,10 @@ class PointwiseOp(Op):
     def layout_params_problem(self, params: PointwiseParams, layout: str) -> str | None:
         return layout_problem_for_shape(layout, params.shape)
 
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        return arrange_tensor(tensor, layout)
-
     def reduction_size(self, params: PointwiseParams, direction: str) -> int:
         return 1
 
     def flops(self, params: PointwiseParams, direction: str) -> int:
-        import math
-
         return math.prod(params.shape)
 
     # -- arithmetic probes: which format the kernel computes in ---------------------------
@@ -100,28 +96,6 @@ class PointwiseOp(Op):
         # rank 3 with odd sizes: every layout stores it with the strides of a real case, and vectorised
         # kernels leave scalar tails (torch's CPU f16 rsqrt is less accurate in its tails)
         return PointwiseParams(shape=PROBE_SHAPE, y_range=params.y_range)
-
-    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
-        from e2egen.runner.ops.pointwise.probes import probe_compute_format
-
-        return probe_compute_format(problem, kernel, device, label)
-
-    # -- kernels, reference, verdict ------------------------------------------------------
-    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        return self.function.kernel
-
-    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: PointwiseParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        return kernel(*(tensors[name] for name in self.function.inputs))
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {"out": self.function.exact(*(inputs64[name] for name in self.function.inputs))}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.interval_bound import AcceptanceInterval
-
-        return {"out": AcceptanceInterval(self.function, problem.out_dtype, problem.input_format,
-                                          {name: inputs64[name] for name in self.function.inputs})}
 
 
 POINTWISE_OPS = tuple(PointwiseOp(function) for function in FUNCTIONS.values())

@@ -22,28 +22,28 @@ tensor with the groups split out: x (N, G, C/G, *spatial), w (G, K/G, C/G,
 *kernel), y (N, G, K/G, *out); input_shape / weight_shape are then those
 grouped shapes, and the kernel returns its output grouped too.
 
-torch is imported when a case runs, so generating a suite stays fast.
+This module is the spec (no torch); torch's kernels are in kernels.py, the numerics (layouts' storage,
+reference, partial sums, probes) in numerics.py.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
-from e2egen.runner.errors import ProblemError
 from e2egen.runner.dtypes import DTYPES, FLOAT4
+from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
+from e2egen.runner.ops.product_sum import conv_layouts
 from e2egen.runner.ops.product_sum.gemm import check_out_dtype, out_dtype_problem
-
-if TYPE_CHECKING:
-    import torch
 
 SPATIAL_KEYS = {1: "w", 2: "hw", 3: "dhw"}
 _DIM_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
-CONV_LAYOUTS = ("nchw", "nhwc")
-CONV_DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+_KERNEL_DIM_NAMES = {1: ("s",), 2: ("r", "s"), 3: ("t", "r", "s")}
+ConvLayout = Literal["nchw", "nhwc"]
+CONV_LAYOUTS: tuple[ConvLayout, ...] = ("nchw", "nhwc")
+ConvDirection = Literal["fwd", "bwd_data", "bwd_weight"]
+CONV_DIRECTIONS: tuple[ConvDirection, ...] = ("fwd", "bwd_data", "bwd_weight")
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,7 @@ class ConvParams:
 
 
 class ConvOp(ProductSumOp):
+    numerics = "e2egen.runner.ops.product_sum.numerics:ConvNumerics"
     directions = CONV_DIRECTIONS
     layouts = CONV_LAYOUTS
     dtypes = tuple(d for d in DTYPES if d not in FLOAT4)  # fp4 is an MX gemm format: no fp4 convolutions
@@ -240,41 +241,6 @@ class ConvOp(ProductSumOp):
             return params.n, 1
         return 1, math.prod(params.kernel)
 
-    def reduction_partials(self, problem: Any, inputs: Mapping[str, torch.Tensor], kind: str):
-        # The partials keep the inputs' dtype: a case's out_dtype (fp8 convs with bf16 outputs) would round
-        # f32 partials to its format on the way out of torch's conv (with_out_dtype).
-        params, direction = dataclasses.replace(problem.params, out_dtype=""), problem.direction
-        kernel = self.default_kernel(direction)
-        if kind == "samples" and direction == "bwd_weight":
-            samples = ({"x": inputs["x"][i:i + 1], "dy": inputs["dy"][i:i + 1]} for i in range(params.n))
-            return (self._sample_weight_gradient(kernel, params, sample) for sample in samples)
-        if kind == "taps" and direction != "bwd_weight":
-            from e2egen.runner.ops.product_sum.conv_taps import bwd_data_tap_partials, tap_partial
-
-            window = math.prod(params.kernel)
-            if direction == "bwd_data":  # its reduction runs over the flipped kernel (lowering.py): last tap first
-                return bwd_data_tap_partials(params, inputs, range(window - 1, -1, -1))
-            return (tap_partial(direction, params, inputs, t) for t in range(window))
-        return None
-
-    def _sample_weight_gradient(self, kernel: Callable[..., torch.Tensor], params: ConvParams,
-                                sample: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """One sample's weight gradient, as the reference would compute it for a batch of one (a 3-d one by
-        depth taps: torch's CPU conv3d unfolds one sample's windows 1.8–3.7× slower)."""
-        by_depth = self._by_depth_taps("bwd_weight", dataclasses.replace(params, n=1), sample)
-        return by_depth if by_depth is not None else self.call(kernel, "bwd_weight", params, sample)
-
-    def _by_depth_taps(self, direction: str, params: ConvParams, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor | None:
-        """A 3-d convolution on the CPU as 2-d convolutions per depth tap, where that is faster than torch's
-        conv3d (conv_depth.by_depth_is_faster); None elsewhere (torch's own convolution then runs)."""
-        if self.spatial_dims != 3 or any(t.device.type != "cpu" for t in tensors.values()):
-            return None
-        from e2egen.runner.ops.product_sum.conv_depth import by_depth_is_faster, conv3d_by_depth
-
-        if not by_depth_is_faster(params, direction, next(iter(tensors.values())).dtype):
-            return None
-        return conv3d_by_depth(direction, params, tensors)
-
     def shape_class(self, params: ConvParams, direction: str) -> str:
         words = ["1x1" if math.prod(params.kernel) == 1 else "window"]
         if any(s > 1 for s in params.stride):
@@ -304,165 +270,38 @@ class ConvOp(ProductSumOp):
                           out_dtype=params.out_dtype)
 
     def layout_problem(self, layout: str) -> str | None:
-        from e2egen.runner.ops.product_sum.conv_layouts import layout_problem
+        return conv_layouts.layout_problem(layout, self.spatial_dims)
 
-        return layout_problem(layout, self.spatial_dims)
+    def owns_params(self, params: Any) -> bool:
+        """A conv's params with this op's number of spatial dims (conv1d's are not conv2d's)."""
+        return isinstance(params, ConvParams) and params.spatial_dims == self.spatial_dims
 
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        from e2egen.runner.ops.product_sum.conv_layouts import arrange, splits_groups
-
-        if layout in CONV_LAYOUTS:
-            return channels_last(tensor) if layout == "nhwc" else tensor.contiguous()
-        if splits_groups(layout):
-            raise ValueError(f"layout {layout} splits the groups out: its tensors need the group count "
-                             "(arrange_inputs)")
-        return arrange(name, tensor, layout, self.spatial_dims, groups=1)
-
-    def arrange_inputs(self, params: ConvParams, tensors: Mapping[str, torch.Tensor],
-                       layout: str) -> dict[str, torch.Tensor]:
-        from e2egen.runner.ops.product_sum.conv_layouts import arrange, splits_groups
-
-        if not splits_groups(layout):
-            return super().arrange_inputs(params, tensors, layout)
-        return {name: arrange(name, t, layout, self.spatial_dims, params.groups) for name, t in tensors.items()}
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """torch's conv on the float64 inputs; a 3-d one on the CPU as 2-d convs per depth tap where that is
-        faster (conv_depth). Also the bound's Σ|x|·|w| in f32 (magnitude.widened_sum)."""
-        by_depth = self._by_depth_taps(problem.direction, problem.params, inputs64)
-        if by_depth is not None:
-            (name,) = self.output_names(problem.params, problem.direction)
-            return {name: by_depth}
-        return super().reference(problem, inputs64)
-
-    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        kernel = {"fwd": torch_conv_fwd, "bwd_data": torch_conv_bwd_data, "bwd_weight": torch_conv_bwd_weight}[direction]
-        return with_out_dtype(kernel)
-
-    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: ConvParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        from e2egen.runner.ops.product_sum.conv_layouts import grouped_shape, ungrouped
-
-        # Tensors one rank up from the logical one come from a layout that splits the groups out (arrange_inputs).
-        grouped = any(t.dim() == self.spatial_dims + 3 for t in tensors.values())
-        shape_of = functools.partial(grouped_shape, groups=params.groups) if grouped else lambda name, shape: shape
-        keywords = dict(params.geometry)
-        if params.out_dtype:
-            from e2egen.runner.dtypes import storage_dtype
-
-            keywords["out_dtype"] = storage_dtype(params.out_dtype)
+    def lowered_dims(self, params: ConvParams, direction: str) -> tuple[int, int, int, int]:
+        """(G, M, R, Ncol) of lowering.py's form: groups, then im2col's rows, reduction and columns."""
+        g, window = params.groups, math.prod(params.kernel)
         if direction == "fwd":
-            result = kernel(tensors["x"], tensors["w"], **keywords)
-        elif direction == "bwd_data":
-            result = kernel(tensors["dy"], tensors["w"], input_shape=shape_of("dx", params.x_shape), **keywords)
-        else:
-            result = kernel(tensors["x"], tensors["dy"], weight_shape=shape_of("dw", params.w_shape), **keywords)
-        if not grouped:
-            return result
-        (name,) = self.output_names(params, direction)
-        expected = shape_of(name, self.output_shape(params, direction))
-        got = tuple(result.shape) if hasattr(result, "shape") else type(result).__name__
-        if got != expected:
-            raise ValueError(f"returned {got}, expected {name} in its grouped shape {expected} (the layout splits "
-                             "the groups out)")
-        return ungrouped(name, result)
+            return (g, params.n * math.prod(params.out_size), params.c // g * window, params.k // g)
+        if direction == "bwd_data":
+            return (g, params.n * math.prod(params.size), params.k // g * window, params.c // g)
+        return (g, params.k // g, params.n * math.prod(params.out_size), params.c // g * window)
 
+    def output_dim_names(self, params: ConvParams, direction: str) -> tuple[str, ...]:
+        dims = params.spatial_dims
+        return {
+            "fwd": ("n", "k", *_DIM_NAMES[dims]),
+            "bwd_data": ("n", "c", *_DIM_NAMES[dims]),
+            "bwd_weight": ("k", "c", *_KERNEL_DIM_NAMES[dims]),
+        }[direction]
 
-def channels_last(tensor: torch.Tensor) -> torch.Tensor:
-    """Store a (N, C, *spatial) tensor with C fastest; the logical shape is unchanged."""
-    import torch  # loaded already: the caller holds a tensor
-
-    if tensor.dim() == 4:
-        return tensor.contiguous(memory_format=torch.channels_last)
-    if tensor.dim() == 5:
-        return tensor.contiguous(memory_format=torch.channels_last_3d)
-    # torch has no memory format for 3-d tensors: a transposed view of (N, L, C) storage.
-    return tensor.movedim(1, -1).contiguous().movedim(-1, 1)
-
-
-# -- torch's kernels, following the contract ---------------------------------------
-@functools.cache
-def _torch_functions() -> dict[str, dict[int, Callable[..., torch.Tensor]]]:
-    """torch's conv functions by tensor rank, per direction (looked up on the first call)."""
-    import torch
-    import torch.nn.functional as F
-
-    grad = torch.nn.grad
-    return {
-        "fwd": {3: F.conv1d, 4: F.conv2d, 5: F.conv3d},
-        "bwd_data": {3: grad.conv1d_input, 4: grad.conv2d_input, 5: grad.conv3d_input},
-        "bwd_weight": {3: grad.conv1d_weight, 4: grad.conv2d_weight, 5: grad.conv3d_weight},
-    }
-
-
-def _pairs(padding) -> tuple[tuple[int, int], ...] | None:
-    """(begin, end) pairs when the padding is asymmetric somewhere, else None (torch pads symmetrically)."""
-    if padding and not isinstance(padding[0], int):
-        return tuple((int(b), int(e)) for b, e in padding)
-    return None
-
-
-def _pad_explicitly(x: torch.Tensor, pairs: tuple[tuple[int, int], ...]) -> torch.Tensor:
-    import torch.nn.functional as F
-
-    return F.pad(x, [q for b, e in reversed(pairs) for q in (b, e)])  # F.pad lists the last dim first
-
-
-def _unpadded(padded: torch.Tensor, size, pairs) -> torch.Tensor:
-    """The positions of a padded (N, C, *spatial) tensor that lie inside the unpadded input (a view)."""
-    return padded[(..., *(slice(b, b + n) for n, (b, _) in zip(size, pairs)))]
-
-
-def _is_grouped(tensor: torch.Tensor, stride) -> bool:
-    """Whether a kernel's tensor comes with its groups split out (one rank above (N, C, *spatial))."""
-    return tensor.dim() == len(stride) + 3
-
-
-def with_out_dtype(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """torch's conv, its result converted to `out_dtype` when a case asks for one (float64 stays float64:
-    the reference runs the same kernel)."""
-    @functools.wraps(kernel)
-    def run(*tensors: Any, out_dtype: Any = None, **keywords: Any) -> Any:
-        import torch
-
-        result = kernel(*tensors, **keywords)
-        return result if out_dtype is None or result.dtype == torch.float64 else result.to(out_dtype)
-
-    return run
-
-
-def torch_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation, groups) -> torch.Tensor:
-    if _is_grouped(x, stride):  # torch takes the logical shapes: merge the groups back, split the result
-        return torch_conv_fwd(x.flatten(1, 2), w.flatten(0, 1), stride=stride, padding=padding, dilation=dilation,
-                              groups=groups).unflatten(1, (groups, -1))
-    pairs = _pairs(padding)
-    if pairs is not None:  # torch's conv pads both sides alike: pad first, here in the kernel, not in the reference
-        x, padding = _pad_explicitly(x, pairs), 0
-    return _torch_functions()["fwd"][x.dim()](x, w, None, stride, padding, dilation, groups)
-
-
-def torch_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, *, input_shape, stride, padding, dilation, groups) -> torch.Tensor:
-    if _is_grouped(dy, stride):
-        logical = (input_shape[0], input_shape[1] * input_shape[2], *input_shape[3:])
-        return torch_conv_bwd_data(dy.flatten(1, 2), w.flatten(0, 1), input_shape=logical, stride=stride,
-                                   padding=padding, dilation=dilation, groups=groups).unflatten(1, (groups, -1))
-    pairs = _pairs(padding)
-    if pairs is None:
-        return _torch_functions()["bwd_data"][dy.dim()](list(input_shape), w, dy, stride, padding, dilation, groups)
-    padded_shape = [*input_shape[:2], *(size + b + e for size, (b, e) in zip(input_shape[2:], pairs))]
-    dx = _torch_functions()["bwd_data"][dy.dim()](padded_shape, w, dy, stride, 0, dilation, groups)
-    return _unpadded(dx, input_shape[2:], pairs)
-
-
-def torch_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, *, weight_shape, stride, padding, dilation, groups) -> torch.Tensor:
-    if _is_grouped(x, stride):
-        logical = (weight_shape[0] * weight_shape[1], *weight_shape[2:])
-        return torch_conv_bwd_weight(x.flatten(1, 2), dy.flatten(1, 2), weight_shape=logical, stride=stride,
-                                     padding=padding, dilation=dilation, groups=groups).unflatten(0, (groups, -1))
-    pairs = _pairs(padding)
-    if pairs is not None:
-        x, padding = _pad_explicitly(x, pairs), 0
-    return _torch_functions()["bwd_weight"][x.dim()](x, list(weight_shape), dy, stride, padding, dilation, groups)
+    def accumulation_chunks(self, params: ConvParams, direction: str) -> frozenset[int]:
+        """Multiples of the window (one to 2^11 windows: per-tap or per-channel blocks); for bwd_weight also
+        one sample's output positions (one to 2^5 samples) and one output row."""
+        window = math.prod(params.kernel)
+        sizes = {window * 2 ** i for i in range(0, 12)}
+        if direction == "bwd_weight":
+            positions = math.prod(params.out_size)
+            sizes |= {positions * 2 ** i for i in range(0, 6)} | {params.out_size[-1]}
+        return frozenset(sizes)
 
 
 def pad_pairs(value: Any, dims: int, dims_text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:

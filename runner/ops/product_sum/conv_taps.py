@@ -12,12 +12,12 @@ grouped one ran group by group: 0.64 against 0.13 ms).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-    from e2egen.runner.ops.product_sum.conv import ConvParams
+from e2egen.runner.ops.product_sum.conv import ConvParams
+from e2egen.runner.ops.product_sum.kernels import pad_explicitly
 
 
 def tap_offsets(tap: int, kernel: tuple[int, ...]) -> tuple[int, ...]:
@@ -29,11 +29,9 @@ def tap_offsets(tap: int, kernel: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(offsets))
 
 
-def tap_partial(direction: str, params: "ConvParams", inputs: Mapping[str, "torch.Tensor"], tap: int) -> "torch.Tensor":
+def tap_partial(direction: str, params: ConvParams, inputs: Mapping[str, torch.Tensor], tap: int) -> torch.Tensor:
     """Tap `tap`'s partial sum of every output element (the inputs' dtype, logical layout): fwd's y or
     bwd_data's dx."""
-    from e2egen.runner.ops.product_sum.conv import _pad_explicitly
-
     dims = params.spatial_dims
     offsets = tap_offsets(tap, params.kernel)
     w = inputs["w"][(slice(None), slice(None), *offsets)]  # (K, C/groups): the tap's 1×1 weight
@@ -41,7 +39,7 @@ def tap_partial(direction: str, params: "ConvParams", inputs: Mapping[str, "torc
     per_channel = w.reshape(1, -1, *([1] * dims)) if params.c == params.k == params.groups else None
     window = params.tap_positions(offsets)
     if direction == "fwd":
-        x = _pad_explicitly(inputs["x"], params.pads)[(..., *window)]
+        x = pad_explicitly(inputs["x"], params.pads)[(..., *window)]
         if per_channel is not None:
             return x * per_channel
         return _unit_convolution(x, w, params.groups)
@@ -51,17 +49,15 @@ def tap_partial(direction: str, params: "ConvParams", inputs: Mapping[str, "torc
         gathered = inputs["dy"] * per_channel
     else:
         gathered = _unit_convolution(inputs["dy"], w, params.groups, transposed=True)  # (N, C, *out_size)
-    return _scattered_into_input(gathered, params, window)
+    return scattered_into_input(gathered, params, window)
 
 
-def bwd_data_tap_partials(params: "ConvParams", inputs: Mapping[str, "torch.Tensor"],
-                          taps: Sequence[int]) -> Iterator["torch.Tensor"]:
+def bwd_data_tap_partials(params: ConvParams, inputs: Mapping[str, torch.Tensor],
+                          taps: Sequence[int]) -> Iterator[torch.Tensor]:
     """tap_partial("bwd_data", …) of each tap of `taps`, in that order. Every tap multiplies the same dy, so
     one matrix product per group computes them all: (C/g·T × K/g) by (K/g × positions), T times the rows of
     one tap's product (the float64 reference's col2im holds as many values), where a product per tap has
     too few rows to run at the matmul's speed (a ResNet stem's 3 input channels: 49 products of 3 rows)."""
-    import torch
-
     if params.c == params.k == params.groups:  # depthwise: a product per channel, nothing to stack
         yield from (tap_partial("bwd_data", params, inputs, tap) for tap in taps)
         return
@@ -75,14 +71,12 @@ def bwd_data_tap_partials(params: "ConvParams", inputs: Mapping[str, "torch.Tens
     products = products.view(params.n, groups, c_group, count, *params.out_size)
     for index, tap in enumerate(taps):
         gathered = products[:, :, :, index].reshape(params.n, params.c, *params.out_size)  # a view
-        yield _scattered_into_input(gathered, params, params.tap_positions(tap_offsets(tap, params.kernel)))
+        yield scattered_into_input(gathered, params, params.tap_positions(tap_offsets(tap, params.kernel)))
 
 
-def _unit_convolution(x: "torch.Tensor", w: "torch.Tensor", groups: int, transposed: bool = False) -> "torch.Tensor":
+def _unit_convolution(x: torch.Tensor, w: torch.Tensor, groups: int, transposed: bool = False) -> torch.Tensor:
     """x (N, C_in, *spatial) convolved with the 1×1 weight w (K, C/groups), contiguous: a batched matmul per
     group. C_in = C, out K channels; `transposed` (conv_transpose's direction): C_in = K, out C channels."""
-    import torch
-
     n, channels, *spatial = x.shape
     blocks = w.reshape(groups, w.shape[0] // groups, w.shape[1])  # (groups, K/groups, C/groups)
     if transposed:
@@ -92,7 +86,7 @@ def _unit_convolution(x: "torch.Tensor", w: "torch.Tensor", groups: int, transpo
     return torch.matmul(blocks, columns).reshape(n, blocks.shape[1] * groups, *spatial)
 
 
-def _scattered_into_input(gathered: "torch.Tensor", params: "ConvParams", window: tuple[slice, ...]) -> "torch.Tensor":
+def scattered_into_input(gathered: torch.Tensor, params: ConvParams, window: tuple[slice, ...]) -> torch.Tensor:
     """gathered (N, C, *out_size) placed at the padded input's positions `window`, as a contiguous tensor of
     the unpadded input's shape: each dimension's positions moved by its begin padding and cut to the
     input (padding positions are dropped), zeros elsewhere. A padded tensor and the view of it that the
@@ -111,4 +105,4 @@ def _scattered_into_input(gathered: "torch.Tensor", params: "ConvParams", window
     return result
 
 
-__all__ = ["bwd_data_tap_partials", "tap_offsets", "tap_partial"]
+__all__ = ["bwd_data_tap_partials", "scattered_into_input", "tap_offsets", "tap_partial"]

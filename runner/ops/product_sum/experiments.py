@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from e2egen.runner.kernels import TORCH_IMPL, call_on_values
+from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.ops.product_sum.lowering import lower
 from e2egen.runner.problem import Problem
 
@@ -109,7 +110,7 @@ def divmod_all(flat: int, shape: tuple[int, int, int]) -> tuple[int, int, int]:
     return g, m, n
 
 
-def observe(problem: Problem, kernel: Callable[..., Any], device: torch.device, experiments: Sequence[Experiment],
+def observe(problem: Problem, kernel: Kernel, device: torch.device, experiments: Sequence[Experiment],
             *, label: str = TORCH_IMPL, structure: IndexStructure | None = None, seed: int = 0) -> list[float | None]:
     """The kernel's output for each experiment (float64), None where no slot could hold it.
 
@@ -161,6 +162,6 @@ def _place(structure: IndexStructure, experiments: Sequence[Experiment], slots: 
     return placed
 
 
-def _run(problem: Problem, kernel, device: torch.device, flat: dict[str, torch.Tensor], label: str) -> torch.Tensor:
+def _run(problem: Problem, kernel: Kernel, device: torch.device, flat: dict[str, torch.Tensor], label: str) -> torch.Tensor:
     values = {name: flat[name].reshape(shape) for name, shape in problem.input_shapes.items()}
     return call_on_values(problem, kernel, values, device, label=label)[problem.primary_output].contiguous().reshape(-1)

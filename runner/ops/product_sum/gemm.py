@@ -16,22 +16,19 @@ B (…, k/2, n), row- or column-major by the layout letter. `out_dtype` (f32, bf
 only, f32 by default) asks for the output in that format: the kernel is then called f(a, b, out_dtype=…)
 with the torch dtype.
 
-torch is imported when a case runs, so generating a suite stays fast.
+This module is the spec (no torch); torch's kernel is in kernels.py, the numerics in numerics.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Literal, Mapping
 
 from e2egen.runner.dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, require_int
-from e2egen.runner.ops.tensor_layouts import stored_transposed
 
-if TYPE_CHECKING:
-    import torch
-
-GEMM_LAYOUTS = ("nn", "nt", "tn", "tt")
+GemmLayout = Literal["nn", "nt", "tn", "tt"]
+GEMM_LAYOUTS: tuple[GemmLayout, ...] = ("nn", "nt", "tn", "tt")
 
 
 @dataclass(frozen=True)
@@ -88,6 +85,7 @@ def out_dtype_problem(out_dtype: str, dtype: str) -> str | None:
 
 class GemmOp(ProductSumOp):
     name = "gemm"
+    numerics = "e2egen.runner.ops.product_sum.numerics:GemmNumerics"
     dtypes = DTYPES
     directions = ("fwd",)
     layouts = GEMM_LAYOUTS
@@ -132,45 +130,8 @@ class GemmOp(ProductSumOp):
     def probe_params(self, params: GemmParams, direction: str) -> GemmParams:
         return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0, out_dtype=params.out_dtype)
 
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        return stored_operand(name, tensor, layout[0 if name == "a" else 1] == "t")
+    def lowered_dims(self, params: GemmParams, direction: str) -> tuple[int, int, int, int]:
+        return (max(params.batch, 1), params.m, params.k, params.n)
 
-    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        return torch_gemm
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A·B in float64 (whatever out_dtype the kernel writes)."""
-        return {"c": torch_gemm(inputs64["a"], inputs64["b"])}
-
-    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: GemmParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        if params.out_dtype:
-            from e2egen.runner.dtypes import storage_dtype
-
-            return kernel(tensors["a"], tensors["b"], out_dtype=storage_dtype(params.out_dtype))
-        return kernel(tensors["a"], tensors["b"])
-
-
-def stored_operand(name: str, tensor: torch.Tensor, transposed: bool) -> torch.Tensor:
-    """A gemm operand as the kernel receives it: row-major, or column-major when `transposed`; fp4 codes
-    packed along K first (A's last dim, B's second to last: runner/fp4.py)."""
-    from e2egen.runner import fp4
-
-    if fp4.is_codes(tensor):
-        packed = fp4.pack_along(tensor, -1 if name == "a" else -2)
-        return fp4.as_packed(stored_transposed(packed) if transposed else packed)
-    return stored_transposed(tensor) if transposed else tensor.contiguous()
-
-
-def torch_gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """torch.matmul; fp4 operands unpacked to f32 first (exact), and the result converted to out_dtype."""
-    import torch  # here, not at the top: describing a gemm problem needs no torch
-
-    from e2egen.runner import fp4
-
-    if a.dtype == fp4.PACKED:
-        a = fp4.unpack_along(a, -1)
-    if b.dtype == fp4.PACKED:
-        b = fp4.unpack_along(b, -2)
-    result = torch.matmul(a, b) if a.dtype == b.dtype else torch.matmul(a.float(), b.float())
-    return result if out_dtype is None else result.to(out_dtype)
+    def output_dim_names(self, params: GemmParams, direction: str) -> tuple[str, ...]:
+        return (("batch",) if params.batch else ()) + ("m", "n")

@@ -1,5 +1,5 @@
-"""Every op and direction as one batched matrix product, for references that
-model how a kernel accumulates.
+"""Every product-sum op and direction as one batched matrix product (runner/gemm_form.py's GemmForm), for
+references that model how a kernel accumulates.
 
 `lower(problem, inputs)` returns a `GemmForm`: lhs [G, M, R] and rhs
 [G, R, Ncol] in float64 with `fold(lhs @ rhs)` equal to the op's logical
@@ -13,105 +13,48 @@ output. R is the reduction, in this order:
     conv bwd_weight  (n, p, q, …)    dy × im2col of x
     gemm             (k)             a × b
 
-G is the number of groups (conv) or the batch (gemm, 1 when unbatched).
-
-`accumulate_chunked(form, k)` is the "accumulate k" reference of the seed:
-the reduction is cut into ceil(R / k) chunks of k consecutive products; each
-chunk's sum is taken in float64 (one batched matmul over every output at
-once), added to a running sum that is rounded to f32 after every chunk. The
-only Python loop is over chunks. Cost: the plain reference's float64 FLOPs
-in ceil(R/k) thin matmuls, each writing a float64 partial over the whole
-output that one more pass adds into the f32 running sum, plus for convs the im2col copy (about the kernel window,
-R·S…, times the input; bwd_data also stores the stride's inserted zeros).
-benchmarks/bench_runner.py measures it against the plain reference.
+G is the number of groups (conv) or the batch (gemm, 1 when unbatched); the spec's lowered_dims gives
+(G, M, R, Ncol) from the shapes alone. runner/gemm_form.py's accumulate_chunked is the "accumulate k"
+reference over this form.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from e2egen.runner.gemm_form import GemmForm
 from e2egen.runner.ops.product_sum.conv import ConvParams
 from e2egen.runner.ops.product_sum.gemm import GemmParams
 from e2egen.runner.problem import Problem
 
-
-@dataclass(frozen=True)
-class GemmForm:
-    lhs: torch.Tensor  # [G, M, R]
-    rhs: torch.Tensor  # [G, R, Ncol]
-    fold: Callable[[torch.Tensor], torch.Tensor]  # [G, M, Ncol] -> logical output
-
-    def __post_init__(self) -> None:
-        g, _, r = self.lhs.shape
-        if self.rhs.dim() != 3 or self.rhs.shape[0] != g or self.rhs.shape[1] != r:
-            raise ValueError(f"lhs {tuple(self.lhs.shape)} and rhs {tuple(self.rhs.shape)} do not multiply")
-
-    @property
-    def reduction_size(self) -> int:
-        return self.lhs.shape[2]
-
-    def product(self) -> torch.Tensor:
-        return self.fold(torch.bmm(self.lhs, self.rhs))
-
-
-def gemm_dims(problem: Problem) -> tuple[int, int, int, int]:
-    """(G, M, R, Ncol) of the lowered form, from the shapes alone (for memory estimates)."""
-    p, direction = problem.params, problem.direction
-    if isinstance(p, GemmParams):
-        return (max(p.batch, 1), p.m, p.k, p.n)
-    g, window = p.groups, math.prod(p.kernel)
-    if direction == "fwd":
-        return (g, p.n * math.prod(p.out_size), p.c // g * window, p.k // g)
-    if direction == "bwd_data":
-        return (g, p.n * math.prod(p.size), p.k // g * window, p.c // g)
-    return (g, p.k // g, p.n * math.prod(p.out_size), p.c // g * window)
+Pads = Sequence[int] | Sequence[Sequence[int]]  # per spatial dim: an int (both sides alike) or (begin, end)
 
 
 def lower(problem: Problem, inputs: Mapping[str, torch.Tensor]) -> GemmForm:
     """The problem's float64 logical inputs as lhs @ rhs."""
     p, direction = problem.params, problem.direction
     if isinstance(p, GemmParams):
-        return _lower_gemm(inputs["a"], inputs["b"], p)
+        return lower_gemm(inputs["a"], inputs["b"], p)
     if direction == "fwd":
-        return _lower_conv_fwd(inputs["x"], inputs["w"], p.stride, p.pads, p.dilation, p.groups)
+        return lower_conv_fwd(inputs["x"], inputs["w"], p.stride, p.pads, p.dilation, p.groups)
     if direction == "bwd_data":
-        return _lower_conv_bwd_data(inputs["dy"], inputs["w"], p)
-    return _lower_conv_bwd_weight(inputs["x"], inputs["dy"], p)
-
-
-def accumulate_chunked(form: GemmForm, chunk: int) -> torch.Tensor:
-    """lhs @ rhs with a running sum rounded to f32 after every `chunk` products."""
-    if chunk < 1:
-        raise ValueError(f"chunk must be >= 1, got {chunk}")
-    lhs, rhs = form.lhs, form.rhs
-    groups, rows, reduction = lhs.shape
-    cols = rhs.shape[2]
-    # The running sum is an f32 value after every chunk, so it is kept in f32.
-    running = torch.zeros(groups, rows, cols, dtype=torch.float32, device=lhs.device)
-    partial = torch.empty(groups, rows, cols, dtype=torch.float64, device=lhs.device)
-    for start in range(0, reduction, chunk):
-        stop = min(start + chunk, reduction)
-        torch.bmm(lhs[:, :, start:stop], rhs[:, start:stop, :], out=partial)
-        # float64 + float32 is computed in float64 and rounded once (nearest
-        # even, overflow to inf) when stored into the float32 `out`.
-        torch.add(partial, running, out=running)
-    return form.fold(running.to(torch.float64))
+        return lower_conv_bwd_data(inputs["dy"], inputs["w"], p)
+    return lower_conv_bwd_weight(inputs["x"], inputs["dy"], p)
 
 
 # -- gemm ---------------------------------------------------------------------------
-def _lower_gemm(a: torch.Tensor, b: torch.Tensor, p: GemmParams) -> GemmForm:
+def lower_gemm(a: torch.Tensor, b: torch.Tensor, p: GemmParams) -> GemmForm:
     batch = max(p.batch, 1)
     shape = p.c_shape
     return GemmForm(a.reshape(batch, p.m, p.k), b.reshape(batch, p.k, p.n), lambda out: out.reshape(shape))
 
 
 # -- conv ---------------------------------------------------------------------------
-def im2col(x: torch.Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pads,
-           dilation: tuple[int, ...]) -> torch.Tensor:
+def im2col(x: torch.Tensor, kernel: Sequence[int], stride: Sequence[int], pads: Pads,
+           dilation: Sequence[int]) -> torch.Tensor:
     """(N, C, *in) -> (N, C, *out, *kernel): the input value under each kernel tap, for every output."""
     dims = len(kernel)
     pairs = [(q, q) if isinstance(q, int) else tuple(q) for q in pads]  # an int pads both sides alike
@@ -124,7 +67,8 @@ def im2col(x: torch.Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pa
     return padded[(..., *(slice(None, None, step) for step in dilation))]
 
 
-def _grouped_columns(x: torch.Tensor, kernel, stride, pad, dilation, groups: int) -> tuple[torch.Tensor, tuple[int, ...]]:
+def _grouped_columns(x: torch.Tensor, kernel: Sequence[int], stride: Sequence[int], pad: Pads,
+                     dilation: Sequence[int], groups: int) -> tuple[torch.Tensor, tuple[int, ...]]:
     """im2col arranged as [G, N·P, C/g·window], with out spatial sizes."""
     n, c = x.shape[:2]
     cols = im2col(x, kernel, stride, pad, dilation)
@@ -134,7 +78,8 @@ def _grouped_columns(x: torch.Tensor, kernel, stride, pad, dilation, groups: int
     return cols.permute(1, 0, 3, 2, 4).reshape(groups, n * positions, c // groups * window), out_size
 
 
-def _lower_conv_fwd(x: torch.Tensor, w: torch.Tensor, stride, pad, dilation, groups: int) -> GemmForm:
+def lower_conv_fwd(x: torch.Tensor, w: torch.Tensor, stride: Sequence[int], pad: Pads, dilation: Sequence[int],
+                   groups: int) -> GemmForm:
     n = x.shape[0]
     k, cg = w.shape[:2]
     kernel = tuple(w.shape[2:])
@@ -148,7 +93,7 @@ def _lower_conv_fwd(x: torch.Tensor, w: torch.Tensor, stride, pad, dilation, gro
     return GemmForm(lhs, rhs, fold)
 
 
-def _lower_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, p: ConvParams) -> GemmForm:
+def lower_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, p: ConvParams) -> GemmForm:
     g, kg = p.groups, p.k // p.groups
     rhs, out_size = _grouped_columns(x, p.kernel, p.stride, p.pads, p.dilation, g)
     positions = math.prod(out_size)
@@ -157,7 +102,7 @@ def _lower_conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, p: ConvParams) -> 
     return GemmForm(lhs, rhs, lambda out: out.reshape(w_shape))
 
 
-def _lower_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, p: ConvParams) -> GemmForm:
+def lower_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, p: ConvParams) -> GemmForm:
     dims, g = p.spatial_dims, p.groups
     # Zero-insert dy by the stride: dy[o] lands at o·stride.
     dilated_size = [(o - 1) * s + 1 for o, s in zip(p.out_size, p.stride)]
@@ -176,4 +121,4 @@ def _lower_conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, p: ConvParams) -> Ge
     cg, kg = p.c // g, p.k // g
     w_t = (w.reshape(g, kg, cg, *p.kernel).transpose(1, 2).reshape(p.c, kg, *p.kernel)
            .flip(tuple(range(2, 2 + dims))))
-    return _lower_conv_fwd(spread, w_t, (1,) * dims, ((0, 0),) * dims, p.dilation, g)
+    return lower_conv_fwd(spread, w_t, (1,) * dims, ((0, 0),) * dims, p.dilation, g)

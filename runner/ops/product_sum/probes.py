@@ -37,51 +37,26 @@ from typing import Any, Callable, Sequence
 import torch
 
 from e2egen import metrics
-
-# The probes' revision, part of every profile's versions: bump it with any change that can alter what a
-# probe finds (this module, experiments.py, an op's own probe_arithmetic), so that cached and shipped
-# findings of the old probes are not used (runs probe again; the shipped profiles must be written again:
-# `e2egen arithmetic --out runner/arithmetic/profiles`).
-REVISION = 1
-
-from e2egen.runner.problem import Problem
+from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
+from e2egen.runner.arithmetic.probing import ROUNDING_MODES, neighbours, round_bits
+from e2egen.runner.dtypes import operand_formats
+from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.ops.product_sum.conv import ConvParams
 from e2egen.runner.ops.product_sum.experiments import Experiment, IndexStructure, observe
-from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
+from e2egen.runner.problem import Problem
 
-ROUNDING_MODES = ("nearest-even", "nearest-away", "toward-zero", "up", "down")
+# Any change here that can alter what a probe finds bumps runner.arithmetic.model.PROBES_REVISION.
 F32_BITS = FORMAT_BITS["f32"]
-
-
-# -- exact rounding of Python floats (every value here is exact in float64) ---------------
-def round_bits(x: float, bits: int, mode: str = "nearest-even") -> float:
-    """x rounded to a `bits`-bit significand (unbounded exponent)."""
-    if x == 0 or not math.isfinite(x):
-        return x
-    mantissa, exponent = math.frexp(x)  # x = mantissa * 2**exponent, 0.5 <= |mantissa| < 1
-    scaled = math.ldexp(mantissa, bits)  # exact: float64 holds 53 bits
-    modes = {"nearest-even": round,  # Python rounds half to even
-             "nearest-away": lambda v: math.copysign(math.floor(abs(v) + 0.5), v),
-             "toward-zero": math.trunc, "up": math.ceil, "down": math.floor}
-    if mode not in modes:
-        raise ValueError(f"unknown rounding mode {mode!r}")
-    rounded = modes[mode](scaled)
-    return math.ldexp(rounded, exponent - bits)
-
-
-def _neighbours(x: float, bits: int) -> tuple[float, float]:
-    return round_bits(x, bits, "down"), round_bits(x, bits, "up")
+Grouping = tuple[str, int, bool, Callable[[int], int]]  # (kind, size, reversed, group of r)
 
 
 class ProbeContext:
     """The problem, the kernel and the places experiments may use."""
 
-    def __init__(self, problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str):
+    def __init__(self, problem: Problem, kernel: Kernel, device: torch.device, label: str):
         self.problem, self.kernel, self.device, self.label = problem, kernel, device, label
         self.structure = IndexStructure(problem)
         self.positions = self.structure.valid_positions()
-        from e2egen.runner.dtypes import operand_formats
-
         # a pair of formats (fp8 with bf8): values must fit both, so the narrower exponent range and the
         # fewer significand bits
         formats = [metrics.get_format(fmt) for fmt in operand_formats(problem.dtype)]
@@ -227,10 +202,10 @@ def _lost_gaps(ctx: ProbeContext, big: int, experiments: Sequence[Experiment], s
 
 
 # -- structure ----------------------------------------------------------------------------------
-def grouping_hypotheses(problem: Problem, reduction: int) -> list[tuple[str, int, bool, Callable[[int], int]]]:
+def grouping_hypotheses(problem: Problem, reduction: int) -> list[Grouping]:
     """(kind, size, reversed, group of r): the cuts a kernel is likely to make, simplest first (each is tried
     with stored and with running partials)."""
-    hypotheses: list[tuple[str, int, bool, Callable[[int], int]]] = [("none", 0, False, lambda r: r)]
+    hypotheses: list[Grouping] = [("none", 0, False, lambda r: r)]
     params = problem.params
     if isinstance(params, ConvParams):
         window = math.prod(params.kernel)
@@ -341,9 +316,9 @@ def probe_rounding(ctx: ProbeContext, acc_bits: int) -> tuple[str, list[str]]:
     for mode in ROUNDING_MODES:
         if all(out == round_bits(exact, bits, mode) for exact, out in observed):
             return mode, []
-    if all(out in _neighbours(exact, bits) for exact, out in observed):
+    if all(out in neighbours(exact, bits) for exact, out in observed):
         return "faithful", []
-    shown = ", ".join(f"{exact!r} -> {out!r}" for exact, out in observed if out not in _neighbours(exact, bits))
+    shown = ", ".join(f"{exact!r} -> {out!r}" for exact, out in observed if out not in neighbours(exact, bits))
     ctx.unexplained.append(f"sums 1 ± f·ulp came back as neither neighbour ({shown[:200]})")
     return "faithful", []
 
@@ -386,7 +361,7 @@ def probe_specials(ctx: ProbeContext) -> str:
 
 
 # -- all of them ------------------------------------------------------------------------------------
-def probe_arithmetic(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+def probe_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
     """Every probe on one problem of a cell. Raises the runner's KernelFailure / Skip if the kernel fails."""
     ctx = ProbeContext(problem, kernel, device, label)
     inputs, inputs_rounding, notes = probe_inputs(ctx)

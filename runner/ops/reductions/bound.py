@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.runner.bound import (ComputeRoundings, ComputeSubnormalRounding, ExactWhere, OutputRounding, PositiveSumCoefficient,
-                    ProductSumCoefficient, ScaledMagnitude, SquaredCoefficient, SumOfBounds)
+from e2egen.runner.bound import (ComputeRoundings, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
+                                 PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredCoefficient,
+                                 SumOfBounds)
+from e2egen.runner.ops.reductions.spec import Reduction
 from e2egen.runner.problem import Problem
 
 MEAN_DIVISION_ROUNDINGS = 2  # the division by N; or 1/N rounded, then the product
 VAR_ELEMENT_ROUNDINGS = 4  # the centring x - μ (2u on its square), the square, the final division by N - c
 
 
-def reduction_bound(reduction: str, problem: Problem, x: torch.Tensor):
+def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> ErrorBound:
     """The bound of `reduction` (sum, mean, max, var) of x (float64, logical shape) over the problem's axes."""
     params, dtype = problem.params, problem.dtype
     axes, count = params.axes, params.reduced_size

@@ -1,6 +1,7 @@
 """Probes of a reduction kernel's arithmetic (sum, mean, max, var): crafted inputs whose exact result
-every hypothesis predicts, in the style of probes.py. They run on a small problem of the case's rank,
-axes and layout (`probe_shape`), every output reducing the same values.
+every hypothesis predicts, in the style of the product-sum probes. They run on a small problem of the case's
+rank, axes and layout (spec.probe_shape), every output reducing the same values, through
+runner.kernels.call_on_values (the inputs stored as a case stores them, the outputs checked).
 
 Accumulator (sum, mean): +1.5·2^15 first, 2^(15-g) in the middle (or second) and -1.5·2^15 last (or
 third) among the reduced elements, zeros elsewhere. An accumulator of p bits holds 1.5·2^15 + 2^(15-g)
@@ -25,44 +26,26 @@ but a bug (a dropped or doubled element, a wrong stride, a wrong divisor): it is
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
 
 import torch
 
 from e2egen import metrics
-
-from e2egen.runner.dtypes import storage_dtype
-from e2egen.runner.kernels import TORCH_IMPL, call_kernel
-from e2egen.runner.problem import Problem
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
+from e2egen.runner.kernels import call_on_values
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.ops.reductions.spec import Reduction
+from e2egen.runner.problem import Problem
 
 SUM_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
 VAR_EXPONENT = 4  # (2^(4-g))² / 4 stays normal in f16 for every gap the f16 inputs allow
 GAPS = tuple(range(2, 29))
-PROBE_REDUCED = 32  # reduced elements of a sum or mean probe: far enough apart for blocked kernels
-PROBE_KEPT = 4  # size cap of each dim that is not reduced
 VAR_TOLERANCE = 1 / 8  # a kept mean gives the exact variance; a lost one changes it by a factor >= 2
 
 
-def probe_shape(reduction: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    """The probe's shape: same rank and axes; kept dims capped, the reduced elements PROBE_REDUCED at most
-    (innermost dims first), exactly 2 for var (the first reduced dim of size >= 2 gets 2, the others 1)."""
-    sizes = [size if dim in axes else min(size, PROBE_KEPT) for dim, size in enumerate(shape)]
-    if reduction == "var":
-        wide = [axis for axis in axes if shape[axis] >= 2]
-        for axis in axes:
-            sizes[axis] = 2 if wide and axis == wide[0] else 1
-        return tuple(sizes)
-    room = PROBE_REDUCED
-    for axis in reversed(axes):
-        sizes[axis] = min(shape[axis], room)
-        room //= sizes[axis]
-    return tuple(sizes)
-
-
-def probe_reduction(problem: Problem, kernel: Callable[..., Any], device: torch.device, label: str) -> Arithmetic:
+def probe_reduction(reduction: Reduction, problem: Problem, kernel: Kernel, device: torch.device,
+                    label: str) -> Arithmetic:
+    """The arithmetic of a `reduction` kernel, measured on `problem` (the spec's probe_params problem)."""
     probe = _Probe(problem, kernel, device, label)
-    reduction = problem.spec.reduction
     notes: list[str] = []
     subnormals = probe.subnormals(reduction, notes) if reduction != "var" else "kept"
     if reduction == "max":
@@ -77,7 +60,7 @@ def probe_reduction(problem: Problem, kernel: Callable[..., Any], device: torch.
 
 
 class _Probe:
-    def __init__(self, problem: Problem, kernel, device: torch.device, label: str):
+    def __init__(self, problem: Problem, kernel: Kernel, device: torch.device, label: str):
         self.problem, self.kernel, self.device, self.label = problem, kernel, device, label
         params = problem.params
         self.axes, self.shape = params.axes, params.shape
@@ -93,10 +76,8 @@ class _Probe:
         grouped = flat.reshape(*(self.shape[d] for d in self.kept), *(self.shape[a] for a in self.axes))
         order = self.kept + list(self.axes)
         logical = grouped.permute(*[order.index(dim) for dim in range(len(self.shape))])
-        stored = self.problem.numerics.arrange("x", logical.to(storage_dtype(self.problem.dtype)).to(self.device),
-                                           self.problem.layout)
-        out = call_kernel(self.problem, self.kernel, {"x": stored}, self.device, label=self.label)
-        return out[self.problem.primary_output].detach().to("cpu", torch.float64).reshape(-1)
+        out = call_on_values(self.problem, self.kernel, {"x": logical}, self.device, label=self.label)
+        return out[self.problem.primary_output].reshape(-1)
 
     def _zeros(self) -> torch.Tensor:
         return torch.zeros(self.count, dtype=torch.float64)

@@ -15,24 +15,27 @@ buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in a
 
 The reference is the same torch op on the float64 inputs (max is exact: it returns an input). The bounds
 are runner/ops/reductions/bound.py's, derived in docs/reduction-bound.md; the arithmetic probes are
-runner/ops/reductions/probes.py.
+runner/ops/reductions/probes.py, on the small problem probe_shape gives.
+
+This is the ops' torch-free spec; their numerics (layouts, the kernel call, reference, bound and probes) are
+numerics.py, their kernels (torch's, alternates and planted bugs) kernels.py.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Literal, Mapping
 
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.base import Op, Shape, frozen_mapping, is_int
-from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, arrange_tensor, layout_problem_for_shape, parse_axes, parse_shape
+from e2egen.runner.ops.base import Direction, Op, Shape, frozen_mapping, is_int
+from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape, parse_axes, parse_shape
 
-if TYPE_CHECKING:
-    import torch
-
-REDUCTIONS = ("sum", "mean", "max", "var")
+Reduction = Literal["sum", "mean", "max", "var"]
+REDUCTIONS: tuple[Reduction, ...] = ("sum", "mean", "max", "var")
 # Arithmetic operations per reduced element (var: subtract the mean, square, add; a mean pass besides).
-_OPS_PER_ELEMENT = {"sum": 1, "mean": 1, "max": 1, "var": 4}
+_OPS_PER_ELEMENT: dict[Reduction, int] = {"sum": 1, "mean": 1, "max": 1, "var": 4}
+PROBE_REDUCED = 32  # reduced elements of a sum or mean probe: far enough apart for blocked kernels
+PROBE_KEPT = 4  # size cap of each dim that is not reduced
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class ReductionParams:
         return self.reduced_size - (self.correction or 0)
 
     def to_catalogue(self) -> dict[str, Any]:
-        axis: Any = self.axes[0] if len(self.axes) == 1 else list(self.axes)
+        axis: int | list[int] = self.axes[0] if len(self.axes) == 1 else list(self.axes)
         return {"shape": list(self.shape), "axis": axis, **({} if self.correction is None else {"correction": self.correction})}
 
     def describe(self) -> str:
@@ -80,14 +83,16 @@ class ReductionParams:
 class ReductionOp(Op):
     """One reduction (`sum`, `mean`, `max` or `var`); the four share everything but the kernel and the bound."""
 
-    directions = ("fwd",)
+    directions: tuple[Direction, ...] = ("fwd",)
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
+    numerics = "e2egen.runner.ops.reductions.numerics:ReductionNumerics"
 
-    def __init__(self, reduction: str):
+    def __init__(self, reduction: Reduction):
         if reduction not in REDUCTIONS:
             raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
-        self.name = self.reduction = reduction
+        self.name: str = reduction
+        self.reduction: Reduction = reduction
         self.optional_params = frozen_mapping({"axis": -1, **({"correction": 1} if reduction == "var" else {})})
 
     def __repr__(self) -> str:
@@ -112,9 +117,6 @@ class ReductionOp(Op):
     def layout_params_problem(self, params: ReductionParams, layout: str) -> str | None:
         return layout_problem_for_shape(layout, params.shape)
 
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        return arrange_tensor(tensor, layout)
-
     # -- cost ------------------------------------------------------------------------
     def reduction_size(self, params: ReductionParams, direction: str) -> int:
         return params.reduced_size
@@ -128,57 +130,27 @@ class ReductionOp(Op):
         return f"{len(params.shape)}d-axes{''.join(map(str, params.axes))}"
 
     def probe_params(self, params: ReductionParams, direction: str) -> ReductionParams:
-        from e2egen.runner.ops.reductions.probes import probe_shape
-
+        """The probes' problem (runner/ops/reductions/probes.py): probe_shape, and var's correction kept below
+        its reduced size."""
         shape = probe_shape(self.reduction, params.shape, params.axes)
         correction = None if params.correction is None else min(params.correction, math.prod(shape[a] for a in params.axes) - 1)
         return ReductionParams(shape, params.axes, correction)
 
-    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
-        from e2egen.runner.ops.reductions.probes import probe_reduction
 
-        return probe_reduction(problem, kernel, device, label)
-
-    # -- kernels ----------------------------------------------------------------------
-    def default_kernel(self, direction: str) -> Callable[..., Any]:
-        return _TORCH_KERNELS[self.reduction]
-
-    def call(self, kernel: Callable[..., Any], direction: str, params: ReductionParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        if self.reduction == "var":
-            return kernel(tensors["x"], dim=params.axes, correction=params.correction)
-        return kernel(tensors["x"], dim=params.axes)
-
-    # -- bound -------------------------------------------------------------------------------
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.ops.reductions.bound import reduction_bound
-
-        return {problem.primary_output: reduction_bound(self.reduction, problem, inputs64["x"])}
+def probe_shape(reduction: Reduction, shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The probe's shape: same rank and axes; kept dims capped, the reduced elements PROBE_REDUCED at most
+    (innermost dims first), exactly 2 for var (the first reduced dim of size >= 2 gets 2, the others 1)."""
+    sizes = [size if dim in axes else min(size, PROBE_KEPT) for dim, size in enumerate(shape)]
+    if reduction == "var":
+        wide = [axis for axis in axes if shape[axis] >= 2]
+        for axis in axes:
+            sizes[axis] = 2 if wide and axis == wide[0] else 1
+        return tuple(sizes)
+    room = PROBE_REDUCED
+    for axis in reversed(axes):
+        sizes[axis] = min(shape[axis], room)
+        room //= sizes[axis]
+    return tuple(sizes)
 
 
-def torch_sum(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
-    import torch
-
-    return torch.sum(x, dim=dim)
-
-
-def torch_mean(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
-    import torch
-
-    return torch.mean(x, dim=dim)
-
-
-def torch_max(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
-    import torch
-
-    return torch.amax(x, dim=dim)
-
-
-def torch_var(x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
-    import torch
-
-    return torch.var(x, dim=dim, correction=correction)
-
-
-_TORCH_KERNELS = {"sum": torch_sum, "mean": torch_mean, "max": torch_max, "var": torch_var}
 REDUCTION_OPS = tuple(ReductionOp(reduction) for reduction in REDUCTIONS)

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import torch
 
 from e2egen import metrics
-
-from e2egen.runner.bound import FormatRoundings, OutputRounding, ProductSumError, ScaledMagnitude, SumOfBounds
+from e2egen.runner.bound import (ErrorBound, FormatRoundings, OutputRounding, ProductSumError, ScaledMagnitude,
+                                 SumOfBounds)
 from e2egen.runner.magnitude import F64_UNIT_ROUNDOFF, widening
 from e2egen.runner.options import BoundModel
+from e2egen.runner.problem import Problem
 
 F32_SCALE_ROUNDINGS = 3
 
@@ -43,14 +44,14 @@ class CorrectlyRounded:
         return (metrics.round_to(ref, self.out_dtype) - ref).abs_()
 
 
-def scaled_gemm_bound(problem, a: torch.Tensor, b: torch.Tensor):
+def scaled_gemm_bound(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> ErrorBound:
     """The output's bound from the dequantized operands (float64, exact)."""
     params = problem.params
     if params.pattern not in ("random", "varied"):
         return CorrectlyRounded(params.output_format)
     terms = torch.matmul(a.abs(), b.abs()).mul_(widening(params.k, F64_UNIT_ROUNDOFF))
     roundings = 0 if params.scale_formats == ("e8m0", "e8m0") else F32_SCALE_ROUNDINGS
-    parts = [ProductSumError(terms, params.k, problem.dtype)]
+    parts: list[ErrorBound] = [ProductSumError(terms, params.k, problem.dtype)]
     if roundings:
         parts.append(ScaledMagnitude(FormatRoundings("f32", roundings), terms, "scale roundings"))
     parts.append(OutputRounding(params.output_format))

@@ -1,9 +1,9 @@
 """Scaled operands: which block of an operand shares a scale, how scales are computed, and the structured
 inputs whose results are exact.
 
-An operand (…, rows, cols) is cut into blocks of (block_rows, block_cols); the last block of a dim may
-be partial (K or M/N not a multiple of the block). Block (i, j) shares the scale s[…, i, j]: the
-operand's value at (r, c) is element[r, c] · s[r // block_rows, c // block_cols].
+An operand (…, rows, cols) is cut into blocks of (block_rows, block_cols) (spec.Blocks, by the spec's table
+of scalings); the last block of a dim may be partial (K or M/N not a multiple of the block). Block (i, j)
+shares the scale s[…, i, j]: the operand's value at (r, c) is element[r, c] · s[r // block_rows, c // block_cols].
 
 Quantizing real data (`quantize`), per block with amax = max |x| over the block:
 
@@ -37,62 +37,36 @@ applied per row where it is per column, a transposed scale tensor read as untran
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Mapping
+
+import torch
 
 from e2egen import metrics
+from e2egen.metrics.encoding import mx_scale_exponent
+from e2egen.runner.ops.scaled_gemm.spec import PATTERNS, Blocks, Pattern
 
-if TYPE_CHECKING:
-    import torch
-
-PATTERNS = ("random", "varied", "identity_a", "identity_b", "ones", "double_a_scale", "double_b_scale")
 _ONES_EXPONENTS = 5  # "ones": scale exponents -2..2
 _VARIED_EXPONENTS = 9  # "varied": block magnitudes 2^-4..2^4
 
 
-@dataclass(frozen=True)
-class Blocks:
-    """How an operand of (…, rows, cols) shares its scales: blocks of (block_rows, block_cols)."""
-
-    rows: int
-    cols: int
-    block_rows: int
-    block_cols: int
-
-    @property
-    def scale_shape(self) -> tuple[int, int]:
-        return (math.ceil(self.rows / self.block_rows), math.ceil(self.cols / self.block_cols))
-
-    def expand(self, scales: torch.Tensor) -> torch.Tensor:
-        """Scales (…, R, C) -> one per element (…, rows, cols)."""
-        full = scales.repeat_interleave(self.block_rows, dim=-2).repeat_interleave(self.block_cols, dim=-1)
-        return full[..., :self.rows, :self.cols]
-
-    def block_amax(self, values: torch.Tensor) -> torch.Tensor:
-        """max |x| per block (…, R, C), float64; a partial block's missing elements count as 0."""
-        scale_rows, scale_cols = self.scale_shape
-        padded = values.new_zeros((*values.shape[:-2], scale_rows * self.block_rows, scale_cols * self.block_cols))
-        padded[..., :self.rows, :self.cols] = values.abs()
-        blocks = padded.reshape(*values.shape[:-2], scale_rows, self.block_rows, scale_cols, self.block_cols)
-        return blocks.amax(dim=(-3, -1))
+def expand_scales(blocks: Blocks, scales: torch.Tensor) -> torch.Tensor:
+    """Scales (…, R, C) -> one per element (…, rows, cols)."""
+    full = scales.repeat_interleave(blocks.block_rows, dim=-2).repeat_interleave(blocks.block_cols, dim=-1)
+    return full[..., :blocks.rows, :blocks.cols]
 
 
-def operand_blocks(scaling: str, block: int, m: int, n: int, k: int) -> dict[str, Blocks]:
-    """A scaled gemm's block structure of A (m, k) and B (k, n), by input name: runner/ops/scaled_gemm/spec.py's
-    table of scalings."""
-    a_block, b_block = {"tensor": ((m, k), (k, n)), "rowwise": ((1, k), (k, 1)),
-                        "blockwise": ((1, block), (block, block)), "mx": ((1, block), (block, 1))}[scaling]
-    return {"a": Blocks(m, k, *a_block), "b": Blocks(k, n, *b_block)}
+def block_amax(blocks: Blocks, values: torch.Tensor) -> torch.Tensor:
+    """max |x| per block (…, R, C), float64; a partial block's missing elements count as 0."""
+    scale_rows, scale_cols = blocks.scale_shape
+    padded = values.new_zeros((*values.shape[:-2], scale_rows * blocks.block_rows, scale_cols * blocks.block_cols))
+    padded[..., :blocks.rows, :blocks.cols] = values.abs()
+    per_block = padded.reshape(*values.shape[:-2], scale_rows, blocks.block_rows, scale_cols, blocks.block_cols)
+    return per_block.amax(dim=(-3, -1))
 
 
 def scales_for(amax: torch.Tensor, element_fmt: str, scale_fmt: str, *, power_of_two: bool = False) -> torch.Tensor:
     """Each block's scale (float64) from its amax, as the module docstring says; `power_of_two` rounds an f32
     scale up to a power of two (structured inputs: every product then exact)."""
-    import torch
-
-    from e2egen.metrics.encoding import mx_scale_exponent
-
     if scale_fmt == "e8m0":
         return torch.ldexp(torch.ones_like(amax), mx_scale_exponent(amax, element_fmt))
     largest = metrics.get_format(element_fmt).max
@@ -110,19 +84,17 @@ def quantize(values: torch.Tensor, blocks: Blocks, element_fmt: str, scale_fmt: 
              power_of_two: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(elements, scales) as float64 values of their formats: the elements rounded with saturation, once, in
     float64 (quantize_inputs then stores them without rounding again)."""
-    scales = scales_for(blocks.block_amax(values), element_fmt, scale_fmt, power_of_two=power_of_two)
-    return metrics.round_to(values / blocks.expand(scales), element_fmt, saturate=True), scales
+    scales = scales_for(block_amax(blocks, values), element_fmt, scale_fmt, power_of_two=power_of_two)
+    return metrics.round_to(values / expand_scales(blocks, scales), element_fmt, saturate=True), scales
 
 
 def dequantized(elements: torch.Tensor, scales: torch.Tensor, blocks: Blocks) -> torch.Tensor:
     """element · scale per element, float64 (exact: a product of at most 4 + 24 significant bits)."""
-    return elements * blocks.expand(scales)
+    return elements * expand_scales(blocks, scales)
 
 
 def identity(shape: tuple[int, ...]) -> torch.Tensor:
     """(…, rows, cols) with ones on the main diagonal, float64."""
-    import torch
-
     rows, cols = shape[-2:]
     eye = torch.eye(rows, cols, dtype=torch.float64)
     return eye.expand(*shape).clone()
@@ -130,35 +102,29 @@ def identity(shape: tuple[int, ...]) -> torch.Tensor:
 
 def exponent_scales(uniform: torch.Tensor) -> torch.Tensor:
     """Powers of two 2^e, e in -2..2, one per uniform draw in [0, 1) (the "ones" pattern's scales)."""
-    import torch
-
     exponents = (uniform * _ONES_EXPONENTS).floor().clamp(0, _ONES_EXPONENTS - 1) - _ONES_EXPONENTS // 2
     return torch.ldexp(torch.ones_like(uniform), exponents.to(torch.int64))
 
 
 def one_doubled(uniform: torch.Tensor) -> torch.Tensor:
     """Scales of 1 except a 2 at the block of the largest draw (one per batch, the same everywhere)."""
-    import torch
-
     scales = torch.ones_like(uniform)
     flat = uniform.reshape(-1, uniform.shape[-2] * uniform.shape[-1])
     scales.view(flat.shape)[torch.arange(flat.shape[0]), flat.argmax(dim=1)] = 2.0
     return scales
 
 
-def quantized_operands(pattern: str, blocks: dict[str, Blocks], drawn: dict[str, torch.Tensor],
-                       formats: dict[str, str]) -> dict[str, torch.Tensor]:
+def quantized_operands(pattern: Pattern, blocks: Mapping[str, Blocks], drawn: Mapping[str, torch.Tensor],
+                       formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
     """A scaled gemm's inputs (a, b, scale_a, scale_b) as float64 values of their formats, from the draws:
     real data quantized (`random`), or a structured pattern (module docstring)."""
-    import torch
-
     structured = pattern not in ("random", "varied")
 
     def real(name: str) -> tuple[torch.Tensor, torch.Tensor]:
         values = drawn[name]
         if pattern == "varied":
             exponents = (drawn[f"scale_{name}"] * _VARIED_EXPONENTS).floor().clamp(0, _VARIED_EXPONENTS - 1)
-            values = values * blocks[name].expand(torch.exp2(exponents - _VARIED_EXPONENTS // 2))
+            values = values * expand_scales(blocks[name], torch.exp2(exponents - _VARIED_EXPONENTS // 2))
         return quantize(values, blocks[name], formats[name], formats[f"scale_{name}"], power_of_two=structured)
 
     def ones(name: str) -> torch.Tensor:

@@ -24,27 +24,55 @@ hardware reads them). Four letters set the scales' storage too: "nnnn" stores sc
 
 Verdict: random data gets the composed bound (runner/ops/scaled_gemm/bound.py); a structured pattern must come back
 exact, rounded once to the output format.
+
+This module is the op's torch-free description, with the block structure of its operands (`Blocks`); the
+torch side (quantizing the inputs, the kernel call, reference, bound, probes) is
+runner/ops/scaled_gemm/numerics.py.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Mapping, get_args
 
-from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, SCALE_DTYPES, operand_formats
+from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, SCALE_DTYPES, largest_finite, operand_formats
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.scaled_gemm.scaling import PATTERNS, Blocks, operand_blocks
 from e2egen.runner.ops.base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
-from e2egen.runner.ops.product_sum.gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype, stored_operand
+from e2egen.runner.ops.product_sum.gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype
 
-if TYPE_CHECKING:
-    import torch
-
-SCALINGS = ("tensor", "rowwise", "blockwise", "mx")
-DEFAULT_BLOCK = {"blockwise": 128, "mx": 32}
+Scaling = Literal["tensor", "rowwise", "blockwise", "mx"]
+SCALINGS: tuple[Scaling, ...] = get_args(Scaling)
+# The inputs a case draws (runner/ops/scaled_gemm/scaling.py): real quantized data, or a structured pattern
+Pattern = Literal["random", "varied", "identity_a", "identity_b", "ones", "double_a_scale", "double_b_scale"]
+PATTERNS: tuple[Pattern, ...] = get_args(Pattern)
+DEFAULT_BLOCK: Mapping[str, int] = frozen_mapping({"blockwise": 128, "mx": 32})
 SCALED_DTYPES = (*FLOAT8, *FLOAT8_PAIRS, *FLOAT4)
 SCALED_LAYOUTS = (*GEMM_LAYOUTS, *("".join(letters) for letters in itertools.product("nt", repeat=4)))
 SCALE_NAMES = ("scale_a", "scale_b")
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """How an operand of (…, rows, cols) shares its scales: blocks of (block_rows, block_cols); the last block
+    of a dim may be partial. runner/ops/scaled_gemm/scaling.py expands scales and reduces values by it."""
+
+    rows: int
+    cols: int
+    block_rows: int
+    block_cols: int
+
+    @property
+    def scale_shape(self) -> tuple[int, int]:
+        return (math.ceil(self.rows / self.block_rows), math.ceil(self.cols / self.block_cols))
+
+
+def operand_blocks(scaling: Scaling, block: int, m: int, n: int, k: int) -> dict[str, Blocks]:
+    """A scaled gemm's block structure of A (m, k) and B (k, n), by input name: the module docstring's table
+    of scalings."""
+    a_block, b_block = {"tensor": ((m, k), (k, n)), "rowwise": ((1, k), (k, 1)),
+                        "blockwise": ((1, block), (block, block)), "mx": ((1, block), (block, 1))}[scaling]
+    return {"a": Blocks(m, k, *a_block), "b": Blocks(k, n, *b_block)}
 
 
 def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -59,11 +87,11 @@ class ScaledGemmParams:
     n: int
     k: int
     batch: int = 0
-    scaling: str = "mx"
+    scaling: Scaling = "mx"
     block: int = 0  # 0: the scaling's default (DEFAULT_BLOCK); tensor and rowwise have none
     scale_a_dtype: str = ""  # "": e8m0 for mx, f32 otherwise
     scale_b_dtype: str = ""
-    pattern: str = "random"
+    pattern: Pattern = "random"
     out_dtype: str = ""  # "": f32
 
     def __post_init__(self) -> None:
@@ -118,6 +146,7 @@ class ScaledGemmParams:
 
 class ScaledGemmOp(ProductSumOp):
     name = "scaled_gemm"
+    numerics = "e2egen.runner.ops.scaled_gemm.numerics:ScaledGemmNumerics"
     dtypes = SCALED_DTYPES
     directions = ("fwd",)
     layouts = SCALED_LAYOUTS
@@ -169,58 +198,11 @@ class ScaledGemmOp(ProductSumOp):
 
     def largest_input(self, params: ScaledGemmParams, dtype: str) -> float:
         """The scales carry the magnitude: any range within f32's (a block's amax sets its scale)."""
-        from e2egen.runner.dtypes import largest_finite
-
         return largest_finite("f32")
 
     def input_ranges(self, params: ScaledGemmParams, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         """The scales' draws are uniform in [0, 1): the structured patterns pick their scales from them."""
         return {"scale_a": (0.0, 1.0), "scale_b": (0.0, 1.0)}
-
-    def quantize_inputs(self, params: ScaledGemmParams, drawn: dict[str, torch.Tensor],
-                        formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
-        from e2egen.runner.inputs import store_exact
-        from e2egen.runner.ops.scaled_gemm.scaling import quantized_operands
-
-        values = quantized_operands(params.pattern, params.blocks, drawn, formats)
-        return {name: store_exact(tensor, formats[name]) for name, tensor in values.items()}
-
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        letters = layout if len(layout) == 4 else layout + "nt"
-        return stored_operand(name, tensor, letters[("a", "b", "scale_a", "scale_b").index(name)] == "t")
-
-    # -- kernels -----------------------------------------------------------------------------------
-    def default_kernel(self, direction: str) -> Callable[..., torch.Tensor]:
-        from e2egen.runner.ops.scaled_gemm.kernels import torch_scaled_gemm
-
-        return torch_scaled_gemm
-
-    def call(self, kernel: Callable[..., torch.Tensor], direction: str, params: ScaledGemmParams,
-             tensors: Mapping[str, torch.Tensor]) -> Any:
-        from e2egen.runner.dtypes import storage_dtype
-
-        return kernel(tensors["a"], tensors["b"], tensors["scale_a"], tensors["scale_b"],
-                      out_dtype=storage_dtype(params.output_format), scaling=params.scaling, block=params.block_size)
-
-    # -- reference, bound, cost ------------------------------------------------------------------------
-    def dequantized(self, params: ScaledGemmParams, inputs64: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(A ⊙ scale_a, B ⊙ scale_b) in float64 (exact)."""
-        from e2egen.runner.ops.scaled_gemm.scaling import dequantized
-
-        blocks = params.blocks
-        return (dequantized(inputs64["a"], inputs64["scale_a"], blocks["a"]),
-                dequantized(inputs64["b"], inputs64["scale_b"], blocks["b"]))
-
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        import torch
-
-        a, b = self.dequantized(problem.params, inputs64)
-        return {"c": torch.matmul(a, b)}
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.ops.scaled_gemm.bound import scaled_gemm_bound
-
-        return {"c": scaled_gemm_bound(problem, *self.dequantized(problem.params, inputs64))}
 
     def reduction_size(self, params: ScaledGemmParams, direction: str) -> int:
         return params.k
@@ -232,12 +214,5 @@ class ScaledGemmOp(ProductSumOp):
         return "/".join(part for part in parts if part)
 
     def probe_params(self, params: ScaledGemmParams, direction: str) -> ScaledGemmParams:
-        from dataclasses import replace
-
+        """gemm's probes run on this problem with every scale 1 (runner/ops/scaled_gemm/probes.py)."""
         return replace(params, m=32, n=32, k=256, batch=2 if params.batch else 0, pattern="random")
-
-    def probe_arithmetic(self, problem: Any, kernel: Callable[..., Any], device: Any, label: str) -> Any:
-        """The gemm probes on the kernel with every scale 1: what its products and accumulator do."""
-        from e2egen.runner.ops.scaled_gemm.probes import probe_scaled_arithmetic
-
-        return probe_scaled_arithmetic(problem, kernel, device, label)

@@ -1,0 +1,115 @@
+"""The normalisations' numerics (the torch half of runner/ops/normalization/spec.py): their input kinds (offset
+rows, backward inputs that a forward pass can give), how a layout stores each input, the kernel call under
+the contracts, the float64 reference (normalization_math.py) and the bounds (bound.py)."""
+from __future__ import annotations
+
+from typing import Mapping, TypeVar
+
+import torch
+
+from e2egen.runner.arithmetic.model import Arithmetic
+from e2egen.runner.bound import ErrorBound
+from e2egen.runner.ops.normalization import kernels
+from e2egen.runner.ops.normalization.bound import (log_softmax_backward_bound, log_softmax_forward_bound,
+                                                   norm_backward_bounds, norm_forward_bound, softmax_backward_bound,
+                                                   softmax_forward_bound)
+from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets, from_softmax_rows,
+                                                                log_softmax_backward_float64, norm_backward_float64,
+                                                                norm_float64, norm_forward_float64, norm_rows,
+                                                                softmax_backward_float64, softmax_float64, softmax_rows)
+from e2egen.runner.ops.normalization.params import NormParams, SoftmaxParams
+from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, NormOp, SoftmaxOp
+from e2egen.runner.ops.numerics import Kernel, OpNumerics
+from e2egen.runner.ops.tensor_layouts import arrange_tensor
+from e2egen.runner.problem import Problem
+
+NormalizationSpec = TypeVar("NormalizationSpec", SoftmaxOp, NormOp)
+
+
+class _TensorNumerics(OpNumerics[NormalizationSpec]):
+    """What the normalisations share: the tensor layouts, where weight and bias keep their own order."""
+
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return arrange_tensor(tensor, layout, primary=name not in PER_FEATURE_INPUTS)
+
+
+# -- softmax, log_softmax -------------------------------------------------------------------------
+class SoftmaxNumerics(_TensorNumerics[SoftmaxOp]):
+    def adjust_inputs(self, params: SoftmaxParams, drawn: dict[str, torch.Tensor]) -> None:
+        """fwd: every row of x gets its offset. bwd: y becomes the (log_)softmax of the drawn logits."""
+        if "x" in drawn:
+            add_row_offsets(softmax_rows(drawn["x"], params), params.offset)
+            return
+        logits = softmax_rows(drawn["y"], params)
+        add_row_offsets(logits, params.offset)
+        rows = softmax_float64(logits)
+        drawn["y"] = from_softmax_rows(rows.z if self.spec.log else rows.y, params).contiguous()
+
+    def default_kernel(self, direction: str) -> Kernel:
+        if direction == "fwd":
+            return kernels.torch_log_softmax if self.spec.log else kernels.torch_softmax
+        return kernels.torch_log_softmax_backward if self.spec.log else kernels.torch_softmax_backward
+
+    def call(self, kernel: Kernel, direction: str, params: SoftmaxParams,
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if direction == "fwd":
+            return kernel(tensors["x"], dim=params.axis)
+        return kernel(tensors["grad_y"], tensors["y"], dim=params.axis)
+
+    def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        params = problem.params
+        if problem.direction == "fwd":
+            rows = softmax_float64(softmax_rows(inputs64["x"], params))
+            return {"y": from_softmax_rows(rows.z if self.spec.log else rows.y, params)}
+        grad, y = softmax_rows(inputs64["grad_y"], params), softmax_rows(inputs64["y"], params)
+        backward = log_softmax_backward_float64 if self.spec.log else softmax_backward_float64
+        return {"grad_x": from_softmax_rows(backward(grad, y), params)}
+
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        if problem.direction == "fwd":
+            forward = log_softmax_forward_bound if self.spec.log else softmax_forward_bound
+            return {"y": forward(problem, inputs64["x"])}
+        backward = log_softmax_backward_bound if self.spec.log else softmax_backward_bound
+        return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
+
+
+# -- layer_norm, rms_norm ---------------------------------------------------------------------------
+class NormNumerics(_TensorNumerics[NormOp]):
+    def adjust_inputs(self, params: NormParams, drawn: dict[str, torch.Tensor]) -> None:
+        """Every row of x gets its offset (large means: layer_norm's variance must not cancel)."""
+        add_row_offsets(norm_rows(drawn["x"], params), params.offset)
+
+    def default_kernel(self, direction: str) -> Kernel:
+        if direction == "fwd":
+            return kernels.torch_layer_norm if self.spec.centered else kernels.torch_rms_norm
+        return kernels.torch_layer_norm_backward if self.spec.centered else kernels.torch_rms_norm_backward
+
+    def call(self, kernel: Kernel, direction: str, params: NormParams,
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        geometry = {"normalized_shape": params.normalized_shape, "eps": params.eps}
+        weight = tensors.get("weight")
+        if direction == "fwd":
+            if self.spec.centered:
+                return kernel(tensors["x"], weight, tensors.get("bias"), **geometry)
+            return kernel(tensors["x"], weight, **geometry)
+        return kernel(tensors["grad_y"], tensors["x"], weight, **geometry)
+
+    def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        params, centered = problem.params, self.spec.centered
+        weight = inputs64.get("weight")
+        if problem.direction == "fwd":
+            return {"y": norm_forward_float64(params, inputs64["x"], weight, inputs64.get("bias"), centered)}
+        norm = norm_float64(norm_rows(inputs64["x"], params), params.eps, centered)
+        grads = norm_backward_float64(norm, norm_rows(inputs64["grad_y"], params),
+                                      None if weight is None else weight.reshape(-1))
+        values = {"grad_x": grads.grad_x.reshape(params.shape),
+                  "grad_weight": grads.grad_weight.reshape(params.normalized_shape),
+                  "grad_bias": grads.grad_bias.reshape(params.normalized_shape)}
+        return {name: values[name] for name in problem.output_names}
+
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        if problem.direction == "fwd":
+            return {"y": norm_forward_bound(problem, inputs64, self.spec.centered)}
+        return norm_backward_bounds(problem, inputs64, self.spec.centered)

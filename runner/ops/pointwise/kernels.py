@@ -1,0 +1,116 @@
+"""The point-wise family's alternate and planted-bug kernels, through the plug-in contract f(x) -> y or
+f(x, y) -> z (runner/ops/pointwise/spec.py): tensors in the case's dtype, result in it too. torch's own
+kernel is the default (runner/ops/math_functions.py); studies/elementwise_evidence.py and the family's
+tests run these by impl string, "e2egen.runner.ops.pointwise.kernels:NAME".
+
+CORRECT on paper (another formula, order or a fast approximation; the evidence checks each is really
+inside the acceptance interval and says where it is not):
+    exp_via_exp2       2^(x·log2 e), every step in f32
+    exp_2ulp           an __expf-like exp: 2^(x·log2 e) in f32, then 2 f32 ulps off (alternating sign)
+    silu_div           x / (1 + exp(-x)) in f32
+    rsqrt_newton       a 12-bit approximation (rsqrtss-like, relative error 1.5·2^-12) and one Newton step in f32
+    div_reciprocal     x · (1 / y) in f32
+    sqrt_x_rsqrt       x · rsqrt(x) in f32
+    gelu_erfc          x/2 · erfc(-x/√2) in f32
+    sigmoid_tanh       0.5 + 0.5·tanh(x/2) in f32 (cancels for x << 0: loses f32's relative accuracy)
+    tanh_exp           1 - 2 / (exp(2x) + 1) in f32 (cancels near 0: loses relative accuracy there)
+
+WRONG (one bug each):
+    exp_f16            the argument x·log2 e rounded to the input format before exp2 (computes in f16/bf16)
+    rsqrt_4ulp         the correctly rounded rsqrt moved 4 ulps of the output format up (2 are allowed)
+    gelu_tanh_form     GELU's tanh approximation where the erf form is asked
+    sigmoid_overflow   exp(x) / (1 + exp(x)): inf / inf = NaN once exp(x) overflows f32 (x > 88.7)
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+LOG2E = 1.0 / math.log(2.0)
+F32 = torch.float32
+
+
+def _f32(x: torch.Tensor) -> torch.Tensor:
+    return x.to(F32)
+
+
+def _alternating(like: torch.Tensor) -> torch.Tensor:
+    """+1, -1, +1, ... over the elements in logical order: errors of both signs, deterministic."""
+    signs = 1.0 - 2.0 * (torch.arange(like.numel(), device=like.device) % 2).to(torch.float64)
+    return signs.reshape(like.shape)
+
+
+def _ulps_off(exact64: torch.Tensor, ulps: int, dtype: torch.dtype, signs: torch.Tensor | None = None) -> torch.Tensor:
+    """exact64 rounded to dtype, then moved `ulps` steps of dtype (up, or by `signs` per element)."""
+    value = exact64.to(dtype)
+    up = torch.full_like(value, math.inf)
+    down = torch.full_like(value, -math.inf)
+    target = up if signs is None else torch.where(signs > 0, up, down)
+    for _ in range(ulps):
+        value = torch.nextafter(value, target)
+    return value
+
+
+# -- correct on paper --------------------------------------------------------------------------------
+def exp_via_exp2(x: torch.Tensor) -> torch.Tensor:
+    return torch.exp2(_f32(x) * LOG2E).to(x.dtype)
+
+
+def exp_2ulp(x: torch.Tensor) -> torch.Tensor:
+    result = torch.exp2(_f32(x) * LOG2E)
+    return _ulps_off(result.double(), 2, F32, _alternating(result)).to(x.dtype)
+
+
+def silu_div(x: torch.Tensor) -> torch.Tensor:
+    x32 = _f32(x)
+    return (x32 / (1.0 + torch.exp(-x32))).to(x.dtype)
+
+
+def rsqrt_newton(x: torch.Tensor) -> torch.Tensor:
+    x32 = _f32(x)
+    # the hardware approximation: 12 good bits, modelled as the exact value off by 1.5·2^-12 relative
+    approx = (torch.rsqrt(x32.double()) * (1.0 + 1.5 * 2.0 ** -12 * _alternating(x32))).to(F32)
+    return (approx * (1.5 - 0.5 * x32 * approx * approx)).to(x.dtype)
+
+
+def div_reciprocal(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (_f32(x) * (1.0 / _f32(y))).to(x.dtype)
+
+
+def sqrt_x_rsqrt(x: torch.Tensor) -> torch.Tensor:
+    x32 = _f32(x)
+    return (x32 * torch.rsqrt(x32)).to(x.dtype)
+
+
+def gelu_erfc(x: torch.Tensor) -> torch.Tensor:
+    x32 = _f32(x)
+    return (0.5 * x32 * torch.erfc(-x32 * (1.0 / math.sqrt(2.0)))).to(x.dtype)
+
+
+def sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
+    return (0.5 + 0.5 * torch.tanh(0.5 * _f32(x))).to(x.dtype)
+
+
+def tanh_exp(x: torch.Tensor) -> torch.Tensor:
+    x32 = _f32(x)
+    return (1.0 - 2.0 / (torch.exp(2.0 * x32) + 1.0)).to(x.dtype)
+
+
+# -- wrong ---------------------------------------------------------------------------------------------
+def exp_f16(x: torch.Tensor) -> torch.Tensor:
+    argument = (_f32(x) * LOG2E).to(x.dtype)  # rounded to the input format: ~2^-11 relative of up to 16
+    return torch.exp2(_f32(argument)).to(x.dtype)
+
+
+def rsqrt_4ulp(x: torch.Tensor) -> torch.Tensor:
+    return _ulps_off(torch.rsqrt(x.double()), 4, x.dtype)
+
+
+def gelu_tanh_form(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(_f32(x), approximate="tanh").to(x.dtype)
+
+
+def sigmoid_overflow(x: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(_f32(x))
+    return (e / (1.0 + e)).to(x.dtype)

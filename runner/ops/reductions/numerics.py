@@ -1,0 +1,42 @@
+"""The reductions' numerics (the torch half of runner/ops/reductions/spec.py): how a layout stores x, the kernel
+call under the contract, the bound (bound.py) and the arithmetic probes (probes.py). The reference is the
+default's: torch's own kernel on the float64 inputs."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+from e2egen.runner.arithmetic.model import Arithmetic
+from e2egen.runner.bound import ErrorBound
+from e2egen.runner.ops.numerics import Kernel, OpNumerics
+from e2egen.runner.ops.reductions.bound import reduction_bound
+from e2egen.runner.ops.reductions.kernels import TORCH_KERNELS
+from e2egen.runner.ops.reductions.probes import probe_reduction
+from e2egen.runner.ops.reductions.spec import ReductionOp, ReductionParams
+from e2egen.runner.ops.tensor_layouts import arrange_tensor
+from e2egen.runner.problem import Problem
+
+
+class ReductionNumerics(OpNumerics[ReductionOp]):
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return arrange_tensor(tensor, layout)
+
+    # -- kernels ----------------------------------------------------------------------
+    def default_kernel(self, direction: str) -> Kernel:
+        return TORCH_KERNELS[self.spec.reduction]
+
+    def call(self, kernel: Kernel, direction: str, params: ReductionParams,
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if self.spec.reduction == "var":
+            return kernel(tensors["x"], dim=params.axes, correction=params.correction)
+        return kernel(tensors["x"], dim=params.axes)
+
+    # -- bound -------------------------------------------------------------------------------
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        return {problem.primary_output: reduction_bound(self.spec.reduction, problem, inputs64["x"])}
+
+    # -- arithmetic probes (probes.py) ------------------------------------------------------
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_reduction(self.spec.reduction, problem, kernel, device, label)

@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 # numba compiles its kernels into an on-disk cache; compiled here once, no test process (nor each xdist
 # worker) pays the ~2 s of a cold cache. Redone when a kernel's source changes (that invalidates its cache).
 warm: $(VENV)/.numba-warm
-$(VENV)/.numba-warm: $(VENV)/.installed $(wildcard metrics/fused_numba.py runner/draws.py runner/narrowing.py runner/magnitude.py metrics/ulp_terms.py metrics/rounding_numba.py runner/interval_passes.py runner/upper_matmul.py runner/partial_passes.py runner/softmax_passes.py)
+$(VENV)/.numba-warm: $(VENV)/.installed $(wildcard metrics/numba_kernels.py metrics/fused_numba.py runner/draws.py runner/narrowing.py runner/magnitude.py metrics/ulp_terms.py metrics/rounding_numba.py runner/interval_passes.py runner/upper_matmul.py runner/partial_passes.py runner/softmax_passes.py)
 	$(PYTHON) -m e2egen.runner.warmup
 	touch $@
 

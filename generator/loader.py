@@ -438,7 +438,7 @@ class _Reader(TomlReader):
 
     def check_catalogue_minimums(self, op: Any, params: dict, key_path: tuple) -> None:
         """Values the runner takes internally but a catalogue may not write (gemm's batch = 0, its "no batch")."""
-        for key, (minimum, hint) in getattr(op, "catalogue_minimums", {}).items():
+        for key, (minimum, hint) in op.catalogue_minimums.items():
             value = params.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value < minimum:
                 self.problem(key_path + (key,), f"expected an integer >= {minimum}, got {value}" + (f"; {hint}" if hint else ""))

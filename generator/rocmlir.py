@@ -161,6 +161,7 @@ from e2egen.generator.rocmlir_data import DATA_FLAGS, DataRange, resolve_data
 from e2egen.generator.toml_lines import key_lines, line_of
 from e2egen.generator.toml_reader import parse_toml
 from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
+from e2egen.runner.ops import OPS
 
 # Per-dtype tolerances every converted catalogue starts from (a suite's
 # thresholds from rocMLIR's suffix override them).
@@ -1233,8 +1234,6 @@ def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given
     a 3-d conv). A 3-d layout whose depth is 1 (no -in_d, -fil_d or depth padding) is that 2-d conv, the depth
     dropped: e2egen's 2-d digits 0 1 are h w too. One with a depth is a conv3d, in letters, since e2egen's 3-d
     digits count from d (d h w)."""
-    from e2egen.runner.ops.product_sum.conv_layouts import layout_problem
-
     filter_order, input_order, output_order = (n.lower() for n in names)
     if "k" not in output_order:
         output_order = output_order.replace("c", "k")
@@ -1247,7 +1246,7 @@ def _conv_layout_string(names: tuple[str, ...], flags: Mapping[str, Flag], given
         orders = tuple(order.translate(str.maketrans("012", "yxz" if role == "filter" else "hwd"))
                        for role, order in zip(("input", "filter", "output"), orders))
     layout = "-".join(orders)
-    problem = layout_problem(layout, spatial_dims)
+    problem = OPS[f"conv{spatial_dims}d"].layout_problem(layout)
     if problem is None:
         return layout
     notes.add(source.line, source.what, f"conv layout {layout}: {problem}; left out")

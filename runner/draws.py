@@ -23,12 +23,10 @@ import torch
 
 from e2egen.metrics import threads
 
-try:
-    import numba
-except ImportError:
-    numba = None
+from e2egen.metrics.numba_kernels import AVAILABLE  # re-exported: whether this module's kernels exist
 
-AVAILABLE = numba is not None
+if AVAILABLE:
+    import numba
 _MASK = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15  # SplitMix64's counter step (2^64 / golden ratio, odd)
 _MIX_1, _MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB

@@ -35,7 +35,7 @@ import math
 
 import torch
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import numba_kernels, threads
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.formats import Format, float_format
 from e2egen.metrics.rounding import ulp_emax
@@ -44,7 +44,7 @@ __all__ = ["fused_monotone", "fused_output_side", "fused_outward", "fused_produc
            "fused_width"]
 
 
-if fused_numba.AVAILABLE:
+if numba_kernels.AVAILABLE:
     import numba
     import numpy as np
 
@@ -276,7 +276,7 @@ def fused_monotone(lo: torch.Tensor, hi: torch.Tensor, at_lo: torch.Tensor, at_h
 
 def _kernel(name: str):
     """The numba kernel of that name, or None without numba."""
-    return globals()[name] if fused_numba.AVAILABLE else None
+    return globals()[name] if numba_kernels.AVAILABLE else None
 
 
 def _ends_pass(kernel, ends, args: tuple, fmt: Format) -> tuple[torch.Tensor, torch.Tensor] | None:

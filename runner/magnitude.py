@@ -47,7 +47,7 @@ from typing import Mapping
 
 import torch
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import numba_kernels, threads
 from e2egen.metrics.backend import numba_path
 from e2egen.metrics.rounding import flush_subnormals as metrics_flush_subnormals
 
@@ -155,7 +155,7 @@ def signed_sum_error(reduction_size: int, unit: float, min_normal: float) -> tup
 
 
 
-if fused_numba.AVAILABLE:
+if numba_kernels.AVAILABLE:
     import numba
     import numpy as np
 

@@ -21,12 +21,10 @@ import torch
 from e2egen.metrics import threads
 from e2egen.metrics.formats import Format, float_format
 
-try:
-    import numba
-except ImportError:
-    numba = None
+from e2egen.metrics.numba_kernels import AVAILABLE  # re-exported: whether this module's kernels exist
 
-AVAILABLE = numba is not None
+if AVAILABLE:
+    import numba
 NARROW_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 # Elements per task: large enough that the thread hand-off is noise, small enough to split the work evenly.
 _CHUNK = 1 << 20

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import numba_kernels, threads
 from e2egen.metrics.backend import numba_path
 
 __all__ = ["accumulate", "start"]
@@ -31,7 +31,7 @@ __all__ = ["accumulate", "start"]
 # and for the sums' chunks moving between the cores' caches from one partial to the next (27 partials of 400K
 # elements took 6.0 ms on one thread, 10.3 ms on two; torch's ops: 6.2 ms on two).
 
-if fused_numba.AVAILABLE:
+if numba_kernels.AVAILABLE:
     import numba
     import numpy as np
 
@@ -119,7 +119,7 @@ def _torch_accumulate(part: torch.Tensor, absolute: torch.Tensor, running: torch
 
 def _applies(parts: tuple[torch.Tensor, ...]) -> bool:
     first = parts[0]
-    return (fused_numba.AVAILABLE and 1 <= len(parts) <= 2 and numba_path(first.device)
+    return (1 <= len(parts) <= 2 and numba_path(first.device)
             and all(p.dtype == first.dtype and p.dtype in (torch.float32, torch.float64) and p.is_contiguous()
                     and p.shape == first.shape and p.device == first.device for p in parts))
 

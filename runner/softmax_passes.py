@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import numba_kernels, threads
 from e2egen.metrics.backend import numba_path
 
 __all__ = ["WeightTerms", "weight_terms"]
 
-if fused_numba.AVAILABLE:
+if numba_kernels.AVAILABLE:
     import numba
 
     from e2egen.metrics.numba_kernels import (
@@ -137,7 +137,7 @@ def weight_terms(p: torch.Tensor, scores: torch.Tensor, row_max: torch.Tensor, r
     where it does not apply (no numba, not the CPU, E2E_METRICS_BACKEND=torch, or operands not float64
     (raw: f32 or float64) of the scores' shape)."""
     given = [t for t in (score_scale, bias) if t is not None]
-    if not (fused_numba.AVAILABLE and numba_path(p.device) and p.dim() == 4 and p.numel()
+    if not (numba_path(p.device) and p.dim() == 4 and p.numel()
             and p.dtype == scores.dtype == row_max.dtype == torch.float64
             and raw.dtype in (torch.float32, torch.float64)
             and p.shape == scores.shape == raw.shape and row_max.shape == p.shape[:-1] + (1,)

@@ -39,7 +39,7 @@ from typing import Callable
 
 import torch
 
-from e2egen.metrics import fused_numba, threads
+from e2egen.metrics import numba_kernels, threads
 from e2egen.metrics.backend import numba_path
 
 from e2egen.runner.magnitude import (F32_MAX, F32_MIN_NORMAL, F32_MIN_NORMAL_BITS, F32_UNIT_ROUNDOFF, F64_UNIT_ROUNDOFF,
@@ -54,7 +54,7 @@ F32_FROM_ROWS = 8
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-if fused_numba.AVAILABLE:
+if numba_kernels.AVAILABLE:
     import numba
     import numpy as np
 

@@ -18,8 +18,8 @@ import time
 import torch
 
 from e2egen import metrics
-from e2egen.metrics import formats
-from e2egen.metrics import fused_numba, ulp_terms
+from e2egen.metrics import formats, numba_kernels
+from e2egen.metrics import ulp_terms
 from e2egen.metrics.encoding import encode
 from e2egen.metrics.rounding import rounding_deviation
 from e2egen.metrics.ulp_terms import ScaledPlusUlps
@@ -31,7 +31,7 @@ from e2egen.runner.intervals import ALLOWANCES, F64_SLACK
 
 def warm() -> int:
     """Run each numba kernel once per argument type; returns the number of calls made (0 without numba)."""
-    if not fused_numba.AVAILABLE:
+    if not numba_kernels.AVAILABLE:
         return 0
     calls = 0
     ref = torch.linspace(-3.0, 3.0, 257, dtype=torch.float64)

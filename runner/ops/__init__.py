@@ -41,10 +41,8 @@ def numerics_of(op: str | Op) -> OpNumerics:
     spec = _REGISTRY[name]
     module_name, _, class_name = spec.numerics.partition(":")
     if not class_name:
-        from e2egen.runner.ops.numerics import CombinedNumerics  # transitional: spec and numerics in one class
-        numerics = CombinedNumerics(spec)
-    else:
-        numerics = getattr(importlib.import_module(module_name), class_name)(spec)
+        raise ValueError(f"op {name!r} names no numerics (Op.numerics = 'package.module:Class') and none was registered")
+    numerics = getattr(importlib.import_module(module_name), class_name)(spec)
     _LOADED_NUMERICS[name] = numerics
     return numerics
 

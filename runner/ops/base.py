@@ -24,63 +24,16 @@ import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Generic, Literal, Mapping, Sequence, TypeVar, get_args
 
 from e2egen.runner.dtypes import FLOAT_DTYPES, largest_finite, operand_formats, output_dtype_name
 from e2egen.runner.errors import ProblemError
 
-if TYPE_CHECKING:
-    import torch
-
 Shape = tuple[int, ...]
 Direction = Literal["fwd", "bwd_data", "bwd_weight"]
-DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd_data", "bwd_weight")
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+ParamsT = TypeVar("ParamsT")  # an op's frozen params dataclass
 UNKNOWN_LAYOUT = "unknown layout"  # Op.layout_problem: not a name this op knows
-
-
-class _TransitionalNumerics:
-    """Transitional (removed when every family has its numerics class): the numerics defaults a spec class
-    that still carries its numerics methods inherits."""
-
-    def quantize_inputs(self, params: Any, drawn: dict[str, torch.Tensor], formats: Mapping[str, str]) -> dict[str, torch.Tensor]:
-        """The drawn float64 values as the kernel's inputs: by default each rounded once (nearest even) to its
-        format. An op that quantizes (a scaled gemm: a shared scale per block, then the elements) overrides
-        this; the reference then consumes exactly what it returns."""
-        from e2egen.runner.inputs import round_to_format
-
-        return {name: round_to_format(values, formats[name]) for name, values in drawn.items()}
-
-    def adjust_inputs(self, params: Any, drawn: dict[str, torch.Tensor]) -> None:
-        """Shape the drawn float64 values in place before they are rounded (an op's input kinds, such as
-        attention's peaky or offset scores). By default the uniform draw stays as it is."""
-
-
-    def arrange_inputs(self, params: Any, tensors: Mapping[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
-        """Every kernel input as the kernel receives it: by default each stored by arrange; an op whose layouts
-        need the problem's sizes (conv's that split the groups out) overrides this."""
-        return {name: self.arrange(name, tensor, layout) for name, tensor in tensors.items()}
-
-    # -- kernels ------------------------------------------------------------
-
-
-    # -- reference and bound ------------------------------------------------------
-    def reference(self, problem: Any, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Every output in float64 from the float64 inputs, on their device.
-
-        By default torch's own kernel run on float64 tensors (exact to float64
-        for the product-sum ops); an op whose torch kernel cannot run in float64
-        overrides this.
-        """
-        result = self.call(self.default_kernel(problem.direction), problem.direction, problem.params, inputs64)
-        return named_outputs(problem.output_names, result, lambda text: ValueError(f"{self.name} reference: {text}"))
-
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        """Each output's per-element bound (a runner.bound.ErrorBound), composed from runner.bound's pieces.
-
-        arithmetic: the kernel's measured arithmetic (runner.arithmetic.Arithmetic), for pieces that need
-        more than the inputs when the kernel keeps partial sums (None: not measured)."""
-        raise ProblemError("bound_ratio", None, f"op {self.name} has no error model: choose other metrics")
-
 
 
 @dataclass(frozen=True)
@@ -91,7 +44,7 @@ class TensorSpec:
     dtype: str
 
 
-class Op(_TransitionalNumerics, ABC):
+class Op(ABC, Generic[ParamsT]):
     """One op of the catalogue (conv2d, gemm, ...).
 
     name: the catalogue's op name; directions, layouts: the valid axes values;
@@ -115,7 +68,7 @@ class Op(_TransitionalNumerics, ABC):
     torch_kernel_widens: bool = True
 
     # -- parameters -------------------------------------------------------
-    def parse_params(self, raw: Mapping[str, Any]) -> Any:
+    def parse_params(self, raw: Mapping[str, Any]) -> ParamsT:
         """Catalogue dict -> the op's normalised, validated params dataclass."""
         if not isinstance(raw, Mapping):
             raise ProblemError("params", raw, f"expected a table of {self.name} parameters, got {type(raw).__name__}")
@@ -129,7 +82,7 @@ class Op(_TransitionalNumerics, ABC):
         return self._build_params({**self.optional_params, **raw})
 
     @abstractmethod
-    def _build_params(self, raw: Mapping[str, Any]) -> Any:
+    def _build_params(self, raw: Mapping[str, Any]) -> ParamsT:
         """All parameters present (defaults filled in) -> params dataclass."""
 
     @property
@@ -138,18 +91,18 @@ class Op(_TransitionalNumerics, ABC):
 
     # -- tensors ------------------------------------------------------------
     @abstractmethod
-    def input_shapes(self, params: Any, direction: str) -> dict[str, Shape]:
+    def input_shapes(self, params: ParamsT, direction: Direction) -> dict[str, Shape]:
         """Logical shapes of the kernel's inputs, in the order they are drawn."""
 
     @abstractmethod
-    def output_shape(self, params: Any, direction: str) -> Shape:
+    def output_shape(self, params: ParamsT, direction: Direction) -> Shape:
         """Logical shape of the primary output."""
 
-    def output_names(self, params: Any, direction: str) -> tuple[str, ...]:
+    def output_names(self, params: ParamsT, direction: Direction) -> tuple[str, ...]:
         """The kernel's outputs, in the order it returns them; the first is the primary one."""
         return ("out",)
 
-    def outputs(self, params: Any, direction: str, dtype: str) -> dict[str, TensorSpec]:
+    def outputs(self, params: ParamsT, direction: Direction, dtype: str) -> dict[str, TensorSpec]:
         """Every output's logical shape and format. By default one output in the case's output format, or
         in the one the params' `out_dtype` asks for (an fp8 conv or gemm writing bf16)."""
         (name,) = self.output_names(params, direction)
@@ -162,114 +115,103 @@ class Op(_TransitionalNumerics, ABC):
         the listed ones; an op whose layouts are data (conv) accepts more than it lists."""
         return None if layout in self.layouts else UNKNOWN_LAYOUT
 
-    def layout_params_problem(self, params: Any, layout: str) -> str | None:
+    def layout_params_problem(self, params: ParamsT, layout: str) -> str | None:
         """Why this (valid) layout cannot store this problem's tensors (None when it can): a tensor op's
         channels_last on a rank-2 shape."""
         return None
 
-    def dtype_params_problem(self, params: Any, dtype: str) -> str | None:
+    def dtype_params_problem(self, params: ParamsT, dtype: str) -> str | None:
         """Why this problem cannot run in this (valid) dtype (None when it can): fp4 needs an even K, an
         output format only fp8 chooses."""
         return None
 
-    def shared_rounding(self, params: Any) -> str:
+    def shared_rounding(self, params: ParamsT) -> str:
         """Why a correct kernel's errors may lean one way across many elements ("" when they cannot): one
         rounding applied to many of them, such as a product of f32 scales computed once. bias_z assumes
         independent per-element errors, so it does not apply there (generator.cases.applicable_tolerances)."""
         return ""
 
-    def input_ranges(self, params: Any, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
+    def input_ranges(self, params: ParamsT, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         """Inputs drawn from a range of their own (a divisor near zero, pow's exponent) instead of the
         case's; by default every input takes the case's range."""
         return {}
 
-    def input_formats(self, params: Any, direction: str, dtype: str) -> dict[str, str]:
+    def input_formats(self, params: ParamsT, direction: Direction, dtype: str) -> dict[str, str]:
         """Each input's format. By default the dtype's; for a pair "A_B" (fp8 with bf8) the first input takes
         A's format and every other input B's. An op whose inputs differ in kind (a scaled gemm's scales,
         attention's i8 Q and K with an f16 V) says so here."""
         first, second = operand_formats(dtype)
         return {name: first if index == 0 else second for index, name in enumerate(self.input_shapes(params, direction))}
 
-    def largest_input(self, params: Any, dtype: str) -> float:
+    def largest_input(self, params: ParamsT, dtype: str) -> float:
         """The largest magnitude the case's input range may reach: by default the largest finite value of the
         input formats (a wider range would draw inf); an op that scales its inputs into the format allows more."""
         return largest_finite(dtype)
 
     # -- cost -----------------------------------------------------------------
     @abstractmethod
-    def reduction_size(self, params: Any, direction: str) -> int:
+    def reduction_size(self, params: ParamsT, direction: Direction) -> int:
         """Products summed into each output element."""
 
-    def flops(self, params: Any, direction: str) -> int:
+    def flops(self, params: ParamsT, direction: Direction) -> int:
         """2 per multiply-add: every output element sums reduction_size products."""
         return 2 * math.prod(self.output_shape(params, direction)) * self.reduction_size(params, direction)
 
-    def scratch_elements(self, params: Any, direction: str) -> int:
+    def scratch_elements(self, params: ParamsT, direction: Direction) -> int:
         """float64 elements the reference holds at its peak besides its inputs and outputs (conv's unfolded
         windows, attention's score matrices, a chain's intermediate); the bound's Σ|a·b| runs the same
         computation again. runner/memory.py sizes the pre-run memory check with it. None by default."""
         return 0
 
-    def owns_params(self, params: Any) -> bool:
+    def owns_params(self, params: ParamsT) -> bool:
         """Whether `params` are this op's (conv1d's, not conv2d's)."""
         return isinstance(params, self.params_type)
 
-    def bound_magnitude_inputs(self, params: Any, direction: str) -> tuple[str, ...]:
+    def bound_magnitude_inputs(self, params: ParamsT, direction: Direction) -> tuple[str, ...]:
         """The inputs whose magnitudes error_bound multiplies as they are (Σ|a·b|, attention's |Q|·|K|ᵀ and
         |V|, a fused chain's operands): the runner takes those as f32 while it widens them for the reference
         (runner/magnitude.scanned_inputs), so the bound does not read them again. None by default."""
         return ()
 
     # -- arithmetic probes (runner/arithmetic) --------------------------------
-    def shape_class(self, params: Any, direction: str) -> str:
+    def shape_class(self, params: ParamsT, direction: Direction) -> str:
         """The geometry a kernel may pick its algorithm by ("" when one class covers every shape)."""
         return ""
 
-    def probe_params(self, params: Any, direction: str) -> Any | None:
+    def probe_params(self, params: ParamsT, direction: Direction) -> ParamsT | None:
         """A small problem of the same shape class, on which the numerics' probe_arithmetic runs; None when the
         op has no probes (its arithmetic is then assumed from the dtype, and the report says so)."""
         return None
 
     # -- hooks added by the op families (each with its default) ----------------
-    def lowered_dims(self, params: Any, direction: str) -> tuple[int, int, int, int] | None:
+    def lowered_dims(self, params: ParamsT, direction: Direction) -> tuple[int, int, int, int] | None:
         """(G, M, R, Ncol) of the op written as one batched matrix product (OpNumerics.lowered), from the
         shapes alone: runner/memory.py sizes an `accumulate = k` reference with it. None: no such form."""
         return None
 
-    def output_dim_names(self, params: Any, direction: str) -> tuple[str, ...]:
+    def output_dim_names(self, params: ParamsT, direction: Direction) -> tuple[str, ...]:
         """Names of the primary output's logical dims, as a report prints an element's position (a conv's y:
         n, k, h, w); () leaves them to the reader's default (e2egen/diagnose/coords.py)."""
         return ()
 
 
-class ProductSumOp(Op):
+class ProductSumOp(Op[ParamsT]):
     """An op each of whose outputs sums `reduction_size` products of its inputs, then rounds (conv, gemm)."""
 
-    def bound_magnitude_inputs(self, params: Any, direction: str) -> tuple[str, ...]:
+    def bound_magnitude_inputs(self, params: ParamsT, direction: Direction) -> tuple[str, ...]:
         return tuple(self.input_shapes(params, direction))  # Σ|a·b|
 
-    def error_bound(self, problem: Any, inputs64: Mapping[str, torch.Tensor], arithmetic: Any = None) -> Mapping[str, Any]:
-        from e2egen.runner.bound import product_sum_bound
-
-        return {problem.primary_output: product_sum_bound(problem, inputs64, arithmetic)}
-
-    def reduction_partials(self, problem: Any, inputs: Mapping[str, torch.Tensor], kind: str) -> Iterator[torch.Tensor] | None:
-        """The partial sums of a "taps" or "samples" cut, in the documented reduction order
-        (runner/ops/product_sum/lowering.py), computed in the inputs' dtype (f32 or float64: bound.PartialSums covers each
-        partial's own error); None where the op cannot cut its reduction that way."""
-        return None
-
-    def reduction_parts(self, params: Any, direction: str) -> tuple[int, int]:
+    def reduction_parts(self, params: ParamsT, direction: Direction) -> tuple[int, int]:
         """(samples, taps): into how many per-sample or per-tap partials a kernel may cut the reduction."""
         return 1, 1
 
-    def accumulation_chunks(self, params: Any, direction: str) -> frozenset[int]:
+    def accumulation_chunks(self, params: ParamsT, direction: Direction) -> frozenset[int]:
         """Lengths of runs of consecutive products (in the lowered reduction order) that a kernel of this op
         plausibly sums apart, besides powers of two (a conv's window multiples): the accumulator models
         `e2egen explain` searches (e2egen/diagnose/variants.py). None by default."""
         return frozenset()
 
-    def probe_params(self, params: Any, direction: str) -> Any | None:
+    def probe_params(self, params: ParamsT, direction: Direction) -> ParamsT | None:
         """A small problem of the same shape class, on which the product-sum probes run."""
         return params
 

@@ -11,48 +11,51 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-    from e2egen.runner.intervals import Interval, IntervalContext
+from e2egen.runner import intervals as iv
+from e2egen.runner.intervals import Interval, IntervalContext
+from e2egen.runner.ops.function_signatures import SIGNATURES, FunctionSignature
 
 
 @dataclass(frozen=True)
 class MathFunction:
-    name: str
-    inputs: tuple[str, ...]
-    exact: Callable[..., "torch.Tensor"]  # float64 in, float64 out
-    interval: Callable[..., "Interval"]  # (*argument intervals, context) -> Interval
-    kernel: Callable[..., "torch.Tensor"]  # torch's own, on the case's dtype
-    domain: str  # where the function is defined, in words ("" for every real)
+    signature: FunctionSignature
+    exact: Callable[..., torch.Tensor]  # float64 in, float64 out
+    interval: Callable[..., Interval]  # (*argument intervals, context) -> Interval
+    kernel: Callable[..., torch.Tensor]  # torch's own, on the case's dtype
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.signature.inputs
+
+    @property
+    def domain(self) -> str:
+        return self.signature.domain
 
 
 def _sigmoid_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     one = iv.constant(1.0, x.lo, c)
     return iv.div(one, iv.add(one, iv.exp(iv.negate(x), c), c), c)
 
 
 def _silu_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     return iv.mul(x, _sigmoid_interval(x, c), c)
 
 
 def _gelu_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     half_x = iv.mul(iv.constant(0.5, x.lo, c), x, c)
     erf_term = iv.erf(iv.mul(x, iv.constant(1 / math.sqrt(2.0), x.lo, c), c), c)
     return iv.mul(half_x, iv.add(iv.constant(1.0, x.lo, c), erf_term, c), c)
 
 
 def _gelu_tanh_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     cube = iv.mul(x, iv.mul(x, x, c), c)
     inner = iv.add(x, iv.mul(iv.constant(0.044715, x.lo, c), cube, c), c)
     tanh_term = iv.tanh(iv.mul(iv.constant(math.sqrt(2.0 / math.pi), x.lo, c), inner, c), c)
@@ -61,42 +64,30 @@ def _gelu_tanh_interval(x: Interval, c: IntervalContext) -> Interval:
 
 
 def _sqrt_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     return iv.div(iv.constant(1.0, x.lo, c), iv.rsqrt(x, c), c)
 
 
 def _pow_interval(x: Interval, y: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     return iv.exp(iv.mul(y, iv.log(x, c), c), c)
 
 
 def _primitive(name: str) -> Callable[..., Interval]:
     def interval(x: Interval, c: IntervalContext) -> Interval:
-        from e2egen.runner import intervals as iv
-
         return getattr(iv, name)(x, c)
 
     return interval
 
 
 def _square_interval(x: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     return iv.mul(x, x, c)
 
 
 def _div_interval(x: Interval, y: Interval, c: IntervalContext) -> Interval:
-    from e2egen.runner import intervals as iv
-
     return iv.div(x, y, c)
 
 
 def _torch(name: str) -> Callable[..., torch.Tensor]:
     def call(*tensors: torch.Tensor) -> torch.Tensor:
-        import torch
-
         return getattr(torch, name)(*tensors)
 
     call.__name__ = f"torch_{name}"
@@ -105,8 +96,6 @@ def _torch(name: str) -> Callable[..., torch.Tensor]:
 
 def _gelu(approximate: str) -> Callable[..., torch.Tensor]:
     def call(x: torch.Tensor) -> torch.Tensor:
-        import torch
-
         return torch.nn.functional.gelu(x, approximate=approximate)
 
     call.__name__ = "torch_gelu" if approximate == "none" else "torch_gelu_tanh"
@@ -114,8 +103,6 @@ def _gelu(approximate: str) -> Callable[..., torch.Tensor]:
 
 
 def _silu(x: torch.Tensor) -> torch.Tensor:
-    import torch
-
     return torch.nn.functional.silu(x)
 
 
@@ -123,19 +110,18 @@ def _square(x: torch.Tensor) -> torch.Tensor:
     return x * x
 
 
-UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu")
-FUNCTIONS: Mapping[str, MathFunction] = {f.name: f for f in (
-    MathFunction("exp", ("x",), _torch("exp"), _primitive("exp"), _torch("exp"), ""),
-    MathFunction("log", ("x",), _torch("log"), _primitive("log"), _torch("log"), "x > 0"),
-    MathFunction("tanh", ("x",), _torch("tanh"), _primitive("tanh"), _torch("tanh"), ""),
-    MathFunction("sigmoid", ("x",), _torch("sigmoid"), _sigmoid_interval, _torch("sigmoid"), ""),
-    MathFunction("silu", ("x",), _silu, _silu_interval, _silu, ""),
-    MathFunction("gelu", ("x",), _gelu("none"), _gelu_interval, _gelu("none"), ""),
-    MathFunction("gelu_tanh", ("x",), _gelu("tanh"), _gelu_tanh_interval, _gelu("tanh"), ""),
-    MathFunction("rsqrt", ("x",), _torch("rsqrt"), _primitive("rsqrt"), _torch("rsqrt"), "x > 0"),
-    MathFunction("sqrt", ("x",), _torch("sqrt"), _sqrt_interval, _torch("sqrt"), "x > 0"),
-    MathFunction("square", ("x",), _square, _square_interval, _square, ""),
-    MathFunction("relu", ("x",), _torch("relu"), _primitive("relu"), _torch("relu"), ""),
-    MathFunction("div", ("x", "y"), _torch("div"), _div_interval, _torch("div"), "y != 0"),
-    MathFunction("pow", ("x", "y"), _torch("pow"), _pow_interval, _torch("pow"), "x > 0"),
+FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(SIGNATURES[name], *parts) for name, parts in (
+    ("exp", (_torch("exp"), _primitive("exp"), _torch("exp"))),
+    ("log", (_torch("log"), _primitive("log"), _torch("log"))),
+    ("tanh", (_torch("tanh"), _primitive("tanh"), _torch("tanh"))),
+    ("sigmoid", (_torch("sigmoid"), _sigmoid_interval, _torch("sigmoid"))),
+    ("silu", (_silu, _silu_interval, _silu)),
+    ("gelu", (_gelu("none"), _gelu_interval, _gelu("none"))),
+    ("gelu_tanh", (_gelu("tanh"), _gelu_tanh_interval, _gelu("tanh"))),
+    ("rsqrt", (_torch("rsqrt"), _primitive("rsqrt"), _torch("rsqrt"))),
+    ("sqrt", (_torch("sqrt"), _sqrt_interval, _torch("sqrt"))),
+    ("square", (_square, _square_interval, _square)),
+    ("relu", (_torch("relu"), _primitive("relu"), _torch("relu"))),
+    ("div", (_torch("div"), _div_interval, _torch("div"))),
+    ("pow", (_torch("pow"), _pow_interval, _torch("pow"))),
 )}

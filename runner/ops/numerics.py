@@ -128,32 +128,3 @@ class ProductSumNumerics(OpNumerics[SpecT]):
 
 __all__ = ["Kernel", "OpNumerics", "ProductSumNumerics"]
 
-
-class CombinedNumerics(OpNumerics[Op]):
-    """Transitional: the numerics of a spec class that still carries its numerics methods itself."""
-
-    _METHODS = ("adjust_inputs", "quantize_inputs", "arrange", "arrange_inputs", "default_kernel", "call", "reference",
-                "error_bound", "reduction_partials", "probe_arithmetic")
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in CombinedNumerics._METHODS:
-            own = getattr(object.__getattribute__(self, "spec"), name, None)
-            if own is not None:
-                return own
-        return object.__getattribute__(self, name)
-
-    @property
-    def keeps_uniform_draw(self) -> bool:
-        from e2egen.runner.ops.base import _TransitionalNumerics
-        spec = type(self.spec)
-        return (spec.adjust_inputs is _TransitionalNumerics.adjust_inputs
-                and spec.quantize_inputs is _TransitionalNumerics.quantize_inputs)
-
-    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
-        raise NotImplementedError
-
-    def default_kernel(self, direction: str) -> Kernel:
-        raise NotImplementedError
-
-    def call(self, kernel: Kernel, direction: str, params: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
-        raise NotImplementedError

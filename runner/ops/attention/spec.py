@@ -61,7 +61,7 @@ def storage_order(name: str, layout: str) -> list[int]:
     return order
 
 
-class AttentionOp(Op):
+class AttentionOp(Op[AttentionParams]):
     name = "attention"
     directions = ("fwd",)
     layouts = ATTENTION_LAYOUTS

@@ -55,7 +55,7 @@ class ConvGemmParams:
         return f"{self.conv.describe()} o={self.o}"
 
 
-class ConvGemmOp(Op):
+class ConvGemmOp(Op[ConvGemmParams]):
     name = "conv_gemm"
     numerics = "e2egen.runner.ops.chains.numerics:ConvGemmNumerics"
     directions = ("fwd",)

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping, require_int
-from e2egen.runner.ops.math_functions import UNARY
+from e2egen.runner.ops.function_signatures import UNARY
 
 GEMM_GEMM_LAYOUTS = tuple("".join(letters) for letters in itertools.product("nt", repeat=3))
 OPERANDS = ("a", "b", "c")  # in the order a layout's letters name them
@@ -82,7 +82,7 @@ class GemmGemmParams:
             f" between={self.between}" if self.between != IDENTITY else "") + (f" scale={self.scale:g}" if self.scale != 1.0 else "")
 
 
-class GemmGemmOp(Op):
+class GemmGemmOp(Op[GemmGemmParams]):
     name = "gemm_gemm"
     numerics = "e2egen.runner.ops.chains.numerics:GemmGemmNumerics"
     directions = ("fwd",)

@@ -30,7 +30,7 @@ alternates and planted bugs) kernels.py.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 from e2egen.runner.dtypes import output_dtype_name
 from e2egen.runner.ops.base import Direction, Op, Shape, TensorSpec, frozen_mapping
@@ -45,7 +45,9 @@ _SOFTMAX_FLOPS = {"fwd": 4, "bwd_data": 4}
 _NORM_FLOPS = {"fwd": 8, "bwd_data": 12}
 
 
-class _TensorOp(Op):
+TensorParamsT = TypeVar("TensorParamsT", SoftmaxParams, NormParams)
+
+class _TensorOp(Op[TensorParamsT]):
     """What the normalisations share: a shape-parameterised tensor, the tensor layouts, two directions."""
 
     directions = NORMALIZATION_DIRECTIONS
@@ -77,7 +79,7 @@ class _TensorOp(Op):
 
 
 # -- softmax, log_softmax -------------------------------------------------------------------------
-class SoftmaxOp(_TensorOp):
+class SoftmaxOp(_TensorOp[SoftmaxParams]):
     """softmax (log=False) or log_softmax (log=True) over `axis`."""
 
     param_names = ("shape",)
@@ -106,7 +108,7 @@ class SoftmaxOp(_TensorOp):
 
 
 # -- layer_norm, rms_norm ---------------------------------------------------------------------------
-class NormOp(_TensorOp):
+class NormOp(_TensorOp[NormParams]):
     """layer_norm (centered=True: subtracts the mean, has a bias) or rms_norm (centered=False)."""
 
     param_names = ("shape",)

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping
-from e2egen.runner.ops.math_functions import FUNCTIONS, MathFunction
+from e2egen.runner.ops.function_signatures import SIGNATURES, FunctionSignature
 from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape, parse_shape
 
 PROBE_SHAPE = (3, 37, 37)
@@ -52,13 +52,13 @@ def _parse_range(key: str, value: Any) -> tuple[float, float] | None:
     return float(value[0]), float(value[1])
 
 
-class PointwiseOp(Op):
+class PointwiseOp(Op[PointwiseParams]):
     directions = ("fwd",)
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
     numerics = "e2egen.runner.ops.pointwise.numerics:PointwiseNumerics"
 
-    def __init__(self, function: MathFunction):
+    def __init__(self, function: FunctionSignature):
         self.function = function
         self.name = function.name
         self.optional_params = frozen_mapping({"y_range": None} if len(function.inputs) == 2 else {})
@@ -98,4 +98,4 @@ class PointwiseOp(Op):
         return PointwiseParams(shape=PROBE_SHAPE, y_range=params.y_range)
 
 
-POINTWISE_OPS = tuple(PointwiseOp(function) for function in FUNCTIONS.values())
+POINTWISE_OPS = tuple(PointwiseOp(function) for function in SIGNATURES.values())

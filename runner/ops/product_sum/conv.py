@@ -159,7 +159,7 @@ class ConvParams:
                 f"dilation={dims(self.dilation)} groups={self.groups}" + (f" out={self.out_dtype}" if self.out_dtype else ""))
 
 
-class ConvOp(ProductSumOp):
+class ConvOp(ProductSumOp[ConvParams]):
     numerics = "e2egen.runner.ops.product_sum.numerics:ConvNumerics"
     directions = CONV_DIRECTIONS
     layouts = CONV_LAYOUTS

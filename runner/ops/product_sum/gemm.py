@@ -83,7 +83,7 @@ def out_dtype_problem(out_dtype: str, dtype: str) -> str | None:
     return None
 
 
-class GemmOp(ProductSumOp):
+class GemmOp(ProductSumOp[GemmParams]):
     name = "gemm"
     numerics = "e2egen.runner.ops.product_sum.numerics:GemmNumerics"
     dtypes = DTYPES

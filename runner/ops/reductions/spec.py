@@ -80,7 +80,7 @@ class ReductionParams:
         return text + ("" if self.correction is None else f" correction={self.correction}")
 
 
-class ReductionOp(Op):
+class ReductionOp(Op[ReductionParams]):
     """One reduction (`sum`, `mean`, `max` or `var`); the four share everything but the kernel and the bound."""
 
     directions: tuple[Direction, ...] = ("fwd",)

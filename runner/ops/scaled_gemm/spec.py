@@ -144,7 +144,7 @@ class ScaledGemmParams:
         return text
 
 
-class ScaledGemmOp(ProductSumOp):
+class ScaledGemmOp(ProductSumOp[ScaledGemmParams]):
     name = "scaled_gemm"
     numerics = "e2egen.runner.ops.scaled_gemm.numerics:ScaledGemmNumerics"
     dtypes = SCALED_DTYPES

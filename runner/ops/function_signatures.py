@@ -1,0 +1,21 @@
+"""The element-wise math functions e2egen tests, by name: their inputs and domain, without torch (the catalogue
+and the point-wise ops' specs read these); runner/ops/math_functions.py defines each one's values."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class FunctionSignature:
+    name: str
+    inputs: tuple[str, ...]
+    domain: str  # where the function is defined, in words ("" for every real)
+
+
+UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu")
+_DOMAINS = {"log": "x > 0", "rsqrt": "x > 0", "sqrt": "x > 0", "div": "y != 0", "pow": "x > 0"}
+SIGNATURES: Mapping[str, FunctionSignature] = {
+    **{name: FunctionSignature(name, ("x",), _DOMAINS.get(name, "")) for name in UNARY},
+    **{name: FunctionSignature(name, ("x", "y"), _DOMAINS[name]) for name in ("div", "pow")},
+}

@@ -134,7 +134,7 @@ def output_dir(args: argparse.Namespace) -> Path:
 def cuda_dependent_test_files(tests_dir: Path = REPO / "tests") -> list[Path]:
     """The test files that branch on torch.cuda.is_available(): the only place the suite's behaviour
     depends on CUDA (there is no CUDA marker)."""
-    return [path for path in sorted(tests_dir.glob("test_*.py"))
+    return [path for path in sorted(tests_dir.rglob("test_*.py"))
             if CUDA_TESTS_NEEDLE in path.read_text(encoding="utf-8")]
 
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Literal, Mapping, Protocol
 
 import torch
 
@@ -149,6 +149,7 @@ class ErrorBound(Protocol):
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor: ...
 
 
+PartialsKind = Literal["taps", "samples"]  # how a reduction is cut into partial sums (per tap, per sample)
 PARTIAL_SUMS_HEADROOM = 2.0  # on the first-order worst case of a cut reduction: a correct kernel stays <= 0.5
 
 
@@ -163,7 +164,7 @@ class PartialSums:
     relative · Σ|a·b| + count · absolute, and Σ_t |S_t| by count times that; the accumulation term adds
     both (magnitude_share, and accumulation's constant), so it bounds the exact partials' term."""
 
-    kind: str  # "taps" | "samples"
+    kind: PartialsKind
     reversed: bool
     absolute: torch.Tensor  # Σ_t |P_t|, float64
     running: torch.Tensor  # Σ_t |S_t|

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Typ
 
 import torch
 
-from e2egen.runner.bound import ErrorBound, product_sum_bound
+from e2egen.runner.bound import ErrorBound, PartialsKind, product_sum_bound
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.gemm_form import GemmForm
 from e2egen.runner.inputs import round_to_format
@@ -98,7 +98,7 @@ class OpNumerics(ABC, Generic[SpecT]):
         raise ProblemError("bound_ratio", None, f"op {self.spec.name} has no error model: choose other metrics")
 
     def reduction_partials(self, problem: Problem, inputs: Mapping[str, torch.Tensor],
-                           kind: str) -> Iterator[torch.Tensor] | None:
+                           kind: PartialsKind) -> Iterator[torch.Tensor] | None:
         """The partial sums of a "taps" or "samples" cut, in the documented reduction order, computed in the
         inputs' dtype (f32 or float64: bound.PartialSums covers each partial's own error); None where the op
         cannot cut its reduction that way."""

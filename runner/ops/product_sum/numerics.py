@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from e2egen.runner.bound import PartialsKind
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.dtypes import storage_dtype
 from e2egen.runner.gemm_form import GemmForm
@@ -102,7 +103,7 @@ class ConvNumerics(_ProductSumCommon[ConvOp]):
         return super().reference(problem, inputs64)
 
     def reduction_partials(self, problem: Problem, inputs: Mapping[str, torch.Tensor],
-                           kind: str) -> Iterator[torch.Tensor] | None:
+                           kind: PartialsKind) -> Iterator[torch.Tensor] | None:
         # The partials keep the inputs' dtype: a case's out_dtype (fp8 convs with bf16 outputs) would round
         # f32 partials to its format on the way out of torch's conv (with_out_dtype).
         params, direction = dataclasses.replace(problem.params, out_dtype=""), problem.direction

@@ -145,10 +145,14 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                     break
             found.append(sorted(component))
 
-    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(10_000, limit))
+    try:
+        for node in sorted(graph):
+            if node not in index:
+                visit(node)
+    finally:
+        sys.setrecursionlimit(limit)  # the TOML reader's nesting check relies on the default
     return found
 
 

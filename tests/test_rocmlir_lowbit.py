@@ -225,9 +225,9 @@ def test_scale_storage_follows_rocmlir_gens_scale_tensors():
     with --transScaleB. The arranged tensors must have those shapes in memory (strides)."""
     import torch
 
-    from e2egen.runner.ops import OPS
+    from e2egen.runner.ops import numerics_of
 
-    op = OPS["scaled_gemm"]
+    op = numerics_of("scaled_gemm")
     scale_a, scale_b = torch.zeros(8, 2), torch.zeros(2, 16)  # logical: (m, k/32), (k/32, n)
     for flags, stored_a, stored_b in (("", (8, 2), (16, 2)), ("-transScaleA -transScaleB", (2, 8), (2, 16))):
         _, [case] = scaled(flags, config="-m 8 -n 16 -k 64")

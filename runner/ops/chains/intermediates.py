@@ -11,13 +11,13 @@ from e2egen.runner.ops.chains.conv_gemm import ConvGemmParams
 from e2egen.runner.ops.chains.gemm_gemm import IDENTITY, GemmGemmParams
 from e2egen.runner.ops.chains.kernels import as_matrix, conv2d_fwd
 from e2egen.runner.ops.math_functions import FUNCTIONS
-from e2egen.runner.ops.shared_values import computed_once
+from e2egen.runner.ops import shared_values
 
 
 def exact_product(params: GemmGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """A·B in float64 from the case's own inputs, computed once for its reference and its bound."""
     factors = {"a": inputs64["a"], "b": inputs64["b"]}
-    return computed_once("gemm→gemm A·B", params, factors, lambda: torch.matmul(factors["a"], factors["b"]))
+    return shared_values.computed_once("gemm→gemm A·B", params, factors, lambda: torch.matmul(factors["a"], factors["b"]))
 
 
 def exact_step(params: GemmGemmParams, product: torch.Tensor) -> torch.Tensor:
@@ -36,7 +36,7 @@ def conv_output(params: ConvGemmParams, inputs64: Mapping[str, torch.Tensor]) ->
 def exact_intermediate(params: ConvGemmParams, inputs64: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """conv_output of the case's own inputs, computed once for its reference and its bound."""
     factors = {"x": inputs64["x"], "w": inputs64["w"]}
-    return computed_once("conv→gemm intermediate", params, factors, lambda: conv_output(params, factors))
+    return shared_values.computed_once("conv→gemm intermediate", params, factors, lambda: conv_output(params, factors))
 
 
 __all__ = ["conv_output", "exact_intermediate", "exact_product", "exact_step"]

@@ -15,17 +15,32 @@ from e2egen.runner.ops.attention.spec import AttentionOp
 from e2egen.runner.ops.base import Op, ProductSumOp, TensorSpec
 from e2egen.runner.ops.chains.conv_gemm import ConvGemmOp, ConvGemmParams
 from e2egen.runner.ops.chains.gemm_gemm import GemmGemmOp, GemmGemmParams
-from e2egen.runner.ops.normalization.spec import NORMALIZATION_OPS
-from e2egen.runner.ops.pointwise.spec import POINTWISE_OPS, PointwiseOp, PointwiseParams
+from e2egen.runner.ops.pointwise.spec import PointwiseOp, PointwiseParams
 from e2egen.runner.ops.product_sum.conv import ConvOp, ConvParams
 from e2egen.runner.ops.product_sum.gemm import GemmOp, GemmParams
-from e2egen.runner.ops.reductions.spec import REDUCTION_OPS, ReductionOp, ReductionParams
+from e2egen.runner.ops.reductions.spec import ReductionOp, ReductionParams
 from e2egen.runner.ops.scaled_gemm.spec import ScaledGemmOp, ScaledGemmParams
+
+from e2egen.runner.ops.normalization import spec as normalization
+from e2egen.runner.ops.pointwise import spec as pointwise
+from e2egen.runner.ops.reductions import spec as reductions
 
 if TYPE_CHECKING:
     from e2egen.runner.ops.numerics import OpNumerics
 
-_BUILT_IN = (ConvOp(1), ConvOp(2), ConvOp(3), GemmOp(), ScaledGemmOp(), AttentionOp(), GemmGemmOp(), ConvGemmOp(), *POINTWISE_OPS, *REDUCTION_OPS, *NORMALIZATION_OPS)
+# The built-in ops, one line an op (or a family's list of ops), in the order `e2egen` lists them.
+_BUILT_IN: tuple[Op, ...] = (
+    ConvOp(1), ConvOp(2), ConvOp(3),
+    GemmOp(),
+    ScaledGemmOp(),
+    AttentionOp(),
+    GemmGemmOp(),
+    ConvGemmOp(),
+    *pointwise.POINTWISE_OPS,
+    *reductions.REDUCTION_OPS,
+    reductions.CUMSUM_OP,
+    *normalization.NORMALIZATION_OPS,
+)
 _REGISTRY: dict[str, Op] = {op.name: op for op in _BUILT_IN}
 _REGISTERED_NUMERICS: dict[str, OpNumerics] = {}
 _LOADED_NUMERICS: dict[str, OpNumerics] = {}

@@ -58,6 +58,13 @@ def _reduction(kind: str, p, x: torch.Tensor) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float64).reshape(kept_shape)
 
 
+def _cumsum(p, x: torch.Tensor) -> torch.Tensor:
+    rows, kept_shape = _rows(x, (p.axis,))
+    prefixes = [[math.fsum(row[:i + 1]) for i in range(len(row))] for row in rows.tolist()]
+    moved = torch.tensor(prefixes, dtype=torch.float64).reshape(*kept_shape, x.shape[p.axis])
+    return moved.movedim(-1, p.axis)
+
+
 def _softmax(log: bool, p, x: torch.Tensor) -> torch.Tensor:
     axis = p.axis % x.dim()
     rows, kept_shape = _rows(x, (axis,))
@@ -127,6 +134,8 @@ def brute_force(problem, tensors) -> dict[str, torch.Tensor]:
         return {name: _elementwise(op, tensors)}
     if op in ("sum", "mean", "max", "var"):
         return {name: _reduction(op, p, tensors["x"])}
+    if op == "cumsum":
+        return {name: _cumsum(p, tensors["x"])}
     if op in ("softmax", "log_softmax") and direction == "fwd":
         return {name: _softmax(op == "log_softmax", p, tensors["x"])}
     if op in ("layer_norm", "rms_norm") and direction == "fwd":

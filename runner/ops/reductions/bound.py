@@ -15,6 +15,9 @@ For one output reducing N inputs x_i (exact in float64), u the compute format's 
            + (N/(N-c) + 1) · tiny                             squares that underflow in the compute format
            + c_out·ulp_T(out)
 
+cumsum: out_i = Σ_{j<=i} x_j; each prefix is a sum of at most N = the row's length elements, so its bound is
+the sum's with G(N) and Σ|x| over the prefix: G(N)·u·Σ_{j<=i}|x_j| + c_out·ulp_T(out_i).
+
 var's bound covers the two-pass algorithm and the updating ones (Welford, and blocks merged by Chan's
 formulas); it does not cover the one-pass E[x²] - E[x]², whose error grows with μ²/var where these terms
 grow with |μ|/√var at most.
@@ -55,6 +58,14 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
             output,
         ))
     raise ValueError(f"unknown reduction {reduction!r}")
+
+
+def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
+    """The bound of every prefix sum of x (float64, logical shape) along the problem's axis."""
+    params = problem.params
+    prefix_magnitudes = x.abs().cumsum(dim=params.axis)
+    return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"),
+                        OutputRounding(problem.out_dtype)))
 
 
 def var_bound(x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,

@@ -1,5 +1,5 @@
 """The reductions' kernels, written against the contract (runner/ops/reductions/spec.py): f(x, *, dim) -> out,
-and f(x, *, dim, correction) -> out for var; the output in x's dtype.
+and f(x, *, dim, correction) -> out for var; the output in x's dtype. cumsum's take one dim (an int).
 
 torch's own (torch.sum, torch.mean, torch.amax, torch.var) are the default kernels. CORRECT ones sum in
 another order than torch (pairwise, reversed, blocked) or compute the variance another way (two-pass,
@@ -32,6 +32,10 @@ def torch_max(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
 
 def torch_var(x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
     return torch.var(x, dim=dim, correction=correction)
+
+
+def torch_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    return torch.cumsum(x, dim=dim)
 
 
 TORCH_KERNELS: Mapping[Reduction, Callable[..., torch.Tensor]] = {
@@ -215,3 +219,59 @@ def unit_stride_sum(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
 def drop_last_max(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
     values, shape = rows(x, dim, x.dtype)
     return values[:, :-1].amax(dim=-1).reshape(shape)
+
+
+# -- cumsum: a correct scan in another order, and three bugs -------------------------------------------
+SCAN_BLOCK = 64
+
+
+def _scan_rows(x: torch.Tensor, dim: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """x with `dim` last, as (rows, length) in `dtype`."""
+    return x.movedim(dim, -1).reshape(-1, x.shape[dim]).to(dtype)
+
+
+def _scan_finish(prefixes: torch.Tensor, x: torch.Tensor, dim: int) -> torch.Tensor:
+    moved = x.movedim(dim, -1).shape
+    return prefixes.reshape(moved).movedim(-1, dim).to(x.dtype)
+
+
+def _blocked_scan(values: torch.Tensor, carry: bool) -> torch.Tensor:
+    """Each block of SCAN_BLOCK scanned on its own (f32), then each block's total carried into the next."""
+    blocks = values.split(SCAN_BLOCK, dim=-1)
+    out, total = [], torch.zeros(values.shape[0], dtype=values.dtype)
+    for block in blocks:
+        scanned = torch.cumsum(block, dim=-1)
+        out.append(scanned + total[:, None] if carry else scanned)
+        total = total + scanned[:, -1]
+    return torch.cat(out, dim=-1)
+
+
+def blocked_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """CORRECT: blocks of 64 scanned in f32, each block's running total carried into the next (a GPU's scan)."""
+    return _scan_finish(_blocked_scan(_scan_rows(x, dim), carry=True), x, dim)
+
+
+def carry_dropped_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: the blocks' totals are never carried (every block restarts at 0)."""
+    return _scan_finish(_blocked_scan(_scan_rows(x, dim), carry=False), x, dim)
+
+
+def exclusive_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: an exclusive scan (out_i sums x_0 .. x_(i-1)), the off-by-one of scans."""
+    values = _scan_rows(x, dim)
+    return _scan_finish(torch.cumsum(values, dim=-1) - values, x, dim)
+
+
+def input_format_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG for f16/bf16: the running sum kept in x's format, one element after the other."""
+    values = _scan_rows(x, dim, x.dtype)
+    running = torch.zeros(values.shape[0], dtype=x.dtype)
+    out = torch.empty_like(values)
+    for i in range(values.shape[1]):
+        running = running + values[:, i]
+        out[:, i] = running
+    return _scan_finish(out, x, dim)
+
+
+CORRECT_CUMSUM = ("blocked_cumsum",)
+WRONG_CUMSUM = ("carry_dropped_cumsum", "exclusive_cumsum", "input_format_cumsum")

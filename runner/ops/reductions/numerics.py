@@ -10,10 +10,10 @@ import torch
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.bound import ErrorBound
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
-from e2egen.runner.ops.reductions.bound import reduction_bound
-from e2egen.runner.ops.reductions.kernels import TORCH_KERNELS
-from e2egen.runner.ops.reductions.probes import probe_reduction
-from e2egen.runner.ops.reductions.spec import ReductionOp, ReductionParams
+from e2egen.runner.ops.reductions.bound import cumsum_bound, reduction_bound
+from e2egen.runner.ops.reductions.kernels import TORCH_KERNELS, torch_cumsum
+from e2egen.runner.ops.reductions.probes import probe_cumsum, probe_reduction
+from e2egen.runner.ops.reductions.spec import CumsumOp, ReductionOp, ReductionParams, ScanParams
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
 from e2egen.runner.problem import Problem
 
@@ -40,3 +40,21 @@ class ReductionNumerics(OpNumerics[ReductionOp]):
     # -- arithmetic probes (probes.py) ------------------------------------------------------
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
         return probe_reduction(self.spec.reduction, problem, kernel, device, label)
+
+
+class CumsumNumerics(OpNumerics[CumsumOp]):
+    def arrange(self, name: str, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        return arrange_tensor(tensor, layout)
+
+    def default_kernel(self, direction: str) -> Kernel:
+        return torch_cumsum
+
+    def call(self, kernel: Kernel, direction: str, params: ScanParams, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return kernel(tensors["x"], dim=params.axis)
+
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        return {problem.primary_output: cumsum_bound(problem, inputs64["x"])}
+
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_cumsum(problem, kernel, device, label)

@@ -20,12 +20,16 @@ bits (the cancellation of squares), so it measures about half its accumulator's 
 Subnormals (sum, mean, max): every reduced element 3·(the input format's smallest subnormal): the
 output is N times that (sum) or that (mean, max), or 0 when the kernel flushes them.
 
+cumsum: the last prefix of a row is the row's sum, so the sum probes measure a scan through a kernel that
+returns that prefix alone (probe_cumsum); the probe problem is then the sum of the same shape and axis.
+
 A wrong result at the smallest gap (2: any arithmetic of 4 bits or more is exact there) is no rounding
 but a bug (a dropped or doubled element, a wrong stride, a wrong divisor): it is `unexplained`.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -33,7 +37,7 @@ from e2egen import metrics
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
 from e2egen.runner.kernels import call_on_values
 from e2egen.runner.ops.numerics import Kernel
-from e2egen.runner.ops.reductions.spec import Reduction
+from e2egen.runner.ops.reductions.spec import Reduction, ReductionParams
 from e2egen.runner.problem import Problem
 
 SUM_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
@@ -57,6 +61,17 @@ def probe_reduction(reduction: Reduction, problem: Problem, kernel: Kernel, devi
         acc_bits, exact = probe.sum_accumulator(reduction == "mean", notes)
     return Arithmetic(acc_bits=acc_bits, acc_bits_exact=exact, subnormal_inputs=subnormals,
                       probed_with=problem.describe(), notes=tuple(notes), unexplained=tuple(probe.unexplained))
+
+
+def probe_cumsum(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+    """The arithmetic of a cumsum kernel: the sum probes, on the last prefix of each row (module docstring)."""
+    axis = problem.params.axis
+    as_sum = replace(problem, op="sum", params=ReductionParams(problem.params.shape, (axis,)))
+
+    def last_prefix(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+        return kernel(x, dim=dim[0]).select(dim[0], -1)
+
+    return probe_reduction("sum", as_sum, last_prefix, device, label)
 
 
 class _Probe:

@@ -1,4 +1,5 @@
-"""Reductions, forward: `sum`, `mean`, `max` (the largest element) and `var` over one or more dims.
+"""Reductions, forward: `sum`, `mean`, `max` (the largest element) and `var` over one or more dims; and the
+scan `cumsum` along one dim.
 
 Logical shapes: x is the catalogue's `shape` (1 to 5 dims); the output drops the reduced dims (`axis`: one
 dim or a list, negative counting from the end; a full reduction gives a 0-d tensor) and keeps the case's
@@ -16,6 +17,11 @@ buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in a
 The reference is the same torch op on the float64 inputs (max is exact: it returns an input). The bounds
 are runner/ops/reductions/bound.py's, derived in docs/reduction-bound.md; the arithmetic probes are
 runner/ops/reductions/probes.py, on the small problem probe_shape gives.
+
+cumsum: out has x's shape and format; out[..., i, ...] = Σ_{j <= i} x[..., j, ...] along `axis` (one dim,
+default -1). Kernel contract: f(x, *, dim) -> out, dim an int (>= 0); torch.cumsum is the default kernel.
+Its bound is the sum's with Σ|x| taken over each prefix (bound.cumsum_bound); its probes are the sum's, on
+the last prefix of each row (probes.probe_cumsum).
 
 This is the ops' torch-free spec; their numerics (layouts, the kernel call, reference, bound and probes) are
 numerics.py, their kernels (torch's, alternates and planted bugs) kernels.py.
@@ -154,3 +160,77 @@ def probe_shape(reduction: Reduction, shape: tuple[int, ...], axes: tuple[int, .
 
 
 REDUCTION_OPS = tuple(ReductionOp(reduction) for reduction in REDUCTIONS)
+
+
+@dataclass(frozen=True)
+class ScanParams:
+    shape: tuple[int, ...]
+    axis: int  # >= 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.axis < len(self.shape):
+            raise ProblemError("axis", self.axis, f"expected a dim in [0, {len(self.shape) - 1}], got {self.axis}")
+
+    @property
+    def length(self) -> int:
+        """The elements the last prefix of each row sums."""
+        return self.shape[self.axis]
+
+    def to_catalogue(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "axis": self.axis}
+
+    def describe(self) -> str:
+        return f"shape={'x'.join(map(str, self.shape))} axis={self.axis}"
+
+
+class CumsumOp(Op[ScanParams]):
+    """cumsum: every prefix sum of x along one dim (module docstring)."""
+
+    name = "cumsum"
+    directions: tuple[Direction, ...] = ("fwd",)
+    layouts = TENSOR_LAYOUTS
+    param_names = ("shape",)
+    optional_params = frozen_mapping({"axis": -1})
+    numerics = "e2egen.runner.ops.reductions.numerics:CumsumNumerics"
+
+    def __repr__(self) -> str:
+        return "CumsumOp()"
+
+    @property
+    def params_type(self) -> type:
+        return ScanParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> ScanParams:
+        shape = parse_shape("shape", raw["shape"])
+        if not is_int(raw["axis"]):
+            raise ProblemError("axis", raw["axis"], f"cumsum scans one dim: expected an integer, got {raw['axis']!r}")
+        (axis,) = parse_axes("axis", raw["axis"], len(shape))
+        return ScanParams(shape, axis)
+
+    def input_shapes(self, params: ScanParams, direction: str) -> dict[str, Shape]:
+        return {"x": params.shape}
+
+    def output_shape(self, params: ScanParams, direction: str) -> Shape:
+        return params.shape
+
+    def layout_params_problem(self, params: ScanParams, layout: str) -> str | None:
+        return layout_problem_for_shape(layout, params.shape)
+
+    def shared_rounding(self, params: ScanParams) -> str:
+        return "each prefix sum carries the roundings of the prefixes before it"
+
+    def reduction_size(self, params: ScanParams, direction: str) -> int:
+        return params.length
+
+    def flops(self, params: ScanParams, direction: str) -> int:
+        return math.prod(params.shape)
+
+    def shape_class(self, params: ScanParams, direction: str) -> str:
+        return f"{len(params.shape)}d-axis{params.axis}"
+
+    def probe_params(self, params: ScanParams, direction: str) -> ScanParams:
+        """The sum probes' shape (probe_shape), scanned along the same dim."""
+        return ScanParams(probe_shape("sum", params.shape, (params.axis,)), params.axis)
+
+
+CUMSUM_OP = CumsumOp()

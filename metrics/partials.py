@@ -95,7 +95,7 @@ def combine(floats: np.ndarray, ints: np.ndarray) -> Totals:
 def _merged(floats: np.ndarray, ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows merged into one row of the same columns: each maximum and its index from the first chunk
     that reaches it (so the lowest index), each count's first index from the first chunk that has one, the
-    sums as numpy sums a column (pairwise; tests/test_metrics_partials.py), the counts added."""
+    sums as numpy sums a column (pairwise; tests/metrics/test_metrics_partials.py), the counts added."""
     merged_floats = np.empty((1, N_FLOAT))
     merged_ints = np.empty((1, N_INT), np.int64)
     value_columns = [f for _, f, _ in _MAXIMA]

@@ -7,7 +7,7 @@ gemm→gemm's A·B, a conv→gemm's convolution, a quantized attention's score c
 and where fp4 inputs are drawn (their codes).
 Here numba repeats the same integer arithmetic element by element on every core; rounding.py calls
 these where they apply (numba installed, float64 on the CPU) and keeps its torch definitions for other
-devices, which these equal bit for bit (tests/test_metrics_rounding_numba.py). e8m0 (unsigned) is left
+devices, which these equal bit for bit (tests/metrics/test_metrics_rounding_numba.py). e8m0 (unsigned) is left
 to the torch path: it rounds by its own rule (rounding.round_e8m0).
 """
 from __future__ import annotations

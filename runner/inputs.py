@@ -98,7 +98,7 @@ def round_to_format(values: torch.Tensor, fmt: str, *, saturate: bool = False) -
                 return metrics.round_to(values, fmt).to(dtype)
         # f32 keeps more than 2 bits beyond fp8's, so rounding to odd first makes torch's f32 -> fp8 cast
         # (nearest even) the correct single rounding, as for f16 (round_to_storage); equal bit for bit to
-        # metrics.round_to (tests/test_runner_inputs.py)
+        # metrics.round_to (tests/runner/test_runner_inputs.py)
         return (values if values.dtype == torch.float32 else _round_to_odd_f32(values)).to(dtype)
     if fmt == "i8":
         return torch.round(values).to(dtype)

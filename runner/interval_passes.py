@@ -25,7 +25,7 @@ element-wise bound's time (benchmarks/bench_intervals.py times both):
 Each returns None where it does not apply (no numba, another device, E2E_METRICS_BACKEND=torch, a
 layout or format they do not cover), and intervals.py then runs its torch definitions, which these
 equal bit for bit, zeros' signs and the ends past the largest value included; a NaN stays a NaN (its
-payload and sign are torch's cast's there, and nothing reads them) (tests/test_interval_passes.py):
+payload and sign are torch's cast's there, and nothing reads them) (tests/runner/test_interval_passes.py):
 round_down gives the format's max for +inf and past it, -inf below -max; round_up is -round_down(-x),
 so -0.0 for a zero.
 """

@@ -16,7 +16,7 @@ tt` was let through at 20 GiB and killed at 23 GiB. The phases of run(), with wh
               again, and two output-sized tensors
   variants    ftz: a flushed copy of the inputs; accumulate=k: the reduction as lhs/rhs matrices
 
-tests/test_runner_memory.py runs real cases of every op in fresh processes and checks that the measured
+tests/runner/test_runner_memory.py runs real cases of every op in fresh processes and checks that the measured
 peak (ru_maxrss) stays at or below this estimate.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ _ROUNDING_PIECE = 1 << 20  # metrics.rounding's piece length
 
 
 # What the phases above leave out: allocator slack and the temporaries of torch's own ops (attention's
-# softmax, a conv's workspace). Measured peaks of medium cases of every op (tests/test_runner_memory.py)
+# softmax, a conv's workspace). Measured peaks of medium cases of every op (tests/runner/test_runner_memory.py)
 # reached 1.09 of the phases' sum once other helpers' bound code landed; 1.25 keeps the estimate above.
 MODEL_MARGIN = 1.25
 # Freed blocks stay in the process's heap for the next case (runner/host_memory.py), so a case's peak

@@ -8,7 +8,7 @@ read once and its result written once, from the bits, on every core
 (metrics.threads). The arithmetic is metrics.rounding's: rounded_pattern for
 narrowing (round to nearest, ties to even, subnormals kept, ±inf past the
 largest finite value) and pattern_value for widening, so the results equal
-metrics.round_to bit for bit (tests/test_runner_narrowing.py).
+metrics.round_to bit for bit (tests/runner/test_runner_narrowing.py).
 
 numba is optional: AVAILABLE is False without it, and inputs.py falls back
 to the torch path.

@@ -11,7 +11,7 @@ the 52 bytes per element and partial, one at a time; 28 of 32 per partial in pai
 elements took 6.0 ms on one thread against 10.9 ms for torch's ops one at a time, and 4M-element ones about
 half torch's time on two threads (below a million elements, two threads gain nothing: threads.LIGHT_TASK). The
 operations are the same IEEE additions and exact absolute values in the same order, so the sums equal
-torch's bit for bit (tests/test_partial_passes.py); the first pass writes the sums without reading them.
+torch's bit for bit (tests/runner/test_partial_passes.py); the first pass writes the sums without reading them.
 
 The partials may be f32 (bound.PartialSums computes them in f32 where that is proven): each is widened to
 float64 exactly as it is read, as torch's mixed-dtype add_ widens it. Without numba, off the CPU, or for

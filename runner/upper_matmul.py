@@ -25,7 +25,7 @@ float64 reference too; magnitude.py's float64 path takes them so as well): opera
 (matmul precision "highest", oneDNN at IEEE, NNPACK off for the call; the product's result f32); K·u <=
 2^-4; every rounded operand finite and K·max|L|·max|R| at most half of f32's largest value. On the CPU
 the rounding is one numba pass (the torch definition beside it gives the same bits, with FTZ/DAZ on too:
-tests/test_upper_matmul.py).
+tests/runner/test_upper_matmul.py).
 
 The raised operands make a term with a tiny weight and a huge partner larger than it is (p ~ 2^-140
 against |v| ~ 2^100 counts as 2^-126·2^100): sound, and loose only where such pairs meet.

@@ -73,7 +73,7 @@ def test_the_dry_run_prints_every_step_with_its_command_and_budget(tmp_path):
     text = done.stdout
     for step, budget in [("tests", 100), ("probes", 150), ("pr", 180), ("bench", 45)]:
         assert re.search(rf"^{step} +budget {budget} s, log .*{step}\.log$", text, flags=re.MULTILINE), step
-    assert "-m pytest tests/test_runner_device.py" in text
+    assert "-m pytest tests/runner/test_runner_device.py" in text
     assert "-m e2egen arithmetic --catalogue configs.toml --device cuda --filter pr=yes" in text
     assert "build/e2e -m pr -n 0 -q --device cuda --kernel-time first" in text
     assert "benchmarks/bench_metrics.py --device cuda -n 4194304" in text
@@ -120,7 +120,7 @@ def test_the_tests_step_takes_the_files_that_ask_for_cuda(check, tmp_path):
     (tmp_path / "test_plain.py").write_text("def test_x():\n    pass\n")
     assert [p.name for p in check.cuda_dependent_test_files(tmp_path)] == ["test_device.py"]
     found = check.cuda_dependent_test_files()
-    assert REPO / "tests" / "test_runner_device.py" in found
+    assert REPO / "tests" / "runner" / "test_runner_device.py" in found
     assert Path(__file__) not in found  # this file names the rule without matching it
 
 

@@ -128,7 +128,7 @@ class AttentionOp(Op[AttentionParams]):
 
     def scratch_elements(self, params: AttentionParams, direction: str) -> int:
         """Score-sized (batch, heads_q, seq_q, seq_k) tensors held at once by the reference and the softmax
-        bound: scores, mask, exponentials, probabilities and their magnitudes (measured: tests/test_runner_memory.py)."""
+        bound: scores, mask, exponentials, probabilities and their magnitudes (measured: tests/runner/test_runner_memory.py)."""
         return 6 * params.batch * params.heads_q * params.seq_q * params.seq_k
 
     def flops(self, params: AttentionParams, direction: str) -> int:

@@ -6,7 +6,7 @@ here element by element with math.fsum straight from the definition of each op
 runner's lowering has to work hardest: stride with dilation, groups, padding
 wider than the kernel's reach, and 1x1 stride-2 bwd_data, whose skipped
 positions get no product at all (there B = c_out·ulp_T(0), and ref is 0).
-tests/test_runner_bound.py already checks B against runner_naive's products
+tests/runner/test_runner_bound.py already checks B against runner_naive's products
 for f16 and tf32; this file adds the other formats and accumulators.
 """
 from __future__ import annotations

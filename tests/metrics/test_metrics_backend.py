@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import HANG_LIMIT
+from conftest import HANG_LIMIT, REPO
 from e2egen.metrics import compare, fused_numba
 from e2egen.metrics.backend import ENV_VAR, choose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_environment_variable_forces_the_torch_backend(monkeypatch):

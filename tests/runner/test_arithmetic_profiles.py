@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import REPO
 from e2egen.runner.arithmetic import lookup
 from e2egen.runner.arithmetic.model import Arithmetic, CellKey
 from e2egen.runner.arithmetic.profile import DeviceKey, ProfileError, find_profiles, read_profile, record_in_cache
@@ -86,7 +87,7 @@ def test_every_catalogue_cell_reads_back_from_a_profile():
     from e2egen.generator.loader import load_catalogue
     from e2egen.runner.arithmetic.profile import Profile
 
-    catalogue = Path(__file__).resolve().parents[1] / "configs.toml"
+    catalogue = REPO / "configs.toml"
     cells = {lookup.cell_of(case.problem()) for case in expand(load_catalogue(catalogue))}
     assert any("/" in cell.shape for cell in cells)  # the case this guards: scaled gemms
     profile = Profile(KEY, {str(cell): Arithmetic() for cell in cells})
@@ -146,7 +147,7 @@ def test_the_shipped_cpu_profiles_hold_every_probed_cell_of_the_catalogue():
 
     shipped = [p for p in shipped_profiles() if p.key.device == "cpu" and p.key.impl == "torch"]
     assert len(shipped) >= 3  # AVX2; AVX-512 with oneDNN bf16; AVX-512 with oneDNN bf16+f16
-    catalogue = Path(__file__).resolve().parents[1] / "configs.toml"
+    catalogue = REPO / "configs.toml"
     problems = {}
     for case in expand(load_catalogue(catalogue)):
         problem = case.problem()

@@ -1,6 +1,6 @@
 """Run one case in this (fresh) process and print its measured peak memory next to the runner's estimate.
 
-    python tests/memory_probe.py '<json: op, direction, dtype, layout, params, range, reference, bound>'
+    python tests/runner/memory_probe.py '<json: op, direction, dtype, layout, params, range, reference, bound>'
 
 tracemalloc does not see torch's allocations, so the peak is the process's peak resident set
 (VmHWM, reset just before the case; ru_maxrss where that cannot be reset) minus the resident set before

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 
+from e2egen.runner import fp4
 from e2egen.runner.dtypes import INTEGER_DTYPES, is_low_bit
 from e2egen.runner.ops.base import Op
 
@@ -48,3 +49,29 @@ def wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
     as_int64 = torch.round(values).to(torch.int64)
     low = as_int64 & 0xFFFFFFFF
     return torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32)
+
+
+# -- reading low-bit operands, for the alternate and planted-bug kernels of gemm and scaled gemm ----------------
+_FNUZ_AS_OCP = {torch.float8_e4m3fnuz: torch.float8_e4m3fn, torch.float8_e5m2fnuz: torch.float8_e5m2}
+
+
+def elements_f32(x: torch.Tensor, k_dim: int, *, fnuz_as_fn: bool = False) -> torch.Tensor:
+    """The elements' values in f32 (exact), logical shape; fp4 unpacked along K. fnuz_as_fn: an FNUZ tensor
+    decoded with its OCP twin's rules (a planted bug: right except the codes the OCP format reserves)."""
+    if x.dtype == fp4.PACKED:
+        return fp4.unpack_along(x, k_dim)
+    if fnuz_as_fn and x.dtype in _FNUZ_AS_OCP:
+        # the OCP twin's decode: the bias is one smaller, so every value reads twice too large; halve it
+        return x.view(torch.uint8).view(_FNUZ_AS_OCP[x.dtype]).to(torch.float32) * 0.5
+    return x.to(torch.float32)
+
+
+def f16_running_sum(a32: torch.Tensor, b32: torch.Tensor) -> torch.Tensor:
+    """a32 @ b32 with each product (exact in f32 for fp8 values) rounded to f16 and added to an f16 running sum:
+    the planted f16 accumulator."""
+    total = torch.zeros((*a32.shape[:-1], b32.shape[-1]), dtype=torch.float16)
+    for kk in range(a32.shape[-1]):
+        term = (a32[..., kk:kk + 1] * b32[..., kk:kk + 1, :]).to(torch.float16)
+        total = total + term  # f16 + f16 rounds to f16
+    return total
+

@@ -1,7 +1,7 @@
 """Evidence for the low-bit verdicts (issue 16): correct low-bit kernels must pass e2egen's verdict and wrong
 ones must fail it, beside the rules the peers use for the same outputs. Writes docs/lowbit-evidence.md.
 
-Kernels: runner/ops/scaled_gemm/kernels.py and studies/lowbit_kernels.py (plain gemms), torch's default
+Kernels: runner/ops/scaled_gemm/kernels.py and runner/ops/product_sum/kernels.py (plain gemms), torch's default
 kernels besides. Cases: scaled gemms (MX, block, row and tensor scales; e8m0 and f32 scales; fp8 OCP and
 FNUZ, fp4; two- and four-letter layouts; K a multiple of the block or not; f32, bf16 and f16 outputs) on
 random quantized data and on the structured patterns, plus plain fp8 and i8 gemms. A wrong kernel's run counts as a bug only where the data reach the bug: its output differs
@@ -34,8 +34,7 @@ from e2egen.runner.options import Requirements
 from e2egen.runner.problem import make_problem
 
 SCALED_K = "e2egen.runner.ops.scaled_gemm.kernels"  # the scaled gemm family's alternate and planted-bug kernels
-# the plain gemm kernels' module beside this one, whether imported as studies.* or e2egen.studies.* (or run with -m)
-K = f"{__spec__.parent if __spec__ else 'studies'}.lowbit_kernels"
+K = "e2egen.runner.ops.product_sum.kernels"  # the plain fp8 and i8 gemm kernels
 
 # e2egen's verdict as configs.toml ships it: [tolerances] and [require]; i8: tolerances.i8 (exact).
 SHIPPED = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
@@ -432,7 +431,7 @@ def render(rows: dict[str, Row], seeds: int, seconds: float) -> str:
     lines = [
         "# Low-bit kernels: evidence", "",
         f"Command: `.venv/bin/python -m studies.lowbit_evidence --seeds {seeds}` (torch {torch.__version__}, CPU; "
-        f"{seconds:.0f} s). Kernels: runner/ops/scaled_gemm/kernels.py, studies/lowbit_kernels.py (plain gemms) "
+        f"{seconds:.0f} s). Kernels: runner/ops/scaled_gemm/kernels.py, runner/ops/product_sum/kernels.py (plain gemms) "
         "and torch's default kernels. Cases: "
         f"{len(SCALED_RANDOM)} scaled gemms on random quantized data, {len(STRUCTURED_BASES)} × {len(PATTERNS)} "
         f"structured scaled gemms, {len(GEMM_FP8)} fp8 gemms, {len(GEMM_I8)} i8 gemms (listed at the end), seeds "

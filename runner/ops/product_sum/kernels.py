@@ -67,6 +67,7 @@ from torch.nn import grad
 from e2egen import metrics
 from e2egen.runner import fp4
 from e2egen.runner.gemm_form import GemmForm
+from e2egen.runner.lowbit import elements_f32, f16_running_sum
 from e2egen.runner.ops.product_sum.conv import SPATIAL_KEYS
 from e2egen.runner.ops.product_sum.lowering import lower
 from e2egen.runner.problem import Problem, make_problem
@@ -429,3 +430,51 @@ def conv_filter_as_kyxc(x: torch.Tensor, w: torch.Tensor, *, stride: Sequence[in
     stored = w.permute(*[w.stride().index(s) for s in sorted(w.stride(), reverse=True)]).contiguous()
     assumed = stored.reshape(w.shape[0], w.shape[2], w.shape[3], w.shape[1]).permute(0, 3, 1, 2)
     return torch_conv_fwd(x, assumed.contiguous(), stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+# -- low-bit gemm through gemm's plug-in contract f(a, b) or f(a, b, out_dtype=...), fp8 or i8 tensors --------
+# (the low-bit evidence, studies/lowbit_evidence.py; the scaled gemm's are runner/ops/scaled_gemm/kernels.py)
+# CORRECT: fp8_f32, fp8_split_k, i8_int32, i8_int64. WRONG: fp8_fnuz_read_as_fn, fp8_f16_accumulator,
+# i8_i16_accumulator.
+# -- plain fp8 gemm ----------------------------------------------------------------------------------------
+def _gemm_out(c: torch.Tensor, out_dtype) -> torch.Tensor:
+    return c if out_dtype is None else c.to(out_dtype)
+
+
+def fp8_f32(a, b, out_dtype=None):
+    return _gemm_out(elements_f32(a, -1) @ elements_f32(b, -2), out_dtype)
+
+
+def fp8_split_k(a, b, out_dtype=None):
+    a32, b32 = elements_f32(a, -1), elements_f32(b, -2)
+    k = a32.shape[-1]
+    step = -(-k // 4)
+    slices = [a32[..., s:s + step] @ b32[..., s:s + step, :] for s in range(0, k, step)]
+    total = slices[0]
+    for part in slices[1:]:
+        total = total + part
+    return _gemm_out(total, out_dtype)
+
+
+def fp8_fnuz_read_as_fn(a, b, out_dtype=None):
+    return _gemm_out(elements_f32(a, -1, fnuz_as_fn=True) @ elements_f32(b, -2, fnuz_as_fn=True), out_dtype)
+
+
+def fp8_f16_accumulator(a, b, out_dtype=None):
+    return _gemm_out(f16_running_sum(elements_f32(a, -1), elements_f32(b, -2)).to(torch.float32), out_dtype)
+
+
+# -- plain i8 gemm -----------------------------------------------------------------------------------------
+def i8_int32(a, b):
+    return a.to(torch.int32) @ b.to(torch.int32)
+
+
+def i8_int64(a, b):
+    return (a.to(torch.int64) @ b.to(torch.int64)).to(torch.int32)
+
+
+def i8_i16_accumulator(a, b):
+    total = torch.zeros((*a.shape[:-1], b.shape[-1]), dtype=torch.int16)
+    for kk in range(a.shape[-1]):
+        total = total + a[..., kk:kk + 1].to(torch.int16) * b[..., kk:kk + 1, :].to(torch.int16)  # wraps
+    return total.to(torch.int32)

@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 
 from e2egen.runner import fp4
-from e2egen.runner.lowbit import FLOAT8_STORAGE
+from e2egen.runner.lowbit import FLOAT8_STORAGE, elements_f32, f16_running_sum
 from e2egen.runner.ops.scaled_gemm.scaling import expand_scales
 from e2egen.runner.ops.scaled_gemm.spec import Blocks, Scaling, operand_blocks
 
@@ -101,19 +101,6 @@ def _scaled(values: torch.Tensor, scales: torch.Tensor, blocks: Blocks) -> torch
 
 # -- alternates and planted bugs: reading the operands (f32) -------------------------------------------
 F32 = torch.float32
-_FNUZ_AS_OCP = {torch.float8_e4m3fnuz: torch.float8_e4m3fn, torch.float8_e5m2fnuz: torch.float8_e5m2}
-
-
-def _elements(x: torch.Tensor, k_dim: int, *, fnuz_as_fn: bool = False) -> torch.Tensor:
-    """The elements' values in f32 (exact), logical shape; fp4 unpacked along K."""
-    if x.dtype == fp4.PACKED:
-        return fp4.unpack_along(x, k_dim)
-    if fnuz_as_fn and x.dtype in _FNUZ_AS_OCP:
-        # the OCP twin's decode: the bias is one smaller, so every value reads twice too large; halve it
-        return x.view(torch.uint8).view(_FNUZ_AS_OCP[x.dtype]).to(F32) * 0.5
-    return x.to(F32)
-
-
 def _scales(s: torch.Tensor, *, e8m0_bias: int = 127) -> torch.Tensor:
     """The scales' values in f32 (logical shape, whatever the storage)."""
     if s.dtype == torch.float8_e8m0fnu and e8m0_bias != 127:
@@ -147,7 +134,7 @@ def _dequantized(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_
                  b_block_of_k: BlockOfK | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A ⊙ scale_a and B ⊙ scale_b, each product computed in f32 then stored in `dtype`.
     a_block_of_k / b_block_of_k: a function k -> the K block whose scale element k takes (a bug's hook)."""
-    a_el, b_el = _elements(a, -1, fnuz_as_fn=fnuz_as_fn), _elements(b, -2, fnuz_as_fn=fnuz_as_fn)
+    a_el, b_el = elements_f32(a, -1, fnuz_as_fn=fnuz_as_fn), elements_f32(b, -2, fnuz_as_fn=fnuz_as_fn)
     sa, sb = _scales(scale_a, e8m0_bias=e8m0_bias), _scales(scale_b, e8m0_bias=e8m0_bias)
     m, k = a_el.shape[-2:]
     n = b_el.shape[-1]
@@ -189,7 +176,7 @@ def scaled_f32_reordered(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
 def _promoted(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, scaling: Scaling,
               block: int, *, swapped: bool = False) -> torch.Tensor:
     """Σ over K blocks of (raw partial sum) · sa · sb, all in f32; swapped: sa per column, sb per row."""
-    a_el, b_el = _elements(a, -1), _elements(b, -2)
+    a_el, b_el = elements_f32(a, -1), elements_f32(b, -2)
     sa, sb = _scales(scale_a), _scales(scale_b)
     m, k = a_el.shape[-2:]
     n = b_el.shape[-1]
@@ -260,16 +247,7 @@ def scaled_f16_dequant(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, 
 def scaled_f16_accumulator(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
                            out_dtype: torch.dtype, scaling: Scaling, block: int) -> torch.Tensor:
     a32, b32 = _dequantized(a, b, scale_a, scale_b, scaling, block)
-    return _f16_running_sum(a32, b32).to(out_dtype)
-
-
-def _f16_running_sum(a32: torch.Tensor, b32: torch.Tensor) -> torch.Tensor:
-    """Each product (exact in f32 for fp8 × e8m0) rounded to f16 and added to an f16 running sum."""
-    total = torch.zeros((*a32.shape[:-1], b32.shape[-1]), dtype=torch.float16)
-    for kk in range(a32.shape[-1]):
-        term = (a32[..., kk:kk + 1] * b32[..., kk:kk + 1, :]).to(torch.float16)
-        total = total + term  # f16 + f16 rounds to f16
-    return total
+    return f16_running_sum(a32, b32).to(out_dtype)
 
 
 # -- alternates and planted bugs read in float64 ------------------------------------------------------------

@@ -3,6 +3,8 @@
     write_text_atomically(path, text)     the generated suite, manifest.json, reports, pr_selection.toml,
                                           a calibrated catalogue, arithmetic profiles
     make_directory(path)                  an output directory (and its parents)
+    reading(*paths)                       while a command runs: the files it reads, which no writer may overwrite
+    refuse_overwriting_input(path, what)  the check every writer makes (UsageError, exit 2, naming both files)
     write_all(fd, data)                   every byte to an open file (records appends use it too)
     OutputError                           a file that could not be written: disk full, no permission, ...
 
@@ -10,20 +12,28 @@ The text goes to a temporary file in the same directory, is flushed to the disk
 (fsync), and is renamed over the target (os.replace, atomic on POSIX): readers,
 a crash or a full disk see the old file or the new one, never half of one, and
 a failed write leaves no temporary file behind. A new file gets the usual mode
-(0o666 less the umask), a replaced one keeps its mode; a symbolic link is
-followed, so the file it points to is replaced and the link stays.
+(0o666 less the umask), a replaced one keeps its mode. A symbolic link at the
+path is never followed: the rename replaces the link itself, so a link planted
+at an output path cannot make e2egen write to the file it points to.
+
+No command overwrites a file it reads: a command declares its inputs
+(`reading`), and every writer here (and the results store) refuses an output
+that is one of them, however named (a relative path, a symbolic link, a hard
+link: compared by device and inode), with a UsageError naming both.
 
 A leaf module (standard library and e2egen.errors only): every layer writes through it.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Iterator
 
-from e2egen.errors import UserError
+from e2egen.errors import UsageError, UserError
 
 _REASONS = {
     errno.ENOSPC: "disk full (no space left on the device)",
@@ -70,6 +80,48 @@ def output_error(path: str | Path, err: OSError, what: str = "") -> OutputError:
     return OutputError(path, f"{reason}{f'; {what}' if what else ''}", errno_=err.errno)
 
 
+# (st_dev, st_ino) -> how the command named the input, while a command runs (`reading`).
+_INPUTS: dict[tuple[int, int], str] = {}
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # follows links: a link to an input is the input
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+@contextlib.contextmanager
+def reading(*paths: str | Path | None) -> Iterator[None]:
+    """While the block runs, the existing files among `paths` are inputs no writer may overwrite."""
+    added = []
+    for path in paths:
+        key = _identity(path) if path else None
+        if key is not None and key not in _INPUTS:
+            _INPUTS[key] = str(path)
+            added.append(key)
+    try:
+        yield
+    finally:
+        for key in added:
+            _INPUTS.pop(key, None)
+
+
+def input_named(path: str | Path) -> str | None:
+    """How the running command named the input `path` is (same device and inode), or None."""
+    key = _identity(path)
+    return _INPUTS.get(key) if key is not None else None
+
+
+def refuse_overwriting_input(path: str | Path, what: str = "the output") -> None:
+    """UsageError (exit 2) naming both when writing `path` would overwrite a file the command reads."""
+    source = input_named(path)
+    if source is not None:
+        raise UsageError(f"{what} {path} is {source}, a file this command reads; writing it would overwrite "
+                         "that input: give another output path")
+
+
 def make_directory(path: str | Path) -> Path:
     """Create a directory and its parents (nothing when it exists); OutputError naming it when that fails."""
     path = Path(path)
@@ -93,14 +145,15 @@ def write_text_atomically(path: str | Path, text: str, *, encoding: str = "utf-8
 def write_bytes_atomically(path: str | Path, data: bytes, *, make_parents: bool = True) -> Path:
     """write_text_atomically for bytes."""
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    refuse_overwriting_input(path)
+    target = path  # a link at the path is replaced, never written through
     if make_parents:
         try:
             make_directory(target.parent)
         except OutputError as err:  # name the file asked for, and the directory at fault
             raise OutputError(path, f"its directory {err.where}: {err.message.removeprefix('cannot write: ')}",
                               errno_=err.errno) from None
-    if target.is_dir():
+    if stat.S_ISDIR(_lstat_mode(target)):
         raise OutputError(path, "it is a directory", errno_=errno.EISDIR)
     mode = _existing_mode(target)
     temporary, fd = _create_temporary(target)
@@ -130,9 +183,16 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
 def _existing_mode(path: Path) -> int | None:
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # a link's target's mode is not the output's
     except OSError:
         return None
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None

@@ -191,7 +191,11 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
         figures = figures_by_shape.get(shape_key)
         if figures is None:
-            problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+            try:
+                problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+            except runner.ProblemError as err:  # the loader judges every case (check_combinations); a Catalogue built
+                problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))  # elsewhere still gets a location
+                continue
             figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size),
                                                      problem.spec.shared_rounding(problem.params))
         tolerances = applicable_tolerances(tolerances, figures[3])

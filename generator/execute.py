@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Iterator, Literal, Mapping, get_args
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
 from e2egen.runner.arithmetic.requirements import UNEXPLAINED, Acceptance, Violation, ViolationKey
 from e2egen.runner.errors import CaseTimedOut, format_seconds
+from e2egen.runner.safe_text import safe_text
 
 if TYPE_CHECKING:  # torch: `e2egen gen` and collecting a suite never load it
     import torch
@@ -65,6 +66,12 @@ class Outcome:
     broken: tuple[ViolationKey, ...] = ()  # requirements the measured arithmetic broke (unexcused)
     accepted: tuple[tuple[ViolationKey, Acceptance], ...] = ()  # (requirement key, the entry that excuses it)
     loosened: tuple[str, ...] = ()  # what the case's policy loosens (generator.defaults)
+
+    def __post_init__(self):
+        # Where a kernel's text enters every report, record and store: an exception message holding lone
+        # surrogates (an undecodable file name) is made encodable here, once (runner.safe_text).
+        for name in ("reason", "report", "repro", "device"):
+            object.__setattr__(self, name, safe_text(getattr(self, name)))
 
     @property
     def failure_kind(self) -> str:
@@ -148,7 +155,22 @@ def execute(case: Case, device: str | None = None, catalogue: str | None = None,
 
 def _run_case(case: Case, torch_device: torch.device, repro: str, timings: dict[str, float],
               warm_kernel: bool = True) -> Outcome:
-    """What running `case` gives; `timings` gets each stage's time as it ends."""
+    """What running `case` gives; `timings` gets each stage's time as it ends. What the kernel changed in the
+    process's global state (put back after each call: runner.isolation) is named in the report."""
+    from e2egen.runner import isolation
+
+    isolation.start_case()  # the run's initial state, and no notes left from the last case
+    outcome = _run_case_itself(case, torch_device, repro, timings, warm_kernel)
+    note = isolation.describe_changes(isolation.changes_noted())
+    if not note:
+        return outcome
+    return replace(outcome, report=note + ("\n" + outcome.report if outcome.report else ""),
+                   reason=outcome.reason + (f"; {note}" if outcome.reason else "") if outcome.status == "failed"
+                   else outcome.reason)
+
+
+def _run_case_itself(case: Case, torch_device: torch.device, repro: str, timings: dict[str, float],
+                     warm_kernel: bool = True) -> Outcome:
     from e2egen import runner
 
     def failed(reason: str, report: str) -> Outcome:
@@ -206,9 +228,30 @@ def _judge_outputs(case: Case, result: RunResult, repro: str, timings: dict[str,
     else:  # each output judged alone; the case passes when every output does
         reason = "; ".join(f"{name}: {outputs[name][1].summary}" for name in failed)
         report = "\n".join(f"output {name}:\n{v}" for name, (_, v) in outputs.items())
+    nans = [text for name in failed if (text := _unexpected_nans(result, name))]
+    if nans:  # what the kernel did, before the metrics it broke
+        reason = "; ".join(nans) + f"; {reason}"
     return Outcome(case, "failed" if failed else "passed", reason, result.device, repro, report=report,
                    comparison=comparison, verdict=verdict, timings=dict(timings), outputs=outputs,
                    arithmetic=result.arithmetic, loosened=loosened)
+
+
+def _unexpected_nans(result: RunResult, name: str) -> str:
+    """"the kernel returned NaN where the reference is a number (N elements, first at (i, j))", or "". Any NaN
+    counts, whatever its payload or sign."""
+    import torch
+
+    output = result.outputs[name]
+    out, ref = output.out, output.ref
+    if not (out.is_floating_point() and ref.is_floating_point()) or out.shape != ref.shape:
+        return ""
+    where = torch.isnan(out.detach().to("cpu", torch.float64)) & ~torch.isnan(ref.to("cpu"))
+    count = int(where.sum())
+    if not count:
+        return ""
+    first = tuple(int(i) for i in where.nonzero()[0].tolist())
+    what = "the kernel returned NaN" if len(result.outputs) == 1 else f"the kernel returned NaN in {name}"
+    return f"{what} where the reference is a number ({count} element{'s' if count > 1 else ''}, first at {first})"
 
 
 def timed_out(case: Case, device: str | None, catalogue: str | None, seconds: float,

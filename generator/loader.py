@@ -42,6 +42,25 @@ def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
     return catalogue
 
 
+def op_dtype_problem(op: Any, dtype: str) -> str | None:
+    """None when `op` runs in `dtype`; UNKNOWN_LAYOUT when `dtype` is no dtype at all (the caller lists the valid
+    ones); else that the op does not run in this (valid) dtype, with the ones it does (Op.dtypes, declared once)."""
+    if dtype in op.dtypes:
+        return None
+    if dtype not in runner.DTYPES:
+        return UNKNOWN_LAYOUT
+    return f"{op.name} does not run in {dtype}{dtype_kind(dtype)}; valid for {op.name}: {', '.join(op.dtypes)}"
+
+
+def dtype_kind(dtype: str) -> str:
+    from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
+
+    for kinds, what in ((FLOAT8_PAIRS, "an fp8 pair"), (FLOAT8, "fp8"), (FLOAT4, "fp4"), (INTEGER_DTYPES, "an integer format")):
+        if dtype in kinds:
+            return f" ({what})"
+    return ""
+
+
 class _Reader(TomlReader):
     """Validates one parsed catalogue, collecting problems instead of stopping at the first."""
 
@@ -91,9 +110,12 @@ class _Reader(TomlReader):
         slugs = [module_slug(s.name).casefold() for s in suites]
         for i, slug in enumerate(slugs):
             if slug in slugs[:i] and suites[i].name != suites[slugs.index(slug)].name:
+                first = suites[slugs.index(slug)]
                 self.problems.append(Problem(suites[i].location, "suite.name",
                                              f"suite {suites[i].name!r} would share the test module "
-                                             f"test_{module_slug(suites[i].name)}.py with suite {suites[slugs.index(slug)].name!r}"))
+                                             f"test_{module_slug(suites[i].name)}.py with suite {first.name!r} (at "
+                                             f"{first.location}): rename one (names differing only in case or in "
+                                             f"characters other than letters, digits and _ make the same module)"))
         selection_path, selection = self.selection(data.get("pr_selection"))
         return Catalogue(
             path=self.path, seed=seed, ranges=frozen(ranges), range_data=frozen(range_data), suites=suites,
@@ -345,8 +367,9 @@ class _Reader(TomlReader):
                 axes[axis] = ()
             else:
                 kind = f"{axis[:-1]} for {op_name}" if axis in ("directions", "layouts") else axis[:-1]
-                accepts = op.layout_problem if axis == "layouts" else None
-                axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,), valid, kind, accepts)
+                accepts = op.layout_problem if axis == "layouts" else (lambda dtype: op_dtype_problem(op, dtype)) if axis == "dtypes" else None
+                axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,),
+                                          op.dtypes if axis == "dtypes" else valid, kind, accepts)
             exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
         self.check_range_data(ranges, range_data, axes, key_path)
         impl = data.get("impl")
@@ -356,8 +379,15 @@ class _Reader(TomlReader):
         if not isinstance(configs_data, list) or not configs_data:
             self.problem(key_path + ("config",), "the suite has no [[suite.config]]")
             configs_data = []
-        configs = tuple(c for c in (self.config(d, key_path + ("config", i), op_name, axes, exclude_axes, ranges)
-                                    for i, d in enumerate(configs_data)) if c)
+        configs, checkable = [], []
+        for i, config_data in enumerate(configs_data):
+            known_problems = len(self.problems)
+            config = self.config(config_data, key_path + ("config", i), op_name, axes, exclude_axes, ranges)
+            if config is not None:
+                configs.append(config)
+                if len(self.problems) == known_problems:
+                    checkable.append((config, key_path + ("config", i)))
+        configs = tuple(configs)
         self.no_duplicates([c.name for c in configs], key_path + ("config",), "config", [c.location for c in configs])
         excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.SUITE_EXCLUDE_KEYS, {**exclude_axes, "configs": tuple(c.name for c in configs)})
         pr = self.boolean(data.get("pr", False), key_path + ("pr",))
@@ -365,6 +395,7 @@ class _Reader(TomlReader):
             return None
         if configs and all(axes.values()):
             self.check_some_case_left(name, configs, axes, excludes, key_path + (("exclude",) if excludes else ()))
+            self.check_combinations(op_name, data, checkable, axes, excludes, ranges, range_data, key_path)
         return Suite(
             name=name, op=op_name, configs=configs, location=self.location(key_path),
             dtypes=axes["dtypes"], directions=axes["directions"], layouts=axes["layouts"], ranges=axes["ranges"],
@@ -436,18 +467,90 @@ class _Reader(TomlReader):
             timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
         )
 
+    def check_combinations(self, op: str, data: Mapping, configs: list[tuple[Config, tuple]], axes: Mapping,
+                           excludes: tuple[Exclude, ...], ranges: Mapping, range_data: Mapping, key_path: tuple) -> None:
+        """Every case the suite makes (its excludes and its configs' left out) must be a valid problem: a dtype the
+        config cannot run in (quantized attention in f16), a layout its shape cannot have (channels_last on a
+        rank-2 tensor), a range beyond a format's largest value. Each is named once, at the suite's entry for
+        the dtype, layout or range (the key that chose it), with the configs it fails for."""
+        found: dict[tuple, list[str]] = {}  # (where, what, message) -> the configs it holds for
+        for config, config_path in configs:
+            for direction, dtype, layout, range_name in itertools.product(
+                    axes["directions"], axes["dtypes"], axes["layouts"], axes["ranges"]):
+                case_axes = {"config": config.name, "direction": direction, "dtype": dtype, "layout": layout, "range": range_name}
+                if any(e.matches(case_axes) for e in (*excludes, *config.excludes)):
+                    continue
+                try:
+                    runner.make_problem(op, direction, dtype, layout, config.params, ranges[range_name], 0,
+                                        range_data.get(range_name, "uniform"))
+                except runner.ProblemError as err:
+                    names = found.setdefault(self.combination_problem(
+                        err, data, config_path, config.params, dtype, layout, range_name, key_path), [])
+                    if config.name not in names:
+                        names.append(config.name)
+        here = key_text(key_path) + "."
+        seen = {p.message for p in self.problems if p.key.startswith(here)}  # check_range_data's inexact integer ranges
+        for (where, what, message), names in found.items():
+            if what:
+                listed = ", ".join(map(repr, names[:5])) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                message = f"{what} with config{'s' if len(names) > 1 else ''} {listed}: {message}"
+            if message not in seen:
+                seen.add(message)
+                self.problem(where, message)
+
+    def combination_problem(self, err: Any, data: Mapping, config_path: tuple, params: Mapping, dtype: str, layout: str,
+                            range_name: str, key_path: tuple) -> tuple[tuple, str, str]:
+        """(where, what, message) for a failing case: the suite's dtypes, layouts or ranges entry that chose the value
+        at fault (the config's own key for a shape parameter: what is then ""), and what names that value."""
+        axis, value = {"dtype": ("dtypes", dtype), "layout": ("layouts", layout), "input_range": ("ranges", range_name)}.get(
+            err.key, (None, None))
+        if axis is None:
+            return config_path + ((err.key,) if err.key in params else ()), "", err.message  # a shape parameter
+        listed = data.get(axis)
+        if isinstance(listed, list) and value in listed:
+            where = key_path + (axis, listed.index(value))
+        elif axis in data:
+            where = key_path + (axis,)
+        else:  # the axis is the op's default (every layout): the config is what to change
+            where = config_path
+        if axis == "ranges":
+            return where, "", f"range {range_name!r} with dtype {dtype}: {err.message}"
+        default = "" if axis in data else f" (the suite lists no {axis}: it takes every one the op has; list the ones that apply)"
+        return where, f"{axis[:-1]} {value}", err.message + default
+
     def check_catalogue_minimums(self, op: Any, params: dict, key_path: tuple) -> None:
-        """Values the runner takes internally but a catalogue may not write (gemm's batch = 0, its "no batch")."""
+        """Values the runner takes internally but a catalogue may not write: an integer below the op's
+        catalogue minimum (gemm's batch = 0, its "no batch"; scaled gemm's block = 0, "the scaling's default"),
+        and the empty string of every optional parameter whose default it is (out_dtype = "", "the usual")."""
         for key, (minimum, hint) in op.catalogue_minimums.items():
             value = params.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value < minimum:
                 self.problem(key_path + (key,), f"expected an integer >= {minimum}, got {value}" + (f"; {hint}" if hint else ""))
+        for key, default in op.optional_params.items():
+            if default == "" and params.get(key) == "":
+                self.problem(key_path + (key,), f"an empty {key} is {op.name}'s own \"not given\": leave {key} out for "
+                                                f"its default{self.param_choices(op, params, key)}")
+
+    @staticmethod
+    def param_choices(op: Any, params: dict, key: str) -> str:
+        """"; valid: ..." for a parameter with a closed set of values (what the op's own check lists), else ""."""
+        try:
+            op.parse_params({**params, key: "\x00"})
+        except runner.ProblemError as err:
+            if err.key == key and err.choices:
+                return f"; valid: {', '.join(map(str, err.choices))}"
+        except Exception:  # the op's own parser: any failure only loses the hint
+            pass
+        return ""
 
     def check_shape(self, op: str, params: dict, key_path: tuple, axes: Mapping, ranges: Mapping) -> None:
-        """Let the runner judge the shape: sizes, output size, groups."""
+        """Let the runner judge the shape: sizes, output size, groups. What depends on the case's dtype, layout or
+        range is judged for every case, at the suite's axis entry (check_combinations)."""
         try:
             runner.make_problem(op, axes["directions"][0], axes["dtypes"][0], axes["layouts"][0], params, ranges[axes["ranges"][0]], 0)
         except runner.ProblemError as err:
+            if err.key in ("dtype", "layout", "input_range") and err.key not in params:
+                return
             key = err.key if err.key in params else None
             self.problem(key_path + ((key,) if key else ()), err.message)
 

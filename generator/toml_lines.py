@@ -1,9 +1,11 @@
 """Map TOML key paths to source lines, because tomllib reports none.
 
 A key path is a tuple of table keys and array-of-table indices, e.g.
-("suite", 2, "config", 0, "kernel"). Only lines that start a key or a table
-are recorded; a lookup falls back to the closest recorded ancestor, which is
-how values inside inline tables and arrays get the line of their key.
+("suite", 2, "config", 0, "kernel"). Lines that start a key or a table are
+recorded, and the line each element of an array value starts on (a list written
+over several lines names each entry at its own line); a lookup falls back to the
+closest recorded ancestor, which is how values inside inline tables get the line
+of their key.
 
 Lines are read with a small lexer that knows TOML's four kinds of strings
 (basic and literal, one-line and multi-line) and comments, so a `[[suite]]`
@@ -80,11 +82,14 @@ def _code_lines(text: str) -> Iterator[tuple[int, str, bool, int]]:
 
 
 def key_lines(text: str) -> dict[tuple, int]:
-    """Every table header and key in `text`, by key path, with its 1-based line."""
+    """Every table header and key in `text`, by key path, with its 1-based line; and each element of an array
+    value (path + (index,)), so an entry of a list written over several lines is named at its own line."""
     lines: dict[tuple, int] = {}
     array_counts: dict[tuple, int] = {}
     table: tuple = ()
-    for number, line, at_top, _ in _code_lines(text.removeprefix("\ufeff")):
+    text = text.removeprefix("\ufeff")
+    source = text.splitlines()
+    for number, line, at_top, _ in _code_lines(text):
         if not at_top:
             continue
         if match := _ARRAY_TABLE.match(line):
@@ -100,8 +105,64 @@ def key_lines(text: str) -> dict[tuple, int]:
             table = _resolve_array_parents(_split_dotted(match.group(1)), array_counts)
             lines.setdefault(table, number)
         elif match := _KEY_VALUE.match(line):
-            lines.setdefault(table + tuple(_split_dotted(match.group(1))), number)
+            key = table + tuple(_split_dotted(match.group(1)))
+            lines.setdefault(key, number)
+            if line[match.end():].lstrip().startswith("["):
+                for index, element_line in _element_lines(source, number - 1, match.end()).items():
+                    lines.setdefault(key + (index,), element_line)
     return lines
+
+
+def _element_lines(source: list[str], start: int, column: int) -> dict[int, int]:
+    """The 1-based line each element of the array value starting at source[start][column:] begins on."""
+    found: dict[int, int] = {}
+    string: str | None = None
+    depth, expecting = 0, False
+    for number in range(start, len(source)):
+        line = source[number]
+        i, n = (column if number == start else 0), len(line)
+        while i < n:
+            if string is None:
+                ch = line[i]
+                if ch == "#":
+                    break
+                if ch.isspace():
+                    i += 1
+                    continue
+                if depth == 1 and expecting and ch not in ",]":
+                    found[len(found)] = number + 1
+                    expecting = False
+                if line.startswith(_MULTI_LINE, i):
+                    string = line[i:i + 3]
+                    i += 3
+                    continue
+                if ch in "\"'":
+                    string = ch
+                elif ch in "[{":
+                    depth += 1
+                    expecting = expecting or depth == 1
+                elif ch in "]}":
+                    depth -= 1
+                    if depth <= 0:
+                        return found
+                elif ch == "," and depth == 1:
+                    expecting = True
+                i += 1
+                continue
+            if string[0] == '"' and line[i] == "\\":
+                i += 2
+                continue
+            if line.startswith(string, i):
+                i += len(string)
+                if string in _MULTI_LINE:
+                    while i < n and line[i] == string[0]:
+                        i += 1
+                string = None
+                continue
+            i += 1
+        if string is not None and string not in _MULTI_LINE:
+            string = None
+    return found
 
 
 def deepest_line(text: str) -> int | None:

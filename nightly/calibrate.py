@@ -256,6 +256,8 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
                 state.missing = f"{state.runs} of {required} runs"
             elif not math.isfinite(state.observed):
                 state.missing = "non-finite value"
+            elif not math.isfinite(state.observed * margin * 10):  # x margin, rounded up to 1-2-5: would overflow
+                state.missing = f"value too large to calibrate ({state.observed:.3g})"
             else:
                 state.floor, _ = format_floor(metric, case.dtype, ev.magnitude)
                 need, basis = case_need(metric, state.observed, state.floor, margin)

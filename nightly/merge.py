@@ -10,6 +10,11 @@ every shard's. A case recorded by two shards is kept once (the first input
 wins) and reported. Shard runs in the target store are marked merged_into,
 so reports compare the merged run, not its parts.
 
+A merge that lacks shards of the split (its headers say I/N and some I is not
+given) or whose inputs never finished is incomplete: MergeResult.incomplete
+says why, the merged run gets no end time (`e2egen runs` lists it as
+incomplete, its report says so), and `e2egen merge` exits 3, never "all passed".
+
 Every input is read and checked before the target store is touched (a records
 line that is not a valid record is a RecordsError naming file:line, a damaged
 or foreign store a StoreError naming it), and the merged run is written in one
@@ -47,6 +52,11 @@ class MergeResult:
     duplicates: int
     warnings: tuple[str, ...]
     counts: dict
+    incomplete: tuple[str, ...] = ()  # why the merged run is not a whole run: shards missing, shards unfinished
+
+    @property
+    def complete(self) -> bool:
+        return not self.incomplete
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -112,6 +122,7 @@ def merge(sources: Sequence[str], store_path: str | Path, run_id: str | None = N
         if target.has_run(run_id):
             raise NightlyError(f"merge: run {run_id} already exists in {target.path}; choose another --run-id")
         warnings = _consistency_warnings(inputs)
+        incomplete = _incompleteness(inputs)
         header = _merged_header(run_id, inputs)
         target.upsert_run(header)
         seen: set[str] = set()
@@ -127,13 +138,40 @@ def merge(sources: Sequence[str], store_path: str | Path, run_id: str | None = N
             warnings.append(f"{duplicates} cases were recorded by more than one shard; kept the first input's record")
         target.ingest(objects, run_id=run_id)
         ended = [s.ended for s in inputs]
-        if all(ended):
+        if all(ended) and not incomplete:  # a merge missing shards is never an ended, whole run
             target.upsert_run({"run_id": run_id, "ended": max(ended)})
         for shard in inputs:
             if shard.store_run_id:
                 target.set_run_fields(shard.store_run_id, merged_into=run_id)
         counts = target.status_counts(run_id)
-    return MergeResult(run_id, len(seen), duplicates, tuple(warnings), counts)
+    return MergeResult(run_id, len(seen), duplicates, tuple(warnings), counts, tuple(incomplete))
+
+
+def _incompleteness(inputs: Sequence[ShardInput]) -> list[str]:
+    """Why the merged run is not a whole run: the shards of the split not given, the shards that never ended."""
+    reasons = []
+    specs = []
+    for shard in inputs:
+        for h in shard.headers[:1]:
+            if not h.get("shard"):
+                continue
+            try:
+                specs.append(ShardSpec.parse(h["shard"]))
+            except NightlyError:  # said by _consistency_warnings
+                pass
+    counts = {spec.count for spec in specs}
+    if len(counts) == 1:
+        count = counts.pop()
+        missing = sorted(set(range(1, count + 1)) - {s.index for s in specs})
+        if missing:
+            reasons.append(f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{i}/{count}' for i in missing)} "
+                           f"missing ({len(missing)} of {count})")
+    unfinished = [s.source for s in inputs if s.ended is None]
+    if unfinished:
+        reasons.append(f"{len(unfinished)} input{'s' if len(unfinished) > 1 else ''} never finished "
+                       f"({', '.join(unfinished[:5])}{' …' if len(unfinished) > 5 else ''}): resume "
+                       f"{'them' if len(unfinished) > 1 else 'it'} with `e2egen nightly --resume RUN_ID` first")
+    return reasons
 
 
 def _consistency_warnings(inputs: Sequence[ShardInput]) -> list[str]:

@@ -40,6 +40,7 @@ from e2egen.files import make_directory, output_error
 from e2egen.generator.case_id import PARTS, CaseIdParts
 from e2egen.generator.execute import CASE_STATUSES, CaseStatus
 from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy
+from e2egen.runner.safe_text import safe_strings
 
 if TYPE_CHECKING:  # torch: the recorder runs while pytest collects and must not load it
     from e2egen.generator.execute import Outcome
@@ -312,7 +313,9 @@ def record_from_case_data(case: Mapping[str, Any], *, run_id: str, status: CaseS
 
 # -- JSON lines ---------------------------------------------------------------------
 def encode(obj: Mapping[str, Any]) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), default=_json_default) + "\n").encode("utf-8")
+    """One JSON line. Every string is made safe first (runner.safe_text): a kernel's text with lone surrogates
+    would otherwise be written as a \\udcff escape that reads back as a str the store cannot encode."""
+    return (json.dumps(safe_strings(obj), separators=(",", ":"), default=_json_default) + "\n").encode("utf-8")
 
 
 def _json_default(value: Any) -> Any:
@@ -501,7 +504,10 @@ def _parse_line(line: bytes) -> tuple[dict | None, str | None]:
         return None, f"not a record: JSON nested too deep: {_excerpt(stripped)}"
     if not isinstance(obj, dict):
         return None, f"not a record: a JSON {_json_type(obj)}, not an object: {_excerpt(stripped)}"
-    return obj, None
+    try:
+        return safe_strings(obj), None  # a lone-surrogate escape written before it was made safe
+    except RecursionError:
+        return None, f"not a record: JSON nested too deep: {_excerpt(stripped)}"
 
 
 def _excerpt(line: bytes, limit: int = 60) -> str:

@@ -25,7 +25,9 @@ Failures are StoreErrors (user errors: one line naming the file, exit 2), never
 SQLite tracebacks: a damaged page, a `record` that is not JSON (naming the run
 and case), a full disk (the change is rolled back whole), a store locked by
 another process. Another application's SQLite file is refused before anything
-is written to it ("not an e2egen results store"); a missing or empty file
+is written to it ("not an e2egen results store"), and so is a store SQLite's
+integrity check (PRAGMA quick_check) finds damaged, whenever a store is opened
+for writing; a missing or empty file
 becomes a new store (tables created in one transaction). Run ids are checked
 (records.check_run_id) wherever a run is looked up or created.
 """
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from e2egen.files import make_directory
+from e2egen.files import make_directory, refuse_overwriting_input
 from e2egen.nightly.errors import NightlyError, RecordsError, StoreError
 from e2egen.nightly.records import CaseRecord, check_run_id, read_records_file
 
@@ -168,6 +170,8 @@ class Store:
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True):
         self.path = Path(path)
+        if create:  # a writer: never a file the running command reads (a catalogue given as --store)
+            refuse_overwriting_input(self.path, "the results store")
         if self.path.is_dir():
             raise StoreError("a directory, not a results store file; give a file path with --store", where=str(self.path))
         if not self.path.exists():
@@ -209,6 +213,8 @@ class Store:
             raise StoreError(f"not an e2egen results store ({held}); it was left untouched: give another --store",
                              where=str(self.path))
         self._check_version()
+        if create:
+            self._check_integrity()
         if create:  # a writer: any table a crash kept from being created (the tables are made in one transaction)
             self.db.executescript(_SCHEMA)
 
@@ -224,6 +230,18 @@ class Store:
     def transaction(self):
         """`with store.transaction():` what is written inside is stored whole or (on an error) not at all."""
         return self.db.transaction()
+
+    def _check_integrity(self) -> None:
+        """A writer opens only a store SQLite finds sound (PRAGMA quick_check): a damaged one is never written to."""
+        try:
+            problems = [str(row[0]) for row in self.db.connection.execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as err:
+            raise store_error(self.path, err) from None
+        if problems != ["ok"]:
+            raise StoreError(f"the results store is damaged (database disk image is malformed); SQLite's "
+                             f"integrity check found: {' '.join(' '.join(problems).split())[:300]}; it was left untouched, nothing was written: "
+                             "restore it from a backup, or give another --store (a run's records file can be "
+                             "ingested again with `e2egen merge RUN.jsonl`)", where=str(self.path))
 
     def _check_version(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()

@@ -182,6 +182,9 @@ def make_plan(options: SweepOptions, store: Store, out: TextIO, held: contextlib
                   "they stay unrecorded", file=sys.stderr)
         case_ids = tuple(cid for cid in wanted if cid in cases)
     elif shard is not None:
+        if shard.count > len(candidates):  # checked before anything is allocated per shard
+            raise NightlyError(f"--shard {shard}: cannot split {len(candidates)} case{'s' if len(candidates) != 1 else ''} "
+                               f"into {shard.count:,} shards; give N between 1 and {len(candidates)}")
         durations = _durations_for_sharding(options, store)
         split = partition(candidates, shard.count, durations)
         case_ids, fingerprint = split.cases(shard), f"{split.basis} {split.fingerprint}"

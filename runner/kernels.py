@@ -37,6 +37,20 @@ Ctrl-C, a SIGINT the process received while the kernel ran, still stops the
 run); a kernel that ends its process (os._exit, abort, a segfault) fails
 its case and the sweep goes on in a fresh process; a kernel that runs past
 the case's time limit fails with "timed out after N s".
+
+A kernel must not change the process's global state (default dtype or device,
+deterministic algorithms, flush-to-zero, matmul precision, numpy's error
+handling, the working directory, ...): what it changes is put back after each
+call and named in the case's report (runner.isolation). It must not write
+into its inputs nor return them or a view of them, and its outputs must be
+dense (strided) tensors: each is a failure of the case that says so ("wrote
+into its input a", "returned a view of input a", "returned a sparse
+(sparse_coo) tensor"). How the reference is kept from mutated inputs: every
+call gets its own copies of the inputs (`own_copies`), made afresh for each
+call, so a repeated call (a warm call, the timing runs) never sees what an
+earlier call wrote, and the copies are compared bit for bit with the
+originals after the call, which makes writing into an input a failure in
+every timing mode.
 """
 from __future__ import annotations
 
@@ -55,11 +69,15 @@ from e2egen.runner.device import synchronize, tf32_mode
 from e2egen.runner.errors import ImplError, KernelDeclined, KernelFailure, Skip
 from e2egen.runner.import_path import search_path_text
 from e2egen.runner.inputs import arrange_for_kernel, input_formats
+from e2egen.runner.isolation import kernel_isolation
 from e2egen.runner.lowbit import widened_kernel
 from e2egen.runner.ops import Op, numerics_of
 from e2egen.runner.ops.base import named_outputs
 from e2egen.runner.problem import Problem, check_direction, lookup_op
 
+# Seconds the last call_kernel spent in the kernel itself (and waiting for the device): its time without the
+# copying and checking around it, which runs record.
+last_call_s = 0.0
 _IMPL_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # How torch says an op has no kernel for a dtype/device: a missing capability, not a bug.
 _NOT_IMPLEMENTED = re.compile(r"not implemented for|not supported|NotImplementedError|no kernel", re.IGNORECASE)
@@ -85,7 +103,8 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
         raise ImplError(str(impl), "expected 'package.module:function' (or \"torch\")")
     module_name, attribute_path = impl.split(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        with kernel_isolation():  # a module that sets global state when imported: put back, noted
+            target: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         where = ""
         if err.name is not None and module_name.split(".")[0] == err.name.split(".")[0]:
@@ -110,10 +129,15 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
     own kernel, whose missing device kernels are skips, not failures)."""
     is_torch = label == TORCH_IMPL
     watch_interrupts()
+    given = own_copies(tensors)
     started = time.monotonic()
     try:
-        result = problem.numerics.call(kernel, problem.direction, problem.params, tensors)
-        synchronize(device)
+        with kernel_isolation():
+            called = time.perf_counter()
+            result = problem.numerics.call(kernel, problem.direction, problem.params, given)
+            synchronize(device)
+            global last_call_s
+            last_call_s = time.perf_counter() - called
     except KernelDeclined as err:
         raise Skip(f"kernel {label} declined: {err.reason}") from err
     except KeyboardInterrupt as err:
@@ -132,10 +156,63 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
             raise Skip(f"torch has no {device.type} kernel for {problem.op} {problem.direction} in "
                        f"{problem.dtype} ({problem.layout}): {_first_line(err)}") from err
         raise KernelFailure(f"kernel {label} raised {type(err).__name__}: {_first_line(err)}") from err
+    check_inputs_unchanged(tensors, given, label)
     outputs = named_outputs(problem.output_names, result, lambda text: KernelFailure(f"kernel {label} {text}"))
     for name, out in outputs.items():
         check_output(problem, out, device, label, name=name)
+        _check_not_a_view(problem, out, given, label, name)
     return outputs
+
+
+def own_copies(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """The kernel's own copies of its inputs: the same storage size, offset, shape and strides (its layout,
+    padding included), in new memory, so that nothing the kernel writes reaches the originals."""
+    copies = {}
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
+            copy = torch.empty((0,), dtype=tensor.dtype, device=tensor.device)
+            copy.set_(tensor.untyped_storage().clone(), tensor.storage_offset(), tensor.size(), tensor.stride())
+            tensor = copy
+        copies[name] = tensor
+    return copies
+
+
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    kind = _SAME_SIZE_INT.get(tensor.element_size())
+    return tensor.view(kind) if kind is not None and tensor.dtype != kind else tensor
+
+
+def check_inputs_unchanged(originals: Mapping[str, Any], given: Mapping[str, Any], label: str,
+                           when: str = "") -> None:
+    """KernelFailure naming each input whose copy the kernel changed (values bit for bit, NaNs included, or
+    its shape and strides)."""
+    written = []
+    for name, original in originals.items():
+        copy = given[name]
+        if not isinstance(original, torch.Tensor) or copy is original:
+            continue
+        if (copy.size(), copy.stride(), copy.dtype) != (original.size(), original.stride(), original.dtype):
+            written.append(f"{name} (resized or restrided it)")
+        elif not torch.equal(_bits(copy), _bits(original)):
+            written.append(name)
+    if written:
+        raise KernelFailure(f"kernel {label} wrote into its input{'s' if len(written) > 1 else ''} "
+                            f"{', '.join(written)}{when} (a kernel must not modify its inputs)")
+
+
+def _check_not_a_view(problem: Problem, out: torch.Tensor, given: Mapping[str, Any], label: str, name: str) -> None:
+    what = f"kernel {label} returned" if len(problem.outputs) == 1 else f"kernel {label} returned {name} as"
+    storage = out.untyped_storage()
+    if storage.nbytes() == 0:
+        return
+    for input_name, tensor in given.items():
+        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided \
+                and tensor.untyped_storage().data_ptr() == storage.data_ptr():
+            raise KernelFailure(f"{what} a view of input {input_name} (outputs must be new tensors, not its inputs "
+                                f"or views of them)")
 
 
 def call_on_values(problem: Problem, kernel: Callable[..., Any], values: Mapping[str, torch.Tensor],
@@ -186,6 +263,10 @@ def check_output(problem: Problem, out: Any, device: torch.device, label: str, n
     what = f"kernel {label} returned" if len(problem.outputs) == 1 else f"kernel {label} returned {name} as"
     if not isinstance(out, torch.Tensor):
         raise KernelFailure(f"{what} {type(out).__name__}, expected a torch.Tensor")
+    if out.layout != torch.strided:
+        layout = str(out.layout).removeprefix("torch.")
+        kind = f"sparse ({layout})" if "sparse" in layout else layout
+        raise KernelFailure(f"{what} a {kind} tensor, expected a dense (strided) tensor")
     if tuple(out.shape) != tuple(spec.shape):
         raise KernelFailure(f"{what} shape {tuple(out.shape)}, expected {tuple(spec.shape)}")
     expected_dtype = storage_dtype(spec.dtype)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import torch
 
-from e2egen.runner import warm_calls
+from e2egen.runner import kernels, warm_calls
 from e2egen.runner.arithmetic.lookup import Measured, measured_arithmetic
 from e2egen.runner.bound import BoundModel, ErrorBound, error_bounds
 from e2egen.runner.device import device_name, require_dtype, require_float64, require_memory, select_device, synchronize, tf32_mode
@@ -18,7 +18,8 @@ from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.interval_bound import bound_for_output
 from e2egen.runner.magnitude import scanned_inputs
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
-from e2egen.runner.kernels import TORCH_IMPL, call_kernel, case_kernel
+from e2egen.runner.isolation import kernel_isolation, start_case
+from e2egen.runner.kernels import TORCH_IMPL, call_kernel, case_kernel, check_inputs_unchanged, own_copies
 from e2egen.runner.host_memory import retain_freed_memory
 from e2egen.runner.memory import kernel_bytes, peak_bytes
 from e2egen.runner.ops.numerics import Kernel
@@ -99,6 +100,7 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     measure: look up (or probe) the kernel's arithmetic; by default when there is a bound to follow it.
     The bound then follows it, and a kernel that flushes subnormals gets a flushing reference.
     """
+    start_case()  # from the run's initial global state, whatever an earlier case's kernel left (runner.isolation)
     retain_freed_memory()  # each case's large tensors reuse the last one's pages (host_memory)
     dev = select_device(device)
     kernel = case_kernel(problem, impl)
@@ -133,9 +135,8 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
         if timing is None:
             out = _call_warm(problem, kernel, kernel_tensors, dev, label, timings, repeat=warm_kernel)
         else:  # timed after its warm-up calls: the median is the recorded time
-            started = time.perf_counter()
             out = call_kernel(problem, kernel, kernel_tensors, dev, label=label)
-            timings["kernel_first_call"] = time.perf_counter() - started
+            timings["kernel_first_call"] = kernels.last_call_s
             kernel_timing = _time(problem, kernel, kernel_tensors, dev, timing, label)
             timings["kernel"] = kernel_timing.median_s
 
@@ -173,26 +174,32 @@ def _call_warm(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Ten
     """
     signature = warm_calls.signature(problem, label, tensors)
     warm_already = warm_calls.seen(signature)
-    started = time.perf_counter()
     out = call_kernel(problem, kernel, tensors, dev, label=label)
-    first = time.perf_counter() - started
+    first = kernels.last_call_s  # the call itself: not the input copies and checks around it
     warm_calls.remember(signature)
     if warm_already or not repeat or first >= WARM_CALL_LIMIT_S:
         timings["kernel"] = first
         return out
     del out  # the repeat's outputs replace these; both alive at once would double the outputs' memory
-    started = time.perf_counter()
     out = call_kernel(problem, kernel, tensors, dev, label=label)
-    timings["kernel"] = time.perf_counter() - started
+    timings["kernel"] = kernels.last_call_s
     timings["kernel_first_call"] = first
     return out
 
 
 def _time(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Tensor], dev: torch.device,
           options: TimingOptions, label: str) -> KernelTiming:
+    """The kernel timed on its own copies of the inputs (one set for all the timed calls: copying inside the
+    loop would be timed too), checked unchanged afterwards; global state it changes is put back and noted."""
+    given = own_copies(tensors)
     try:
-        return time_kernel(lambda: problem.numerics.call(kernel, problem.direction, problem.params, tensors),
-                           dev, problem.flops, options)
+        with kernel_isolation():
+            timing = time_kernel(lambda: problem.numerics.call(kernel, problem.direction, problem.params, given),
+                                 dev, problem.flops, options)
+        check_inputs_unchanged(tensors, given, label, when=" while being timed")
+        return timing
+    except KernelFailure:
+        raise
     except torch.OutOfMemoryError as err:
         raise KernelFailure(f"kernel {label} ran out of memory while being timed: {err}") from err
     except Exception as err:  # it passed once, then failed when repeated

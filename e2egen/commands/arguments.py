@@ -6,6 +6,11 @@ Some options follow one rule in every command, whatever command declares them: a
 [0, 2**64) (`seed`), and a path a command writes must be writable before anything runs (`output_path`).
 OPTION_RULES says which options those are; `apply_option_rules` gives them their types once every command
 is registered, so a bad value is an argparse error (usage, `error: argument --seed: ...`, exit 2).
+
+No command overwrites a file it reads. COMMAND_INPUTS says which files each command reads; before the
+command runs, an output option that names one of them (however: a relative path, a symbolic link, a hard
+link) is a UsageError naming both (exit 2), and while it runs every writer (e2egen.files, the results store)
+refuses those files too, so an output chosen by default or written into an output directory is covered.
 """
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ def output_path(kind: str):
         return text
 
     parse.__name__ = f"output_{kind}"
+    parse.output_kind = kind  # apply_option_rules: which options are outputs
     return parse
 
 
@@ -131,11 +137,106 @@ OPTION_RULES: dict[str, dict[str, object]] = {
 EVERY_COMMAND: dict[str, object] = {"--seed": seed}
 
 
+def _files(*names: str):
+    """The files a command reads: the values of these argparse dests (a list, a single path, or None)."""
+
+    def inputs(args) -> list[str]:
+        found = []
+        for name in names:
+            value = getattr(args, name, None)
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(item, str) and item:
+                    found.append(item)
+        return found
+
+    return inputs
+
+
+def _merge_inputs(args) -> list[str]:
+    """merge reads its inputs; one that is the target store itself (its latest run) is read and updated, by design."""
+    store = getattr(args, "store", None)
+    found = []
+    for text in args.inputs:
+        path = text.partition("#")[0]
+        if path and not (store and _same_file(path, store) and _is_sqlite(path)):
+            found.append(path)
+    return found
+
+
+def _is_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+# command -> the files it reads. calibrate's catalogue is not among them: `calibrate --write` edits it in
+# place, on purpose; nightly's and merge's store is read and updated, not overwritten.
+COMMAND_INPUTS: dict[str, object] = {
+    "gen": _files("catalogue"),
+    "nightly": _files("catalogue"),
+    "merge": _merge_inputs,
+    "report": _files("store"),
+    "select": _files("catalogue", "store"),
+    "calibrate": _files("store"),
+    "study": _files("study"),
+    "arithmetic": _files("catalogue"),
+    "import-rocmlir": _files("sources"),
+}
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # symbolic links followed, hard links the same inode
+    except (OSError, ValueError):
+        return False
+
+
+def check_outputs_are_not_inputs(command: str, args, outputs: dict[str, str]) -> list[str]:
+    """The files `command` reads; UsageError naming both when an output option (dest -> option) names one."""
+    from e2egen.errors import UsageError
+
+    inputs = COMMAND_INPUTS.get(command, _files())(args)
+    for dest, option in outputs.items():
+        value = getattr(args, dest, None)
+        if not isinstance(value, str) or not value:
+            continue
+        for source in inputs:
+            if _same_file(value, source):
+                raise UsageError(f"{option} {value} is {source}, a file `e2egen {command}` reads; writing it would "
+                                 "overwrite that input: give another output path")
+    return inputs
+
+
+def _guarded(command: str, handler, outputs: dict[str, str]):
+    """`handler` with the rule above: outputs checked before it runs, the inputs protected while it runs."""
+    from e2egen.files import reading
+
+    def run(args):
+        inputs = check_outputs_are_not_inputs(command, args, outputs)
+        with reading(*inputs):
+            return handler(args)
+
+    run.__name__ = getattr(handler, "__name__", "handler")
+    run.__wrapped__ = handler
+    return run
+
+
 def apply_option_rules(subparsers: argparse._SubParsersAction) -> None:
-    """Give the options OPTION_RULES and EVERY_COMMAND name their types, in every registered command."""
+    """Give the options OPTION_RULES and EVERY_COMMAND name their types, in every registered command.
+
+    Also: no command overwrites a file it reads (COMMAND_INPUTS; checked before, and while, the command runs).
+    """
     for command, parser in subparsers.choices.items():
         rules = {**EVERY_COMMAND, **OPTION_RULES.get(command, {})}
+        outputs: dict[str, str] = {}
         for action in parser._actions:
             for option in action.option_strings:
                 if option in rules:
                     action.type = rules[option]
+            if getattr(action.type, "output_kind", None) is not None and action.option_strings:
+                outputs[action.dest] = action.option_strings[-1]
+        handler = parser.get_default("handler")
+        if handler is not None and not hasattr(handler, "__wrapped__"):
+            parser.set_defaults(handler=_guarded(command, handler, outputs))

@@ -9,6 +9,8 @@ from pathlib import Path
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above, whole_number
 from e2egen.nightly.store import DEFAULT_STORE
 
+EXIT_INCOMPLETE = 3  # `e2egen merge`: shards missing or unfinished, the merged run is partial
+
 
 def register(sub) -> None:
     p = sub.add_parser("nightly", help="run every case with fresh inputs, record the results in the store, write a report",
@@ -41,7 +43,7 @@ def register(sub) -> None:
     p.add_argument("--no-gen", dest="generate", action="store_false", help="use the generated suite as it is")
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--reports-dir", default=None, metavar="DIR", help="report directory (default: reports/ beside the store)")
-    p.add_argument("--drift", type=number_above(0), default=4.0, metavar="FACTOR",
+    p.add_argument("--drift", type=number_above(0, finite=True), default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR since the previous run (default: 4)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",
@@ -51,7 +53,8 @@ def register(sub) -> None:
     p = sub.add_parser("merge", help="combine shards (stores, records files or run ids) into one run",
                        description="Combine the shards of a sweep into one run of the target store. Each input is a "
                                    "records file (.jsonl), a store file (its latest run; PATH#RUN_ID for another), or "
-                                   "the id of a run in the target store. Exit status: 0 all passed, 1 some failed, 2 user error.")
+                                   "the id of a run in the target store. Exit status: 0 all passed, 1 some failed, 2 user error, "
+                                   "3 incomplete (shards of the split missing, or a shard that never finished).")
     p.add_argument("inputs", nargs="+", metavar="INPUT")
     _store_argument(p, help_text="the store the merged run goes into")
     p.add_argument("--run-id", default=None, type=run_id_argument,
@@ -67,7 +70,7 @@ def register(sub) -> None:
                    help="compare with this run (default: the one before)")
     _store_argument(p)
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: reports/ beside the store)")
-    p.add_argument("--drift", type=number_above(0), default=4.0, metavar="FACTOR",
+    p.add_argument("--drift", type=number_above(0, finite=True), default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR (default: 4)")
     p.add_argument("--top", type=whole_number(0), default=20, metavar="N", help="worst cases listed (default: 20)")
     p.set_defaults(handler=report)
@@ -75,6 +78,21 @@ def register(sub) -> None:
     p = sub.add_parser("runs", help="list the runs in the results store")
     _store_argument(p)
     p.set_defaults(handler=list_runs)
+
+
+def shard_spec(text: str):
+    """--shard I/N as a ShardSpec; a NightlyError (exit 2) for a bad one, a number too long to read included.
+    N beyond the cases to split is refused by the sweep once they are known, before anything is allocated."""
+    from e2egen.nightly.errors import NightlyError
+    from e2egen.nightly.shard import ShardSpec
+
+    try:
+        return ShardSpec.parse(text)
+    except NightlyError:
+        raise
+    except ValueError:  # int() refuses more than 4,300 digits
+        raise NightlyError(f"--shard {text[:40]}…: N is far more than any number of cases; give I/N with N at "
+                           "most the number of cases") from None
 
 
 def run_id_argument(text: str) -> str:
@@ -98,7 +116,6 @@ def _beside_store(store: str, name: str, given: str | None) -> Path:
 
 
 def nightly(args) -> int:
-    from e2egen.nightly.shard import ShardSpec
     from e2egen.nightly.sweep import SweepOptions, run_sweep
 
     pytest_args = tuple(a for i, a in enumerate(args.pytest_args) if not (i == 0 and a == "--"))
@@ -106,7 +123,7 @@ def nightly(args) -> int:
         catalogue=args.catalogue, out=Path(args.out), store=Path(args.store),
         records_dir=Path(args.records_dir) if args.records_dir else None, global_seed=args.seed,
         resume=args.resume, workers=args.workers, device=args.device, reference=args.reference,
-        shard=ShardSpec.parse(args.shard) if args.shard is not None else None,
+        shard=shard_spec(args.shard) if args.shard is not None else None,
         durations_from=Path(args.durations_from) if args.durations_from else None,
         generate=args.generate, pytest_args=pytest_args, progress=args.progress,
         case_filter=_manifest_filter(args.filter, args.catalogue if args.generate else None) if args.filter else None,
@@ -174,6 +191,10 @@ def merge(args) -> int:
     counts = result.counts
     print(f"merged {len(args.inputs)} inputs into run {result.run_id} in {args.store}: {result.cases} cases: "
           f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, {counts.get('skipped', 0)} skipped")
+    if not result.complete:  # never a green "all passed" for a partial run
+        print(f"INCOMPLETE: run {result.run_id} is not a whole run: {'; '.join(result.incomplete)}; it was stored "
+              "without an end time (merge again with every shard)")
+        return EXIT_INCOMPLETE
     return EXIT_FAILED if counts.get("failed") else EXIT_OK
 
 

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from e2egen.commands.arguments import EXIT_OK
-from e2egen.errors import UsageError
-from e2egen.files import write_text_atomically
+from e2egen.errors import UsageError, UserError
+from e2egen.files import describe_os_error, write_text_atomically
 from e2egen.generator.cases import expand
 from e2egen.generator.errors import CatalogueError
 from e2egen.generator.loader import parse_catalogue
@@ -79,10 +79,7 @@ def _check_arguments(args) -> None:
         raise UsageError(f"-o {args.out}: one output file for {len(args.sources)} catalogues; use --out-dir DIR")
     if args.out and args.out_dir:
         raise UsageError("-o and --out-dir: give one of them")
-    written = [Path(p).resolve() for p in (args.out, args.summary, args.summary_md) if p]
-    for source in args.sources:
-        if Path(source).resolve() in written:
-            raise UsageError(f"{source}: an output would overwrite the rocMLIR catalogue it is converted from")
+    # An output that is one of the sources: refused by the rule every command follows (arguments.COMMAND_INPUTS).
 
 
 def _import_one(source: str, args, several: bool) -> FileSummary:
@@ -113,8 +110,10 @@ def _import_one(source: str, args, several: bool) -> FileSummary:
 def _write(path: Path, text: str, what: str) -> None:
     try:
         write_text_atomically(path, text)
+    except UserError:  # OutputError: names the file and says why, in one line
+        raise
     except OSError as err:
-        raise UsageError(f"{path}: cannot write {what}: {err.strerror}")
+        raise UsageError(f"{path}: cannot write {what}: {describe_os_error(err)}") from None
 
 
 def _command_line(args) -> str:

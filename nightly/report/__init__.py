@@ -33,6 +33,12 @@ def write_report(store: Store, out_dir: str | Path, run_id: str | None = None, a
     from e2egen.nightly.report.html import render_html
     from e2egen.nightly.report.markdown import render_markdown
 
+    import math
+
+    from e2egen.nightly.errors import NightlyError
+
+    if not (isinstance(drift, (int, float)) and math.isfinite(drift) and drift > 0):
+        raise NightlyError(f"--drift: expected a finite number > 0, got {drift!r}")
     data = build_report(store, run_id, against, drift=drift, top=top)
     out_dir = make_directory(out_dir)
     name = file_name_of(data.run.run_id)

@@ -90,8 +90,9 @@ def fmt_bucket(count: int, total: int) -> str:
 
 def run_line(run: RunInfo) -> str:
     versions = run.machine or {}
+    never = "never: a merge with shards missing or unfinished (INCOMPLETE)" if run.merged_from else "not yet (running or killed)"
     parts = [f"global seed {run.global_seed}", f"started {run.started or '?'}",
-             f"ended {run.ended or 'not yet (running or killed)'}", f"device {run.device or '?'}"]
+             f"ended {run.ended or never}", f"device {run.device or '?'}"]
     if versions.get("hostname"):
         parts.append(f"host {versions['hostname']}")
     if versions.get("torch"):
@@ -134,7 +135,9 @@ def headline(data: ReportData) -> str:
     return (f"{s.cases} cases: {s.passed} passed, {s.failed} failed, {s.skipped} skipped "
             f"(pass rate {fmt_rate(s.pass_rate)})"
             + (f"; {data.run.selected - s.cases} of the {data.run.selected} planned not recorded (run incomplete)"
-               if data.run.selected and data.run.selected > s.cases else ""))
+               if data.run.selected and data.run.selected > s.cases else "")
+            + ("; INCOMPLETE: a merge with shards missing or unfinished (see `e2egen merge`)"
+               if data.run.merged_from and not data.run.ended else ""))
 
 
 def arithmetic_rows(data: ReportData) -> list[tuple[CellArithmetic, list[str]]]:

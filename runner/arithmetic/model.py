@@ -63,6 +63,11 @@ INTERMEDIATES: tuple[Intermediate, ...] = get_args(Intermediate)
 PROBES_REVISION = 1
 # Significand bits (the implicit one included) of the formats findings name.
 FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8, "f8e4m3fn": 4, "f8e5m2": 3, "f8e4m3fnuz": 4, "f8e5m2fnuz": 3}
+# The significand widths a finding may name: the probes report 2..61 (a gap range capped at 60, runner/ops/*/probes.py);
+# anything outside 1..64 (x87's 64-bit significand the widest a kernel could keep) is no arithmetic at all.
+MIN_BITS, MAX_BITS = 1, 64
+MAX_GROUP_SIZE = 2 ** 40  # a chunk of consecutive products: far beyond any reduction a case runs
+MAX_TEXT = 10_000  # characters of one free-text finding (special_values, probed_with, a note)
 
 
 def format_of_bits(bits: int, exact: bool = True) -> str:
@@ -139,6 +144,42 @@ class Arithmetic:
                 raise ValueError(f"{name} = {getattr(self, name)!r}; valid: {', '.join(INPUT_ROUNDINGS)}")
         if self.intermediate not in INTERMEDIATES:
             raise ValueError(f"intermediate = {self.intermediate!r}; valid: (empty), {', '.join(INPUT_FORMATS)}")
+        self._check_numbers_and_text()
+
+    def _check_numbers_and_text(self) -> None:
+        """Every other field's type and range (a finding read from a file is checked like a catalogue's value:
+        acc_bits = -3 would make a bound 10^8 looser, "24" crash it): ValueError naming the field, the value and
+        what is valid."""
+        for name in ("acc_bits_exact", "reversed"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} = {getattr(self, name)!r}; valid: true, false")
+        for name, low in (("acc_bits", MIN_BITS), ("inner_bits", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_BITS:
+                raise ValueError(f"{name} = {value!r}; valid: an integer number of significand bits, {low} to {MAX_BITS}")
+        size = self.group_size
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_GROUP_SIZE:
+            raise ValueError(f"group_size = {size!r}; valid: an integer, 0 to {MAX_GROUP_SIZE}")
+        if self.groups == "chunks" and size < 2:
+            raise ValueError(f"group_size = {size!r} with groups = \"chunks\"; valid: 2 or more products per chunk")
+        if self.groups != "chunks" and size != 0:
+            raise ValueError(f"group_size = {size!r} with groups = {self.groups!r}; valid: 0 (only chunks have a size)")
+        if self.groups == "none" and self.inner_bits != 0:
+            raise ValueError(f"inner_bits = {self.inner_bits!r} with groups = \"none\"; valid: 0 (no groups, no inner sums)")
+        if self.groups != "none" and self.inner_bits < MIN_BITS:
+            raise ValueError(f"inner_bits = {self.inner_bits!r} with groups = {self.groups!r}; valid: {MIN_BITS} to {MAX_BITS}")
+        if self.compute not in ("", *FORMAT_BITS):
+            raise ValueError(f"compute = {self.compute!r}; valid: (empty), {', '.join(FORMAT_BITS)}")
+        for name in ("special_values", "probed_with"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or len(value) > MAX_TEXT:
+                raise ValueError(f"{name} = {_short(value)}; valid: a string of at most {MAX_TEXT} characters")
+        if not self.special_values:
+            raise ValueError('special_values = ""; valid: "ieee" or what differed ("inf*0 gave 0")')
+        for name in ("notes", "unexplained"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(text, str) and len(text) <= MAX_TEXT for text in value):
+                raise ValueError(f"{name} = {_short(value)}; valid: a list of strings of at most {MAX_TEXT} characters each")
 
     # -- what the bound needs ------------------------------------------------------
     @property
@@ -219,13 +260,15 @@ class Arithmetic:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "Arithmetic":
+        if not isinstance(table, Mapping):
+            raise ValueError(f"the findings must be a table of keys, got {_short(table)}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(table) - known)
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}")
         values = dict(table)
         for key in ("notes", "unexplained"):
-            if key in values:
+            if isinstance(values.get(key), list):  # TOML's and JSON's form; anything else __post_init__ refuses
                 values[key] = tuple(values[key])
         return cls(**values)
 
@@ -234,6 +277,11 @@ class Arithmetic:
         skip = {"probed_with", "notes"}
         return [f"{f.name} {getattr(self, f.name)!r} -> {getattr(other, f.name)!r}" for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def assumed_arithmetic(dtype: str) -> Arithmetic:

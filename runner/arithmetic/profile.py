@@ -72,6 +72,7 @@ class Profile:
     cells: dict[str, Arithmetic] = field(default_factory=dict)  # str(CellKey) -> findings
     path: Path | None = None  # where it was read from or written to
     shipped: bool = False
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (entry, why) of the cells dropped on reading
 
     def get(self, cell: CellKey) -> Arithmetic | None:
         return self.cells.get(str(cell))
@@ -98,17 +99,20 @@ class Profile:
         data = tomllib.loads(text)
         where = str(path) if path else "profile"
         for key in ("device", "impl"):
-            if not isinstance(data.get(key), str):
-                raise ValueError(f"{where}: `{key}` must be a string")
-        versions = {str(k): str(v) for k, v in data.get("versions", {}).items()}
-        cells = {}
-        for name, table in data.get("cells", {}).items():
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise ValueError(f"{where}: `{key}` must be a non-empty string")
+        versions, cells_table = data.get("versions", {}), data.get("cells", {})
+        if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+            raise ValueError(f"{where}: `versions` must be a table of strings")
+        if not isinstance(cells_table, dict):
+            raise ValueError(f"{where}: `cells` must be a table of cells")
+        cells, rejected = {}, []
+        for name, table in cells_table.items():  # each entry checked like a catalogue's: a bad one is dropped (probed again)
             try:
-                CellKey.parse(name)
-                cells[name] = Arithmetic.from_table(table)
+                cells[name] = checked_entry(name, table)
             except (TypeError, ValueError) as err:
-                raise ValueError(f"{where}: cells.{name}: {err}") from err
-        return cls(DeviceKey.of(data["device"], data["impl"], versions), cells, path, shipped)
+                rejected.append((name, str(err)))
+        return cls(DeviceKey.of(data["device"], data["impl"], versions), cells, path, shipped, rejected)
 
     def write(self, path: Path) -> Path:
         """Atomically (e2egen.files: a temporary file renamed over the target), so concurrent workers never see
@@ -116,6 +120,20 @@ class Profile:
         write_text_atomically(path, self.to_toml())
         self.path = path
         return path
+
+
+def checked_entry(name: str, table: Any) -> Arithmetic:
+    """The findings of one profile entry, or ValueError saying what is wrong with it: the cell's name must parse
+    (op/direction/dtype/layout[/shape class]), every finding have its type and range (Arithmetic's checks), and
+    `unexplained` be empty: outcomes no arithmetic explains are a kernel's bug, never cached (lookup.py)."""
+    if len(name) > 1000:
+        raise ValueError(f"a cell's name is at most 1000 characters, got {len(name)}")
+    CellKey.parse(name)
+    findings = Arithmetic.from_table(table)
+    if findings.unexplained:
+        raise ValueError(f"unexplained = {list(findings.unexplained)[:2]!r}; valid: [] (findings with unexplained "
+                         f"outcomes are never kept in a profile: the cell is probed again)")
+    return findings
 
 
 def cache_dir() -> Path:
@@ -137,7 +155,10 @@ def shipped_profiles() -> list[Profile]:
 
 
 class ProfileError(UserError):
-    """A profile file that cannot be read: not TOML, or keys and values the findings do not have."""
+    """A profile file that cannot be read: not TOML, or keys and values the findings do not have.
+    `unreadable`: the file could not be read at all (a directory, no permission), as opposed to damaged."""
+
+    unreadable = False
 
 
 def read_profile(path: Path) -> Profile | None:
@@ -149,7 +170,9 @@ def read_profile(path: Path) -> Profile | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
-        raise ProfileError(f"cannot read the arithmetic profile: {err}", where=str(path)) from None
+        error = ProfileError(f"cannot read the arithmetic profile: {err}", where=str(path))
+        error.unreadable = isinstance(err, OSError)
+        raise error from None
     try:
         return Profile.from_toml(text, path)
     except (tomllib.TOMLDecodeError, ValueError, TypeError) as err:
@@ -166,7 +189,11 @@ _lock = threading.Lock()
 
 @functools.lru_cache(maxsize=None)
 def _shipped() -> tuple[Profile, ...]:
-    return tuple(shipped_profiles())
+    try:
+        return tuple(shipped_profiles())
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:  # tomllib's error is a ValueError
+        _warn_once(("shipped",), f"the shipped arithmetic profiles cannot be read ({err}); runs probe every cell")
+        return ()
 
 
 _parsed: dict[Path, tuple[tuple[int, int, int], "Profile | ProfileError | None"]] = {}
@@ -196,6 +223,7 @@ def _read_if_changed(path: Path) -> Profile | None:
 
 def forget_parsed_profiles() -> None:
     _parsed.clear()
+    _warned.clear()
 
 
 def find_profiles(key: DeviceKey) -> list[Profile]:
@@ -205,24 +233,40 @@ def find_profiles(key: DeviceKey) -> list[Profile]:
     try:
         cached = _read_if_changed(cache_dir() / key.cache_file_name)
     except ProfileError as err:  # a run does not stop for a damaged cache: it probes again and rewrites the file
-        _warn_once(err)
+        if err.unreadable:  # a directory, no permission, E2EGEN_PROFILES naming a file: runs go on without it
+            _warn_once(("unusable", err.where), f"{err}; runs go on without the cache, probing the cells they need "
+                                                f"(and caching none where it cannot be written either)")
+        else:
+            _warn_once(("damaged", err.where), f"{err}; runs probe the cells it held again, and the first cell "
+                                               f"probed rewrites it")
         cached = None
     if cached is not None and matches(cached, key):
         found.append(cached)
     found += [p for p in _shipped() if matches(p, key)]
+    for profile in found:
+        _warn_of_rejected(profile)
     return found
 
 
-_warned: set[str] = set()
-
-
-def _warn_once(err: ProfileError) -> None:
-    """Say so (once per file and process) when the cache is damaged: its cells are lost."""
-    text = str(err)
-    if text in _warned:
+def _warn_of_rejected(profile: Profile) -> None:
+    """One warning per profile file naming each entry dropped on reading (its cell is probed again)."""
+    if not profile.rejected:
         return
-    _warned.add(text)
-    message = f"{text}; runs probe the cells it held again, and the first cell probed rewrites it"
+    entries = "; ".join(f"cells.\"{name[:200]}\": {why}" for name, why in profile.rejected[:5])
+    more = f" (and {len(profile.rejected) - 5} more)" if len(profile.rejected) > 5 else ""
+    what = "shipped arithmetic profile" if profile.shipped else "arithmetic-profile cache"
+    _warn_once(("rejected", str(profile.path), tuple(profile.rejected)),
+               f"{profile.path}: {what}: entry not used, its cell is probed again: {entries}{more}")
+
+
+_warned: set[tuple] = set()
+
+
+def _warn_once(key: tuple, message: str) -> None:
+    """Say `message` once per process for `key` (a file and what is wrong with it): a run goes on regardless."""
+    if key in _warned:
+        return
+    _warned.add(key)
     try:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     except RuntimeWarning:  # warnings made errors (-W error): the run still goes on, and says so
@@ -251,18 +295,31 @@ def other_writers_excluded(path: Path):
         yield  # the lock goes with the file's closing
 
 
-def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path:
-    """Add one cell to the cached profile (re-read first: another worker may have added cells)."""
+def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path | None:
+    """Add one cell to the cached profile (re-read first: another worker may have added cells; entries that fail
+    checked_entry are dropped). None, with one warning per cache file and process, when the cache cannot be
+    written (a directory in the way, E2EGEN_PROFILES naming a file, a read-only or full disk): the run goes on,
+    probing the cells it needs without caching them."""
     path = cache_dir() / key.cache_file_name
-    with _lock, other_writers_excluded(path):
-        try:
-            profile = read_profile(path)
-        except ProfileError:
-            profile = None
-        if profile is None or not matches(profile, key):
-            profile = Profile(key)
-        profile.cells[str(cell)] = arithmetic
-        return profile.write(path)
+    try:
+        checked_entry(str(cell), arithmetic.to_table())  # never write what would be refused on reading
+    except ValueError as err:
+        _warn_once(("unfit", str(cell)), f"{path}: findings of {cell} not cached ({err})")
+        return None
+    try:
+        with _lock, other_writers_excluded(path):
+            try:
+                profile = read_profile(path)
+            except ProfileError:
+                profile = None
+            if profile is None or not matches(profile, key):
+                profile = Profile(key)
+            profile.cells[str(cell)] = arithmetic
+            return profile.write(path)
+    except (OSError, UserError) as err:  # OutputError is both
+        _warn_once(("unusable", str(path)), f"{path}: cannot write the arithmetic-profile cache ({err}); runs go on "
+                                         f"probing the cells they need, without caching them")
+        return None
 
 
 def describe_key(key: DeviceKey) -> str:

@@ -85,6 +85,29 @@ def test_arrays_nested_deeper_than_the_reader_goes_are_a_message_at_their_line(t
     usage_error(status, err, f"{path}:{line_number(text, 'x = [[')}:", "nested too deeply")
 
 
+NESTINGS = {  # where a deeply nested value can sit: each is one message at its line, never a RecursionError
+    "inline tables in an unknown table": lambda d: "\n[extra]\nx = " + "{a = " * d + "1" + "}" * d + "\n",
+    "arrays of inline tables": lambda d: "\n[extra]\nx = " + "[{a = " * d + "1" + "}]" * d + "\n",
+    "a shape parameter": lambda d: None,
+    "dotted keys": lambda d: "\n" + ".".join(["a"] * d) + " = 1\n",
+    "a table header": lambda d: "\n[" + ".".join(["a"] * d) + "]\n",
+}
+
+
+@pytest.mark.parametrize("depth", [60, 400, 5000])
+@pytest.mark.parametrize("where", NESTINGS)
+def test_values_nested_deeply_anywhere_are_one_message_with_a_line(where, depth):
+    text = catalogue_text(TINY_GEMM)
+    tail = NESTINGS[where](depth)
+    if tail is None:  # in a config: an inline table, then an array, as the value of k
+        text = text.replace("k = 16", "k = " + "{a = " * depth + "[" * depth + "1" + "]" * depth + "}" * depth)
+    else:
+        text += tail
+    problems = problems_of(text)
+    assert problems and all(p.startswith("configs.toml") for p in problems), problems
+    assert all(len(p) < 2000 for p in problems), [len(p) for p in problems]
+
+
 def test_a_catalogue_that_is_a_directory(tmp_path):
     status, _, err = main("validate", str(tmp_path))
     usage_error(status, err, str(tmp_path), "is a directory")

@@ -17,8 +17,8 @@ from e2egen.runner.arithmetic.profile import DeviceKey, ProfileError, find_profi
 pytestmark = pytest.mark.cpu_paths
 
 KEY = DeviceKey.of("cpu", "torch", {"torch": "0.0"})
-DAMAGED = {"not toml": 'device = "cpu"\nimpl = [', "bad finding": (
-    'device = "cpu"\nimpl = "torch"\n[versions]\ntorch = "0.0"\n[cells."gemm/fwd/f32/nn"]\ninputs = "bogus"\n')}
+DAMAGED = {"not toml": 'device = "cpu"\nimpl = [', "cells not a table": (  # a bad entry alone is dropped, the rest
+    'device = "cpu"\nimpl = "torch"\n[versions]\ntorch = "0.0"\ncells = 3\n')}  # kept: test_profile_cache_hardening
 
 
 @pytest.mark.parametrize("kind", sorted(DAMAGED))
@@ -208,7 +208,7 @@ def test_a_damaged_cache_is_parsed_and_said_once_even_with_warnings_as_errors(tm
     monkeypatch.setenv("E2EGEN_PROFILES", str(tmp_path))
     monkeypatch.setattr(profiles, "_warned", set())
     lookup.forget()
-    (Path(tmp_path) / KEY.cache_file_name).write_text(DAMAGED["bad finding"], encoding="utf-8")
+    (Path(tmp_path) / KEY.cache_file_name).write_text(DAMAGED["cells not a table"], encoding="utf-8")
     parsed = []
     original = profiles.Profile.from_toml
     monkeypatch.setattr(profiles.Profile, "from_toml", staticmethod(lambda *a, **k: parsed.append(1) or original(*a, **k)))

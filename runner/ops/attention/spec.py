@@ -103,7 +103,8 @@ class AttentionOp(Op[AttentionParams]):
             return ("i8 attention is rocMLIR's quantized attention (i8 Q and K, an i8 quant_bias and an f16 "
                     "quant_scale, f16 V and output): set quantized = true")
         if params.quantized and dtype not in INTEGER_DTYPES:
-            return f"quantized attention runs in i8, not {dtype}"
+            return (f"quantized attention (quantized = true) runs in i8 only, not {dtype}; valid: i8 (exclude {dtype} "
+                    "for this config, or give it a suite of its own)")
         return None
 
     def bound_magnitude_inputs(self, params: AttentionParams, direction: str) -> tuple[str, ...]:

@@ -153,7 +153,11 @@ class ScaledGemmOp(ProductSumOp[ScaledGemmParams]):
     param_names = ("m", "n", "k")
     optional_params = frozen_mapping({"batch": 0, "scaling": "mx", "block": 0, "scale_a_dtype": "", "scale_b_dtype": "",
                                       "pattern": "random", "out_dtype": ""})
-    catalogue_minimums = GemmOp.catalogue_minimums
+    catalogue_minimums = frozen_mapping({
+        **GemmOp.catalogue_minimums,
+        "block": (1, "block is the number of k values sharing a scale; leave it out for the scaling's default "
+                     f"({', '.join(f'{s} {b}' for s, b in DEFAULT_BLOCK.items())})"),
+    })
     torch_kernel_widens = False  # its default kernel takes the fp8 tensors (torch._scaled_mm where torch has it)
 
     def __repr__(self) -> str:

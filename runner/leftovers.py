@@ -1,0 +1,75 @@
+"""What a kernel may leave running after its case: a non-daemon thread or a multiprocessing child. Python waits
+for both when the process ends (threading's shutdown joins the threads, multiprocessing's atexit joins the
+children), so one sleeping kernel thread would keep a finished sweep's pytest process (or xdist worker) alive
+until the sweep's outer time limit. A process that runs cases notes what each case left (`Leftovers.after`) and,
+at its very end, once every result is written, ends the children and, if threads are still running, ends itself
+with os._exit, naming what it did not wait for (`Leftovers.end`). Torch-free."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+
+
+def _running_threads() -> dict[int, threading.Thread]:
+    return {t.ident: t for t in threading.enumerate()
+            if t.ident is not None and t is not threading.main_thread() and not t.daemon and t.is_alive()}
+
+
+def _children() -> dict[int, multiprocessing.process.BaseProcess]:
+    try:
+        return {p.pid: p for p in multiprocessing.active_children() if p.pid is not None}
+    except Exception:  # multiprocessing's bookkeeping broken by the kernel: nothing to end through it
+        return {}
+
+
+class Leftovers:
+    """Threads and children started while cases ran, each with the case that left it."""
+
+    def __init__(self) -> None:
+        self.known_threads = set(_running_threads())  # the harness's own, started before any case
+        self.known_children = set(_children())
+        self.left_by: dict[tuple[str, int], str] = {}
+
+    def after(self, case: str) -> None:
+        """Note what is running now that was not before, as left by `case`."""
+        for ident in _running_threads():
+            if ident not in self.known_threads:
+                self.left_by.setdefault(("thread", ident), case)
+        for pid in _children():
+            if pid not in self.known_children:
+                self.left_by.setdefault(("child", pid), case)
+
+    def _by(self, kind: str, key: int) -> str:
+        case = self.left_by.get((kind, key))
+        return f" (left by {case})" if case else ""
+
+    def end(self, exitstatus: int, say=None) -> None:
+        """At the end of the process, after every result is written: terminate (then kill) the children cases
+        started; if threads that cases started still run, flush stdout and stderr and os._exit(exitstatus)."""
+        say = say or (lambda text: print(text, file=sys.stderr))
+        children = {pid: p for pid, p in _children().items() if pid not in self.known_children}
+        for pid, child in children.items():
+            say(f"e2egen: ending child process {pid} ({child.name}){self._by('child', pid)}: "
+                f"a kernel must not leave processes running")
+            try:
+                child.terminate()
+                child.join(2)
+                if child.is_alive():
+                    child.kill()
+                    child.join(2)
+            except Exception:
+                pass
+        threads = {i: t for i, t in _running_threads().items() if i not in self.known_threads}
+        if not threads:
+            return
+        names = ", ".join(f"{t.name!r}{self._by('thread', i)}" for i, t in threads.items())
+        say(f"e2egen: not waiting for {len(threads)} thread(s) still running: {names} "
+            f"(a kernel must not leave non-daemon threads running); ending the process")
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(exitstatus)

@@ -1,0 +1,68 @@
+"""Issue 46: numba's on-disk cache goes to a per-user directory ($XDG_CACHE_HOME/e2egen/numba, else
+~/.cache/e2egen/numba), not beside the installed package, unless the user set NUMBA_CACHE_DIR (e2egen/__init__.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numba")
+
+KERNEL = """
+import numba
+
+@numba.njit(cache=True)
+def twice(x):
+    return 2 * x
+"""
+
+RUN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+{first}
+import e2egen.metrics  # what a run imports first
+import numba, numba_cached_kernel
+assert numba_cached_kernel.twice(21) == 42
+print(numba.config.CACHE_DIR)
+"""
+
+
+def run(tmp_path: Path, first: str = "", **env: str) -> str:
+    module_dir = tmp_path / "module"
+    module_dir.mkdir(exist_ok=True)
+    (module_dir / "numba_cached_kernel.py").write_text(KERNEL, encoding="utf-8")
+    environment = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    environment.update(env)
+    done = subprocess.run([sys.executable, "-c", RUN.format(first=first), str(module_dir)], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+def index_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.nbi")]
+
+
+@pytest.mark.parametrize("first", ["", "import numba"], ids=["e2egen-first", "numba-imported-before"])
+def test_the_numba_cache_goes_to_the_per_user_cache_directory(tmp_path, first):
+    cache = tmp_path / "xdg"
+    where = run(tmp_path, first, XDG_CACHE_HOME=str(cache))
+    assert Path(where) == cache / "e2egen" / "numba"
+    assert index_files(cache / "e2egen" / "numba")  # the kernel's cache was written there
+    assert not index_files(tmp_path / "module")  # and not beside the module
+
+
+def test_without_xdg_cache_home_it_is_under_the_home_directory(tmp_path):
+    where = run(tmp_path, HOME=str(tmp_path / "home"))
+    assert Path(where) == tmp_path / "home" / ".cache" / "e2egen" / "numba"
+    assert index_files(tmp_path / "home" / ".cache" / "e2egen" / "numba")
+
+
+def test_a_numba_cache_dir_the_user_set_is_kept(tmp_path):
+    mine = tmp_path / "mine"
+    where = run(tmp_path, XDG_CACHE_HOME=str(tmp_path / "xdg"), NUMBA_CACHE_DIR=str(mine))
+    assert Path(where) == mine and index_files(mine)
+    assert not (tmp_path / "xdg").exists()

@@ -1,0 +1,94 @@
+"""Issue 46: no command overwrites a file it reads, and no writer follows a symbolic link planted at its output."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from e2egen.cli import main
+from e2egen.errors import UsageError
+from e2egen.files import reading, write_text_atomically
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nightly"))
+from test_select import CASES, CATALOGUE, extra, metrics  # noqa: E402  (the select tests' project)
+from loop_support import fill_store  # noqa: E402
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "configs.toml").write_text(CATALOGUE, encoding="utf-8")
+    fill_store(tmp_path / "e2e.sqlite", CASES, 2, metrics, extra=extra)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _refused(capsys, argv, *names):
+    before = {p: p.read_bytes() for p in Path.cwd().iterdir() if p.is_file()}
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "overwrite" in err and all(name in err for name in names), err
+    assert "Traceback" not in err
+    assert {p: p.read_bytes() for p in Path.cwd().iterdir() if p.is_file()} == before  # nothing written
+
+
+@pytest.mark.parametrize("out", ["configs.toml", "./configs.toml", "link.toml", "hard.toml", "e2e.sqlite"])
+def test_select_refuses_to_write_over_the_catalogue_or_store_however_named(project, capsys, out):
+    os.symlink("configs.toml", "link.toml")
+    os.link("configs.toml", "hard.toml")
+    _refused(capsys, ["select", "-c", "configs.toml", "--store", "e2e.sqlite", "--out", out], out)
+
+
+def test_other_writers_refuse_their_inputs(project, capsys):
+    _refused(capsys, ["nightly", "-c", "configs.toml", "--store", "configs.toml"], "--store", "configs.toml")
+    _refused(capsys, ["merge", "configs.toml", "--store", "configs.toml"], "configs.toml")
+    Path("shard.jsonl").write_text("", encoding="utf-8")
+    _refused(capsys, ["merge", "shard.jsonl", "--store", "shard.jsonl"], "shard.jsonl")
+    _refused(capsys, ["import-rocmlir", "configs.toml", "--summary", "./configs.toml"], "configs.toml")
+
+
+def test_the_writer_refuses_any_input_of_the_running_command(tmp_path):
+    source = tmp_path / "in.toml"
+    source.write_text("x", encoding="utf-8")
+    os.link(source, tmp_path / "other.toml")
+    with reading(str(source)):
+        with pytest.raises(UsageError, match="in.toml"):
+            write_text_atomically(tmp_path / "other.toml", "y")
+    assert source.read_text() == "x"
+    write_text_atomically(tmp_path / "other.toml", "y")  # the command is over: no longer an input
+    assert source.read_text() == "x"  # the rename replaced the hard link's name, not the shared file
+
+
+def test_a_symbolic_link_at_the_output_is_replaced_never_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    link = tmp_path / "report.md"
+    link.symlink_to(victim)
+    write_text_atomically(link, "report")
+    assert victim.read_text() == "precious"
+    assert not link.is_symlink() and link.read_text() == "report"
+    # A link to a directory, and a dangling link, are replaced the same way.
+    (tmp_path / "d").mkdir()
+    for name, target in (("to_dir.md", tmp_path / "d"), ("dangling.md", tmp_path / "nowhere" / "x")):
+        (tmp_path / name).symlink_to(target)
+        write_text_atomically(tmp_path / name, "r")
+        assert not (tmp_path / name).is_symlink() and (tmp_path / name).read_text() == "r"
+    assert not (tmp_path / "nowhere").exists() and list((tmp_path / "d").iterdir()) == []
+
+
+def test_the_report_writer_does_not_follow_a_planted_link(project, capsys):
+    victim = project / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    (project / "reports").mkdir()
+    from e2egen.nightly.store import Store
+
+    with Store(project / "e2e.sqlite", create=False) as store:
+        latest = store.latest_run().run_id
+    for suffix in (".html", ".md"):
+        (project / "reports" / f"report-{latest}{suffix}").symlink_to(victim)
+    assert main(["report", "--store", "e2e.sqlite", "--out", "reports"]) == 0
+    capsys.readouterr()
+    assert victim.read_text() == "precious"
+    written = [p for p in (project / "reports").iterdir()]
+    assert written and not any(p.is_symlink() for p in written)

@@ -1,0 +1,93 @@
+"""Plug-in gemm kernels that break the kernel contract (issue 46): they change the process's global state, write
+into or return their inputs, return sparse tensors or NaN payloads, raise undecodable text, or leave a thread or
+a child process behind. Each computes a correct product otherwise (where it returns one)."""
+import multiprocessing
+import os
+import threading
+import time
+
+import numpy as np
+import torch
+
+
+def gemm(a, b):
+    return torch.matmul(a, b)
+
+
+# -- global state ---------------------------------------------------------------------------------------------
+def gemm_sets_flush_to_zero(a, b):
+    torch.set_flush_denormal(True)
+    return torch.matmul(a, b)
+
+
+def gemm_sets_default_dtype(a, b):
+    torch.set_default_dtype(torch.float64)
+    return torch.matmul(a, b)
+
+
+def gemm_sets_many(a, b):
+    """Computes first, then changes the state (its own product is an f32 one)."""
+    out = torch.matmul(a, b)
+    torch.use_deterministic_algorithms(True)
+    np.seterr(all="raise")
+    os.chdir("/")
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API, mixed with the legacy one torch reads
+    torch.set_float32_matmul_precision("medium")
+    return out
+
+
+def gemm_sets_meta_device(a, b):
+    out = torch.matmul(a, b)
+    torch.set_default_device("meta")
+    return out
+
+
+# -- inputs ---------------------------------------------------------------------------------------------------
+def gemm_writes_input(a, b):
+    out = torch.matmul(a, b)
+    a.mul_(3.0)
+    return out
+
+
+def gemm_returns_view(a, b):
+    """For a square problem: a view of a, unchanged (no writing)."""
+    return a.view(a.shape)
+
+
+def gemm_returns_sparse(a, b):
+    return torch.matmul(a, b).to_sparse()
+
+
+def gemm_returns_nan_payload(a, b):
+    out = torch.matmul(a, b)
+    bits = out.view(torch.int32)
+    bits[0, 0] = 0x7FC00ABC  # a quiet NaN with a payload
+    return out
+
+
+# -- text -----------------------------------------------------------------------------------------------------
+def gemm_raises_undecodable(a, b):
+    raise FileNotFoundError("cannot open " + os.fsdecode(b"/tmp/weights-\xff.bin"))
+
+
+# -- what outlives the case -----------------------------------------------------------------------------------
+def gemm_leaves_a_thread(a, b):
+    threading.Thread(target=time.sleep, args=(3600,), name="left-by-kernel").start()
+    return torch.matmul(a, b)
+
+
+def _sleep():
+    time.sleep(3600)
+
+
+def gemm_leaves_a_child(a, b):
+    multiprocessing.get_context("fork").Process(target=_sleep, name="child-of-kernel").start()
+    return torch.matmul(a, b)
+
+
+def gemm_prints_undecodable(a, b):
+    """Its output, captured by pytest, holds lone surrogates; then it returns the wrong shape."""
+    import sys
+    print("loading " + os.fsdecode(b"/tmp/weights-\xff.bin"))
+    print("loading " + os.fsdecode(b"/tmp/weights-\xfe.bin"), file=sys.stderr)
+    return torch.matmul(a, b)[:1]

@@ -1,0 +1,77 @@
+"""A sweep survives kernels that outlive their case or hand back text that cannot be encoded (issue 46): a kernel
+that leaves a non-daemon thread or a multiprocessing child running no longer keeps the sweep's pytest process (or
+its xdist worker) alive once every case is recorded, and an exception message or output holding an undecodable
+file name is a failed case with a readable reason, stored, in both modes. Kernels: tests/hostile_kernels.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import catalogue_text
+from e2egen.nightly.records import read_records_file
+from e2egen.nightly.store import Store
+
+TESTS = Path(__file__).resolve().parents[1]
+LIMIT = 240  # seconds: far above the ~20 s these sweeps take; a process kept alive by a kernel runs into it
+
+KERNELS = {"thread": "gemm_leaves_a_thread", "child": "gemm_leaves_a_child", "text": "gemm_raises_undecodable",
+           "prints": "gemm_prints_undecodable", "good": "gemm"}
+
+
+def suite(name: str, kernel: str) -> str:
+    return f'''
+[[suite]]
+name = "{name}"
+op = "gemm"
+impl = "hostile_kernels:{kernel}"
+dtypes = ["f32"]
+layouts = ["nn"]
+ranges = ["r0"]
+
+[[suite.config]]
+name = "m8"
+m = 8
+n = 8
+k = 8
+'''
+
+
+def nightly(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "E2EGEN_PROFILES": str(root / "profiles")}
+    env.pop("PYTEST_TIMEOUT", None)
+    command = [sys.executable, "-m", "e2egen", "nightly", "-c", "hostile.toml", "--out", "build/e2e", "--store",
+               "results/e2e.sqlite", "--no-progress", "--no-report", "--seed", "1", *args]
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=LIMIT)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_sweep_ends_and_stores_every_case_whatever_the_kernels_leave_behind(tmp_path, workers):
+    (tmp_path / "hostile.toml").write_text(catalogue_text(*(suite(n, k) for n, k in KERNELS.items())), encoding="utf-8")
+    result = nightly(tmp_path, "--workers", workers)  # before the fix: TimeoutExpired (the process never ended)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out  # some failed: never 0, never a crash
+    assert "Traceback" not in out
+
+    with Store(tmp_path / "results/e2e.sqlite", create=False) as store:
+        (run,) = store.runs()
+        records = {r.case_id.split("/")[0]: r for r in store.records(run.run_id)}
+        assert sorted(records) == sorted(KERNELS)  # each case stored once
+        assert {n: r.status for n, r in records.items()} == {
+            "thread": "passed", "child": "passed", "text": "failed", "prints": "failed", "good": "passed"}
+        assert "cannot open /tmp/weights-\\udcff.bin" in records["text"].reason
+        assert "returned shape (1, 8)" in records["prints"].reason
+        assert run.ended
+    assert any(o.get("type") == "run_end" for o in read_records_file(run.records_path))
+    log = Path(run.records_path).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
+    assert "left by thread/gemm/m8/fwd/f32/nn/r0" in log and "ending the process" in log
+    assert "left by child/gemm/m8/fwd/f32/nn/r0" in log
+
+    if workers == "0":  # the in-process run can be resumed (it used to crash the same way every time)
+        resumed = nightly(tmp_path, "--workers", "0", "--resume", run.run_id)
+        assert "Traceback" not in resumed.stdout + resumed.stderr
+        assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr

@@ -49,7 +49,7 @@ def _read(getter: Callable[[], Any]) -> Any:
         return _MIXED
 
 
-def _flushes() -> bool:
+def flushes_subnormals() -> bool:
     """Whether this thread flushes subnormals (torch.set_flush_denormal(True)): 1e-39 * 1 gives 0."""
     return torch.full((1,), 1e-39, dtype=torch.float32, device="cpu").mul(1.0).item() == 0.0
 
@@ -128,7 +128,7 @@ def _set_cudnn(values: tuple[bool, bool, bool]) -> None:
 
 
 _ENTRIES: tuple[_Entry, ...] = (
-    ("flush-to-zero", _flushes, torch.set_flush_denormal, lambda v: "on" if v else "off"),
+    ("flush-to-zero", flushes_subnormals, torch.set_flush_denormal, lambda v: "on" if v else "off"),
     ("default dtype", torch.get_default_dtype, torch.set_default_dtype, lambda v: str(v).removeprefix("torch.")),
     ("default device", lambda: torch.get_default_device(), _set_default_device, str),
     ("deterministic algorithms", lambda: (torch.are_deterministic_algorithms_enabled(),
@@ -199,6 +199,17 @@ def start_case() -> None:
 def changes_noted() -> list[str]:
     """What the kernels called since the case started changed in the global state (each once, in order)."""
     return list(dict.fromkeys(_noted))
+
+
+@contextmanager
+def changes_during() -> Iterator[list[str]]:
+    """What the kernels called inside the block changed in the global state (each put back after its call)."""
+    start = len(_noted)
+    changed: list[str] = []
+    try:
+        yield changed
+    finally:
+        changed.extend(dict.fromkeys(_noted[start:]))
 
 
 def describe_changes(changes: list[str]) -> str:

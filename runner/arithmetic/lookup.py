@@ -14,6 +14,7 @@ from e2egen.runner.arithmetic.profile import DeviceKey, find_profiles, forget_pa
 from e2egen.runner.device import device_name
 from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES
 from e2egen.runner.errors import KernelFailure, Skip
+from e2egen.runner.isolation import changes_during, flushes_subnormals
 from e2egen.runner.kernel_paths import cuda_versions, dispatch_versions
 from e2egen.runner.kernels import TORCH_IMPL
 from e2egen.runner.ops.numerics import Kernel
@@ -92,63 +93,16 @@ def probe_cell(problem: Problem, kernel: Kernel, device: torch.device, impl: str
     return problem.numerics.probe_arithmetic(probe_problem(problem), kernel, device, impl)
 
 
-def flushes_subnormals() -> bool:
-    """Whether float32 arithmetic on the CPU flushes subnormals now (torch.set_flush_denormal(True): FTZ/DAZ),
-    seen by computing one: 2^-70 · 2^-70 = 2^-140 is subnormal in f32, 0 when flushed."""
-    tiny = torch.tensor([2.0 ** -70], dtype=torch.float32, device="cpu")
-    return bool((tiny * tiny == 0).item())
-
-
-def global_state() -> tuple:
-    """What process-wide torch state the probes' findings depend on: the default dtype and device, flush-to-zero,
-    float32 matmul precision and deterministic algorithms (a getter that fails gives a value no snapshot equals)."""
-    getters = (torch.get_default_dtype, lambda: str(torch.get_default_device()), flushes_subnormals,
-               torch.get_float32_matmul_precision, torch.are_deterministic_algorithms_enabled)
-    state = []
-    for getter in getters:
-        try:
-            state.append(getter())
-        except Exception as err:  # noqa: BLE001 - a kernel may leave torch in a state its own getters refuse
-            state.append(("unreadable", object(), type(err).__name__))
-    return tuple(state)
-
-
-def unclean_state(before: tuple, after: tuple) -> str | None:
-    """Why findings probed between the two snapshots must not be cached (None when they may): the probes ran
-    with flush-to-zero or another default dtype than float32, or the state changed while they ran (the kernel
-    set it). A finding learnt so would give later, clean runs on that cache other bounds."""
-    if before != after:
-        names = ("default dtype", "default device", "flush-to-zero", "float32 matmul precision",
-                 "deterministic algorithms")
-        changed = [f"{name} {old!r} -> {new!r}" for name, old, new in zip(names, before, after) if old != new]
-        return "the global state changed while the probes ran: " + ", ".join(changed)
-    if before[2] is not False:
+def unclean_start() -> str | None:
+    """Why findings probed now must not be cached (None when they may): the process computes with flush-to-zero,
+    or another default dtype than float32 (left by an earlier case or the caller). A finding learnt so would give
+    later, clean runs on that cache other bounds; what a kernel changes while the probes run is runner.isolation's
+    to note (changes_during)."""
+    if flushes_subnormals():
         return "float32 arithmetic flushes subnormals (torch.set_flush_denormal(True))"
-    if before[0] != torch.float32:
-        return f"the default dtype is {before[0]}, not torch.float32"
+    if torch.get_default_dtype() != torch.float32:
+        return f"the default dtype is {torch.get_default_dtype()}, not torch.float32"
     return None
-
-
-class _Watched:
-    """The kernel, with the global state compared before and after each of its calls: the harness puts back what a
-    kernel changes after each call (runner.isolation), but the call itself ran in the changed state (a kernel that
-    turns on flush-to-zero and then computes), so what the probes saw of it must not be cached."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.__wrapped__ = kernel  # inspect.signature and the like see the kernel itself
-        self.unclean: str | None = None
-
-    def __getattr__(self, name: str):
-        return getattr(self.kernel, name)
-
-    def __call__(self, *args, **kwargs):
-        before = global_state()
-        try:
-            return self.kernel(*args, **kwargs)
-        finally:
-            if self.unclean is None:
-                self.unclean = unclean_state(before, global_state())
 
 
 def measured_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, impl: str) -> Measured:
@@ -171,13 +125,15 @@ def measured_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, 
     reason = not_probed(problem)
     if reason is not None:
         return Measured(assumed_arithmetic(problem.dtype), cell, key, reason)
-    before, watched = global_state(), _Watched(kernel)
+    unclean = unclean_start()
     try:
-        findings = probe_cell(problem, watched, device, impl)
+        with changes_during() as changed:  # the harness puts back what a kernel changes, but the call ran changed
+            findings = probe_cell(problem, kernel, device, impl)
     except (KernelFailure, Skip) as failure:
         reason = getattr(failure, "reason", str(failure))
         return Measured(assumed_arithmetic(problem.dtype), cell, key, f"assumed (the probes could not run: {reason})")
-    unclean = unclean_state(before, global_state()) or watched.unclean
+    if unclean is None and changed:
+        unclean = "the kernel changed global state while the probes ran: " + ", ".join(changed)
     if unclean is not None:  # neither cached nor remembered: a later case, in a clean state, probes afresh
         return Measured(findings, cell, key, f"probed now (not cached: {unclean})", probed_now=True)
     if findings.unexplained:  # not cached: the next run probes a fixed kernel afresh

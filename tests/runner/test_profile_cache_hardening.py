@@ -5,7 +5,7 @@ Every entry of a cached (or shipped) profile is checked (Profile.from_toml -> ch
 checks): a bad one is dropped, named in one warning with its file, and its cell probed again. A cache that
 cannot be read or written (a directory in the way, E2EGEN_PROFILES naming a file, a read-only or full disk)
 gives one warning; the run probes without caching. Findings are cached only when the probes ran, start to end,
-without flush-to-zero and with float32 as the default dtype (lookup.unclean_state)."""
+without flush-to-zero and with float32 as the default dtype (lookup.unclean_start, and what runner.isolation notes a kernel changed)."""
 from __future__ import annotations
 
 import os

@@ -30,54 +30,56 @@ def _split_dotted(dotted: str) -> list[str]:
     return [p.strip().strip("\"'") for p in re.findall(_KEY_PART, dotted)]
 
 
-def _scan(line: str, string: str | None, depth: int) -> tuple[str | None, int, int]:
-    """Read one line from lexer state (the open string's delimiter or None; open brackets/braces).
+class _Lexer:
+    """TOML's strings and comments, line after line: the characters of a line that are code."""
 
-    Returns the state at the line's end and the deepest bracket depth reached on it.
-    """
-    deepest = depth
-    i, n = 0, len(line)
-    while i < n:
-        if string is None:
-            ch = line[i]
-            if ch == "#":
-                break
-            if line.startswith(_MULTI_LINE, i):
-                string = line[i:i + 3]
-                i += 3
+    def __init__(self) -> None:
+        self.string: str | None = None  # the open string's delimiter
+
+    def code(self, line: str, start: int = 0) -> Iterator[str]:
+        """Each character of line[start:] outside strings and comments, a string's opening quote included."""
+        i, n = start, len(line)
+        while i < n:
+            if self.string is None:
+                ch = line[i]
+                if ch == "#":
+                    break
+                yield ch
+                if line.startswith(_MULTI_LINE, i):
+                    self.string = line[i:i + 3]
+                    i += 3
+                    continue
+                if ch in "\"'":
+                    self.string = ch
+                i += 1
                 continue
-            if ch in "\"'":
-                string = ch
-            elif ch in "[{":
-                depth += 1
-                deepest = max(deepest, depth)
-            elif ch in "]}":
-                depth = max(0, depth - 1)
+            if self.string[0] == '"' and line[i] == "\\":  # basic strings escape the next character
+                i += 2
+                continue
+            if line.startswith(self.string, i):
+                i += len(self.string)
+                if self.string in _MULTI_LINE:  # up to two quotes of the content may touch the closing delimiter
+                    while i < n and line[i] == self.string[0]:
+                        i += 1
+                self.string = None
+                continue
             i += 1
-            continue
-        if string[0] == '"' and line[i] == "\\":  # basic strings escape the next character
-            i += 2
-            continue
-        if line.startswith(string, i):
-            i += len(string)
-            if string in _MULTI_LINE:  # up to two quotes of the content may touch the closing delimiter
-                while i < n and line[i] == string[0]:
-                    i += 1
-            string = None
-            continue
-        i += 1
-    if string is not None and string not in _MULTI_LINE:
-        string = None  # a one-line string cannot go on to the next line (tomllib reports that)
-    return string, depth, deepest
+        if self.string is not None and self.string not in _MULTI_LINE:
+            self.string = None  # a one-line string cannot go on to the next line (tomllib reports that)
 
 
 def _code_lines(text: str) -> Iterator[tuple[int, str, bool, int]]:
     """(line number, line, whether the line starts outside strings and brackets, deepest bracket depth on it)."""
-    string: str | None = None
-    depth = 0
+    lexer, depth = _Lexer(), 0
     for number, line in enumerate(text.splitlines(), start=1):
-        at_top = string is None and depth == 0
-        string, depth, deepest = _scan(line, string, depth)
+        at_top = lexer.string is None and depth == 0
+        deepest = depth
+        for ch in lexer.code(line):
+            if ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}":
+                depth = max(0, depth - 1)
         yield number, line, at_top, deepest
 
 
@@ -116,52 +118,23 @@ def key_lines(text: str) -> dict[tuple, int]:
 def _element_lines(source: list[str], start: int, column: int) -> dict[int, int]:
     """The 1-based line each element of the array value starting at source[start][column:] begins on."""
     found: dict[int, int] = {}
-    string: str | None = None
-    depth, expecting = 0, False
+    lexer, depth, expecting = _Lexer(), 0, False
     for number in range(start, len(source)):
-        line = source[number]
-        i, n = (column if number == start else 0), len(line)
-        while i < n:
-            if string is None:
-                ch = line[i]
-                if ch == "#":
-                    break
-                if ch.isspace():
-                    i += 1
-                    continue
-                if depth == 1 and expecting and ch not in ",]":
-                    found[len(found)] = number + 1
-                    expecting = False
-                if line.startswith(_MULTI_LINE, i):
-                    string = line[i:i + 3]
-                    i += 3
-                    continue
-                if ch in "\"'":
-                    string = ch
-                elif ch in "[{":
-                    depth += 1
-                    expecting = expecting or depth == 1
-                elif ch in "]}":
-                    depth -= 1
-                    if depth <= 0:
-                        return found
-                elif ch == "," and depth == 1:
-                    expecting = True
-                i += 1
+        for ch in lexer.code(source[number], column if number == start else 0):
+            if ch.isspace():
                 continue
-            if string[0] == '"' and line[i] == "\\":
-                i += 2
-                continue
-            if line.startswith(string, i):
-                i += len(string)
-                if string in _MULTI_LINE:
-                    while i < n and line[i] == string[0]:
-                        i += 1
-                string = None
-                continue
-            i += 1
-        if string is not None and string not in _MULTI_LINE:
-            string = None
+            if depth == 1 and expecting and ch not in ",]":
+                found[len(found)] = number + 1
+                expecting = False
+            if ch in "[{":
+                depth += 1
+                expecting = expecting or depth == 1
+            elif ch in "]}":
+                depth -= 1
+                if depth <= 0:
+                    return found
+            elif ch == "," and depth == 1:
+                expecting = True
     return found
 
 

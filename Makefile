@@ -21,11 +21,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # numba compiles its kernels into an on-disk cache; compiled here once, no test process (nor each xdist
-# worker) pays the ~2 s of a cold cache. Redone when a kernel's source changes (that invalidates its cache).
-warm: $(VENV)/.numba-warm
-$(VENV)/.numba-warm: $(VENV)/.installed $(wildcard metrics/numba_kernels.py metrics/fused_numba.py runner/draws.py runner/narrowing.py runner/magnitude.py metrics/ulp_terms.py metrics/rounding_numba.py runner/interval_passes.py runner/upper_matmul.py runner/partial_passes.py runner/softmax_passes.py)
-	$(PYTHON) -m e2egen.runner.warmup
-	touch $@
+# worker) pays the ~2 s of a cold cache. The cache's own stamp (runner/numba_cache.py) says whether it is
+# current: redone when a kernel's source, numba or the cache directory changed, a few ms when nothing did.
+warm: | $(VENV)/.installed
+	$(PYTHON) -m e2egen.runner.numba_cache
 
 # Always asks e2egen, which rewrites only the files whose content changed (under a second for configs.toml):
 # file times cannot tell that CATALOGUE= names another catalogue than the suite's, older than its manifest.

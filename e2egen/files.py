@@ -6,6 +6,8 @@
     reading(*paths)                       while a command runs: the files it reads, which no writer may overwrite
     refuse_overwriting_input(path, what)  the check every writer makes (UsageError, exit 2, naming both files)
     write_all(fd, data)                   every byte to an open file (records appends use it too)
+    open_appending(path)                  a file appended to in place (records, run locks, the sweep's log),
+                                          created if missing, never through a symbolic link
     OutputError                           a file that could not be written: disk full, no permission, ...
 
 The text goes to a temporary file in the same directory, is flushed to the disk
@@ -120,6 +122,19 @@ def refuse_overwriting_input(path: str | Path, what: str = "the output") -> None
     if source is not None:
         raise UsageError(f"{what} {path} is {source}, a file this command reads; writing it would overwrite "
                          "that input: give another output path")
+
+
+def open_appending(path: str | Path, flags: int = os.O_RDWR | os.O_APPEND) -> int:
+    """A file descriptor of `path` (created, mode 0o644 less the umask, when missing) opened with `flags`, never
+    through a symbolic link: a link at the path (planted or not) is an OutputError, so an append cannot be sent
+    to the file a link points to."""
+    try:
+        return os.open(path, flags | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP or (os.path.islink(path) and err.errno in (errno.EEXIST, errno.ENOENT)):
+            raise OutputError(path, "it is a symbolic link, and e2egen appends to files only where they are "
+                                    "(remove the link, or give another path)", errno_=err.errno) from None
+        raise output_error(path, err) from None
 
 
 def make_directory(path: str | Path) -> Path:

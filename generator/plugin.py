@@ -51,6 +51,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     share_cpu_threads()
+    config.pluginmanager.register(LeftoverGuard(), "e2egen-leftovers")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) writes the summary
         from e2egen.generator.run_summary import Summary
 
@@ -112,6 +113,31 @@ def _case_of(item):
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("case") if callspec is not None else None
     return case if isinstance(case, Case) else None
+
+
+class LeftoverGuard:
+    """In every process that runs cases (a plain `pytest build/e2e`, `e2egen run`, a nightly worker): note
+    what each case's kernel left running, and at the very end, every report made and record written, end it
+    (runner.leftovers) so that a kernel's thread or child cannot keep a finished run alive."""
+
+    def __init__(self) -> None:
+        from e2egen.runner.leftovers import Leftovers
+
+        self.leftovers = Leftovers()
+        self.session: pytest.Session | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        case = _case_of(item)
+        self.leftovers.after(case.id if case is not None else item.nodeid)
+
+    def pytest_sessionfinish(self, session):
+        self.session = session
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config):
+        # session.exitstatus as pytest will return it (later sessionfinish hooks may have changed it)
+        self.leftovers.end(int(self.session.exitstatus) if self.session is not None else 0)
 
 
 # ---- cases marked slow: skipped on the CPU unless asked for

@@ -37,7 +37,6 @@ from e2egen.generator.catalogue import module_slug
 from e2egen.generator.plugin import OUTCOME, expired_time_limit, resolve_catalogue
 from e2egen.invocation import e2egen_command
 from e2egen.runner.errors import format_seconds
-from e2egen.runner.leftovers import Leftovers
 from e2egen.nightly import machine
 from e2egen.nightly.records import (RecordWriter, new_run_id, record_from_case_data, record_from_outcome)
 from e2egen.nightly.case_filter import CASE_FILTER, case_data
@@ -143,22 +142,8 @@ class Recorder:
         self.pending: dict[str, dict] = {}  # nodeid -> record waiting for its teardown report
         self.durations: dict[str, float] = defaultdict(float)
         self.written: set[str] = set()
-        self.leftovers = Leftovers()  # threads and children the cases' kernels leave running
-        self.exitstatus = 0
-        self.session: pytest.Session | None = None
 
     # -- in the process that runs the test ----------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_teardown(self, item, nextitem):
-        self.leftovers.after(case_id_of(item.nodeid) or item.nodeid)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_unconfigure(self, config):
-        """The last thing this process does (writer or xdist worker), every record written: what a kernel left
-        running must not keep it alive (runner.leftovers: children ended, os._exit past leftover threads)."""
-        session = self.session
-        self.leftovers.end(int(session.exitstatus) if session is not None else self.exitstatus)
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
@@ -325,7 +310,6 @@ class Recorder:
             self._write(record, f"{report.nodeid}::{case['id']}")
 
     def pytest_sessionfinish(self, session, exitstatus):
-        self.exitstatus, self.session = int(exitstatus), session
         if self.writer is None:
             return
         for nodeid, record in list(self.pending.items()):  # interrupted between a test's call and teardown

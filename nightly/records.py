@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, get_args
 
 from e2egen import files
-from e2egen.files import make_directory, output_error
+from e2egen.files import make_directory, open_appending, output_error
 from e2egen.generator.case_id import PARTS, CaseIdParts
 from e2egen.generator.execute import CASE_STATUSES, CaseStatus
 from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy
@@ -337,10 +337,7 @@ class RecordWriter:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         make_directory(self.path.parent)
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except OSError as err:
-            raise output_error(self.path, err) from None
+        self._fd = open_appending(self.path)
 
     def write(self, obj: Mapping[str, Any]) -> None:
         data = encode(obj)
@@ -611,10 +608,7 @@ def lock_run(run_id: str, records_path: str | Path) -> RunLock:
     """
     path = lock_path(records_path)
     make_directory(path.parent)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as err:
-        raise output_error(path, err, f"cannot lock run {run_id}") from None
+    fd = open_appending(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

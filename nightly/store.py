@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import statistics
 from dataclasses import dataclass, field
@@ -177,6 +178,10 @@ class Store:
         if not self.path.exists():
             if not create:
                 raise StoreError("no results store here (run `e2egen nightly`, or give --store)", where=str(self.path))
+            if self.path.is_symlink():  # SQLite would create the store wherever the link points
+                raise StoreError(f"a symbolic link to {os.readlink(self.path)}, which does not exist; e2egen creates "
+                                 "a store only where it is named (remove the link, or give another --store)",
+                                 where=str(self.path))
             make_directory(self.path.parent)
         try:
             connection = sqlite3.connect(str(self.path), timeout=60)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
-from e2egen.files import write_text_atomically
+from e2egen.files import open_appending, write_text_atomically
 from e2egen.generator.cases import DEFAULT_TIMEOUT
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
@@ -487,7 +487,7 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
     elif plan.workers > 1 and "OMP_NUM_THREADS" not in env:
         # N CPU workers share the cores: one torch thread pool each of the full size would oversubscribe them.
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // plan.workers))
-    log = open(plan.log_path, "a", encoding="utf-8")
+    log = os.fdopen(open_appending(plan.log_path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
     log.write(f"\n$ {' '.join(command)}\n")
     log.flush()
     try:

@@ -6,10 +6,12 @@ at its very end, once every result is written, ends the children and, if threads
 with os._exit, naming what it did not wait for (`Leftovers.end`). Torch-free."""
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import sys
 import threading
+from typing import Callable
 
 
 def _running_threads() -> dict[int, threading.Thread]:
@@ -73,3 +75,18 @@ class Leftovers:
             except Exception:
                 pass
         os._exit(exitstatus)
+
+
+def ends_what_kernels_leave(handler: Callable[..., int]) -> Callable[..., int]:
+    """An `e2egen` command handler that calls kernels in this process (run, explain, arithmetic): once it has
+    returned its exit status, what those kernels left running is ended as at the end of a sweep."""
+
+    @functools.wraps(handler)
+    def handled(args) -> int:
+        leftovers = Leftovers()
+        status = handler(args)
+        leftovers.after(f"e2egen {getattr(args, 'command', None) or handler.__name__}")
+        leftovers.end(status)
+        return status
+
+    return handled

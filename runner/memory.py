@@ -7,9 +7,10 @@ tt` was let through at 20 GiB and killed at 23 GiB. The phases of run(), with wh
 
   inputs      every input drawn in float64, its rounded copy, and a scratch copy of the largest input
               (an op's adjust_inputs; the torch rounding path's temporaries)
-  kernel      the rounded inputs, the float64 copies for the reference, the layout's stored copies,
-              the kernel's outputs and as much again for its own temporaries (contiguous copies of
-              transposed operands, oneDNN's reordered weights); with a bound, the f32 |inputs| scanned
+  kernel      the rounded inputs, the float64 copies for the reference, the layout's stored copies, the
+              kernel's own copies of those (fresh for each call: runner/kernels.py), the kernel's outputs
+              and as much again for its own temporaries (contiguous copies of transposed operands,
+              oneDNN's reordered weights); with a bound, the f32 |inputs| scanned
               for it while the inputs were widened (Op.bound_magnitude_inputs, runner/magnitude.py)
   reference   those, plus the float64 outputs and the op's scratch (Op.scratch_elements)
   bound       those, plus |inputs| in float64 (where the f32 sum is not proven), the op's scratch
@@ -64,10 +65,11 @@ def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel 
 
 
 def kernel_bytes(problem: Problem) -> int:
-    """The kernel device's share: the stored inputs and the layout's copies, the outputs, the kernel's temporaries."""
+    """The kernel device's share: the stored inputs and the layout's copies, the kernel's own copies of them
+    (runner.kernels.own_copies, made for each call), the outputs, the kernel's temporaries."""
     stored = _stored_inputs(problem)
     outputs = sum(math.prod(spec.shape) * element_size(spec.dtype) for spec in problem.outputs.values())
-    return 2 * stored + 2 * outputs + stored
+    return 4 * stored + 2 * outputs
 
 
 def _piece_temporaries(elements: int) -> int:

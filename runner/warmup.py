@@ -1,6 +1,7 @@
 """Compile the numba kernels into their on-disk cache before the first case needs them.
 
-    .venv/bin/python -m e2egen.runner.warmup      (`make setup` and `make pr` run it when a kernel's source changed)
+    .venv/bin/python -m e2egen.runner.warmup      (`make setup` and `make pr` run it through runner.numba_cache,
+                                                   when the cache's stamp is not current)
 
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under
 pytest-xdist every worker pays it; compiled once here, each process loads the cached machine code instead.
@@ -23,7 +24,7 @@ from e2egen.metrics import ulp_terms
 from e2egen.metrics.encoding import encode
 from e2egen.metrics.rounding import rounding_deviation
 from e2egen.metrics.ulp_terms import ScaledPlusUlps
-from e2egen.runner import draws, magnitude, narrowing, partial_passes, softmax_passes, upper_matmul
+from e2egen.runner import draws, magnitude, narrowing, numba_cache, partial_passes, softmax_passes, upper_matmul
 from e2egen.runner.interval_passes import (fused_monotone, fused_output_side, fused_outward, fused_product, fused_quotient,
                                   fused_sum, fused_width)
 from e2egen.runner.intervals import ALLOWANCES, F64_SLACK
@@ -125,6 +126,8 @@ def main() -> None:
     calls = warm()
     what = f"{calls} kernel calls" if calls else "numba is not installed: nothing to compile"
     print(f"numba cache warm ({what}, {time.perf_counter() - started:.1f} s)")
+    if calls:
+        numba_cache.mark_warm()
 
 
 if __name__ == "__main__":

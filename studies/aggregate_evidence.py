@@ -19,10 +19,10 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
+from e2egen.files import write_text_atomically
 from e2egen import metrics, runner
 from e2egen.generator.cases import derive_seed
 from e2egen.runner.dtypes import storage_dtype
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     text = report(records, args.seeds, time.perf_counter() - started)
     print(text)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        write_text_atomically(args.out, text + "\n")
     return 0
 
 

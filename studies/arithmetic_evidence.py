@@ -21,10 +21,10 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 
+from e2egen.files import write_text_atomically
 from e2egen import metrics, runner
 from e2egen.generator.case_filter import case_filter
 from e2egen.generator.cases import expand
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     output = "\n".join(text)
     print(output)
     if args.out:
-        Path(args.out).write_text(output + "\n", encoding="utf-8")
+        write_text_atomically(args.out, output + "\n")
     return 0
 
 

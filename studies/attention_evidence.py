@@ -32,7 +32,6 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -40,6 +39,7 @@ import torch
 
 from e2egen.metrics.names import MODEL_TOLERANCES
 from e2egen import metrics
+from e2egen.files import write_text_atomically
 from e2egen.generator.cases import derive_seed
 from e2egen.runner import BoundModel, make_problem
 from e2egen.runner.arithmetic.lookup import probe_problem
@@ -646,7 +646,7 @@ def main(argv=None) -> int:
     text = report(records, cases, args.seeds, time.perf_counter() - started, time.process_time() - cpu_started, load)
     print(text)
     if args.out and args.out != "-":
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_text_atomically(args.out, text)
     return 0
 
 

@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:  # `python studies/bound_evidence.py` as well as `
 
 from e2egen import metrics  # noqa: E402
 from e2egen import runner  # noqa: E402
+from e2egen.files import write_text_atomically  # noqa: E402
 from e2egen.generator import layers  # noqa: E402
 from e2egen.generator.cases import derive_seed  # noqa: E402
 from e2egen.generator.loader import load_catalogue  # noqa: E402
@@ -459,7 +460,7 @@ def main(argv=None) -> int:
     text = report(records, command, seconds, shapes(load_catalogue(args.catalogue), selection), seeds,
                   args.ranges, args.dtypes)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        write_text_atomically(args.out, text + "\n")
     else:
         print(text)
     return 0

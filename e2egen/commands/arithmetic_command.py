@@ -6,6 +6,7 @@ import time
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
 from e2egen.errors import UsageError
+from e2egen.runner.leftovers import ends_what_kernels_leave
 
 
 def register(sub) -> None:
@@ -24,6 +25,7 @@ def register(sub) -> None:
     p.set_defaults(handler=arithmetic)
 
 
+@ends_what_kernels_leave
 def arithmetic(args) -> int:
     from pathlib import Path
 

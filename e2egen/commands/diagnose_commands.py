@@ -7,6 +7,7 @@ from typing import Callable, Iterator, Sequence
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
 from e2egen.errors import UsageError
+from e2egen.runner.leftovers import ends_what_kernels_leave
 
 
 def register(sub) -> None:
@@ -36,6 +37,7 @@ def register(sub) -> None:
     p.set_defaults(handler=study)
 
 
+@ends_what_kernels_leave
 def explain(args) -> int:
     from e2egen import runner
     from e2egen.commands.run_command import find_case
@@ -98,6 +100,7 @@ def sample_study() -> str:
     return str(files("e2egen.studies").joinpath("seed003.toml"))
 
 
+@ends_what_kernels_leave
 def study(args) -> int:
     from pathlib import Path
 

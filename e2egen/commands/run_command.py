@@ -12,6 +12,7 @@ from e2egen.generator.cases import expand
 from e2egen.generator.errors import close_match
 from e2egen.generator.execute import describe, execute, timed_out
 from e2egen.generator.loader import load_catalogue
+from e2egen.runner.leftovers import ends_what_kernels_leave
 
 # A kernel stuck outside Python (in C, on the device) cannot be interrupted at the limit: past the limit plus
 # this grace (or this fraction of the limit, if longer) the command prints the failure and ends the process.
@@ -41,6 +42,7 @@ def find_case(catalogue_path: str, case_id: str):
     return cases[case_id]
 
 
+@ends_what_kernels_leave
 def run_case(args) -> int:
     case = find_case(args.catalogue, args.case_id)
     if args.seed is not None:

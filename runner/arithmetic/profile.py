@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from e2egen.errors import UserError
-from e2egen.files import write_text_atomically
+from e2egen.files import open_appending, write_text_atomically
 
 from e2egen.runner.arithmetic.model import Arithmetic, CellKey
 
@@ -283,16 +283,18 @@ def other_writers_excluded(path: Path):
         import fcntl
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_name(path.name + ".lock"), "a")
-    except (ImportError, OSError):
+        lock = open_appending(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_APPEND)
+    except (ImportError, OSError):  # OutputError (a link at the lock's path) included
         yield
         return
-    with handle:
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         except OSError:
             pass
-        yield  # the lock goes with the file's closing
+        yield
+    finally:
+        os.close(lock)  # the lock goes with the file's closing
 
 
 def record_in_cache(key: DeviceKey, cell: CellKey, arithmetic: Arithmetic) -> Path | None:

@@ -66,3 +66,34 @@ def test_a_numba_cache_dir_the_user_set_is_kept(tmp_path):
     where = run(tmp_path, XDG_CACHE_HOME=str(tmp_path / "xdg"), NUMBA_CACHE_DIR=str(mine))
     assert Path(where) == mine and index_files(mine)
     assert not (tmp_path / "xdg").exists()
+
+
+def test_the_warm_stamp_lives_in_the_cache_and_names_what_was_compiled(tmp_path, monkeypatch):
+    """`make warm` (runner.numba_cache) skips the warm-up only where the cache in use is stamped for these
+    kernel sources: another or an emptied cache directory, or other sources, is warmed again."""
+    from e2egen.runner import numba_cache
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    assert not numba_cache.is_warm()  # a new cache directory
+    numba_cache.mark_warm()
+    assert numba_cache.is_warm()
+    assert (tmp_path / "cache" / numba_cache.STAMP_NAME).is_file()
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "other"))
+    assert not numba_cache.is_warm()  # the stamp is the cache's own, not the checkout's
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+
+    kernel_sources = {p.name for p in numba_cache._kernel_sources()}
+    assert {"fused_numba.py", "rounding_numba.py", "draws.py", "magnitude.py"} <= kernel_sources
+    stamp = (tmp_path / "cache" / numba_cache.STAMP_NAME)
+    stamp.write_text(stamp.read_text(encoding="utf-8").replace("sources ", "sources 0"), encoding="utf-8")
+    assert not numba_cache.is_warm()  # a kernel source changed since the stamp
+
+
+def test_a_current_stamp_is_checked_without_importing_torch_or_numba(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    check = ("import sys; from e2egen.runner import numba_cache; numba_cache.mark_warm(); numba_cache.main(); "
+             "print(sorted({'torch', 'numba'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"numba cache warm ({tmp_path})", "[]"]

@@ -92,3 +92,57 @@ def test_the_report_writer_does_not_follow_a_planted_link(project, capsys):
     assert victim.read_text() == "precious"
     written = [p for p in (project / "reports").iterdir()]
     assert written and not any(p.is_symlink() for p in written)
+
+
+def _plant_links(tmp_path, name):
+    """A link at `name` to an existing victim, and one at dangling-`name` to a file that does not exist."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    (tmp_path / name).symlink_to(victim)
+    (tmp_path / f"dangling-{name}").symlink_to(tmp_path / "created-through-the-link")
+    return victim
+
+
+def _refuses_both(tmp_path, name, open_it):
+    from e2egen.files import OutputError
+
+    victim = _plant_links(tmp_path, name)
+    for path in (tmp_path / name, tmp_path / f"dangling-{name}"):
+        with pytest.raises(OutputError, match="symbolic link") as refused:
+            open_it(path)
+        assert str(path) in str(refused.value)
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "created-through-the-link").exists()
+
+
+def test_records_are_never_appended_through_a_symbolic_link(tmp_path):
+    from e2egen.nightly.records import RecordWriter
+
+    _refuses_both(tmp_path, "run.jsonl", lambda path: RecordWriter(path).write({"type": "case"}))
+    writer = RecordWriter(tmp_path / "real.jsonl")  # a plain file is appended to as before
+    writer.write({"type": "case"})
+    writer.close()
+    assert (tmp_path / "real.jsonl").read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_a_run_lock_is_never_taken_through_a_symbolic_link(tmp_path):
+    from e2egen.nightly.records import lock_run
+
+    _refuses_both(tmp_path, "run.lock", lambda path: lock_run("run", path.with_suffix(".jsonl")))
+
+
+def test_a_log_is_never_appended_through_a_symbolic_link(tmp_path):
+    import os
+
+    from e2egen.files import open_appending
+
+    _refuses_both(tmp_path, "run.log", lambda path: os.close(open_appending(path, os.O_WRONLY | os.O_APPEND)))
+
+
+def test_a_store_is_never_created_through_a_dangling_link(tmp_path):
+    from e2egen.nightly.store import Store, StoreError
+
+    (tmp_path / "e2e.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    with pytest.raises(StoreError, match="symbolic link"):
+        Store(tmp_path / "e2e.sqlite")
+    assert not (tmp_path / "elsewhere.sqlite").exists()

@@ -75,3 +75,38 @@ def test_a_sweep_ends_and_stores_every_case_whatever_the_kernels_leave_behind(tm
         resumed = nightly(tmp_path, "--workers", "0", "--resume", run.run_id)
         assert "Traceback" not in resumed.stdout + resumed.stderr
         assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+
+
+def e2egen(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "E2EGEN_PROFILES": str(root / "profiles")}
+    env.pop("PYTEST_TIMEOUT", None)
+    return subprocess.run([sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=LIMIT)
+
+
+LEAVERS = {"thread": "gemm_leaves_a_thread", "child": "gemm_leaves_a_child", "good": "gemm"}
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_plain_pytest_run_of_a_generated_suite_ends_whatever_the_kernels_leave(tmp_path, workers):
+    (tmp_path / "hostile.toml").write_text(catalogue_text(*(suite(n, k) for n, k in LEAVERS.items())), encoding="utf-8")
+    generated = e2egen(tmp_path, "e2egen", "gen", "hostile.toml", "--out", "build/e2e")
+    assert generated.returncode == 0, generated.stderr
+    # before: TimeoutExpired, pytest waited for the kernel's thread (and its child) at exit
+    result = e2egen(tmp_path, "pytest", "build/e2e", "-q", "-p", "no:cacheprovider", "-n", workers)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out  # every case passed; what the kernels left does not change that
+    assert "3 passed" in out
+    if workers == "0":  # a worker's stderr is not shown by xdist; the in-process run names what it ended
+        assert "left by thread/gemm/m8/fwd/f32/nn/r0" in out and "ending the process" in out
+        assert "left by child/gemm/m8/fwd/f32/nn/r0" in out
+
+
+@pytest.mark.parametrize("leaver", ["thread", "child"])
+def test_e2egen_run_ends_whatever_its_kernel_leaves(tmp_path, leaver):
+    (tmp_path / "hostile.toml").write_text(catalogue_text(suite(leaver, LEAVERS[leaver])), encoding="utf-8")
+    result = e2egen(tmp_path, "e2egen", "run", "-c", "hostile.toml", f"{leaver}/gemm/m8/fwd/f32/nn/r0")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out  # before: TimeoutExpired
+    assert "left by e2egen run" in out

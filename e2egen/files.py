@@ -5,6 +5,7 @@
     make_directory(path)                  an output directory (and its parents)
     reading(*paths)                       while a command runs: the files it reads, which no writer may overwrite
     refuse_overwriting_input(path, what)  the check every writer makes (UsageError, exit 2, naming both files)
+    refuse_special_file(path)             ... and a device, pipe, socket or directory at the path (OutputError)
     write_all(fd, data)                   every byte to an open file (records appends use it too)
     open_appending(path)                  a file appended to in place (records, run locks, the sweep's log),
                                           created if missing, never through a symbolic link
@@ -128,6 +129,7 @@ def open_appending(path: str | Path, flags: int = os.O_RDWR | os.O_APPEND) -> in
     """A file descriptor of `path` (created, mode 0o644 less the umask, when missing) opened with `flags`, never
     through a symbolic link: a link at the path (planted or not) is an OutputError, so an append cannot be sent
     to the file a link points to."""
+    refuse_special_file(path)  # opening a FIFO to write would wait for a reader
     try:
         return os.open(path, flags | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as err:
@@ -168,8 +170,7 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, make_parents: bool 
         except OutputError as err:  # name the file asked for, and the directory at fault
             raise OutputError(path, f"its directory {err.where}: {err.message.removeprefix('cannot write: ')}",
                               errno_=err.errno) from None
-    if stat.S_ISDIR(_lstat_mode(target)):
-        raise OutputError(path, "it is a directory", errno_=errno.EISDIR)
+    refuse_special_file(target)
     mode = _existing_mode(target)
     temporary, fd = _create_temporary(target)
     try:
@@ -189,6 +190,20 @@ def write_bytes_atomically(path: str | Path, data: bytes, *, make_parents: bool 
         raise
     _sync_directory(target.parent)
     return path
+
+
+_SPECIAL_FILES = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_special_file(path: str | Path) -> None:
+    """OutputError when `path` is there and is neither a regular file nor a link (which is replaced): renaming
+    over a device or a pipe would replace it for every other user of it (`-o /dev/null` run as root)."""
+    mode = _lstat_mode(Path(path))
+    for test, what in _SPECIAL_FILES:
+        if mode and test(mode):
+            raise OutputError(path, f"it is {what}, not a regular file; e2egen writes its outputs to regular files "
+                                    "only (give a file path)", errno_=errno.EISDIR if what == "a directory" else None)
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -99,11 +99,12 @@ class _Reader(TomlReader):
         layered = {name: self.layered(name, data.get(name), (name,)) for name in LAYERED_TABLES}
         accepted = self.accepts(data.get("accept"), ("accept",))
         suites_data = data.get("suite", [])
-        if not isinstance(suites_data, list) or not all(isinstance(s, dict) for s in suites_data):
-            self.problem(("suite",), "expected [[suite]] tables")
+        if isinstance(suites_data, list) and suites_data:
+            suites_data = self.tables(suites_data, ("suite",))
+        else:
+            self.problem(("suite",), "the catalogue defines no [[suite]]" if suites_data in ([], None) else
+                         f"expected [[suite]] tables, got {describe(suites_data)}")
             suites_data = []
-        if not suites_data:
-            self.problem(("suite",), "the catalogue defines no [[suite]]")
         suites = tuple(s for s in (self.suite(d, ("suite", i), ranges, range_data) for i, d in enumerate(suites_data)) if s)
         self.no_duplicates([s.name for s in suites], ("suite",), "suite", [s.location for s in suites])
         # Compared without case: on macOS's and Windows' file systems test_A.py and test_a.py are one file.
@@ -346,7 +347,9 @@ class _Reader(TomlReader):
         if "op" not in data:
             self.problem(key_path + ("op",), f"missing; valid: {', '.join(runner.OPS)}")
             return None
-        op_name = data["op"]
+        op_name = self.string(data["op"], key_path + ("op",))
+        if op_name is None:
+            return None
         if op_name not in runner.OPS:
             self.problem(key_path + ("op",), unknown("op", op_name, runner.OPS))
             return None
@@ -376,8 +379,11 @@ class _Reader(TomlReader):
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
             self.check_impl(op_name, axes["directions"], impl, key_path + ("impl",))
         configs_data = data.get("config", [])
-        if not isinstance(configs_data, list) or not configs_data:
-            self.problem(key_path + ("config",), "the suite has no [[suite.config]]")
+        if isinstance(configs_data, list) and configs_data:
+            configs_data = self.tables(configs_data, key_path + ("config",), "suite.config")
+        else:
+            self.problem(key_path + ("config",), "the suite has no [[suite.config]]" if configs_data in ([], None)
+                         else f"expected [[suite.config]] tables, got {describe(configs_data)}")
             configs_data = []
         configs, checkable = [], []
         for i, config_data in enumerate(configs_data):

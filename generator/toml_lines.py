@@ -158,10 +158,13 @@ def _resolve_array_parents(names: list[str], array_counts: dict[tuple, int]) -> 
 
 
 def line_of(lines: dict[tuple, int], path: tuple) -> int | None:
-    """Line of `path`, or of its closest recorded ancestor."""
+    """Line of `path`, or of its closest recorded ancestor; for a table only its sub-tables' headers name
+    (`[suite.x]` without `[suite]`), the first of those."""
     path = tuple(path)
+    whole = path
     while path:
         if path in lines:
             return lines[path]
         path = path[:-1]
-    return None
+    below = [line for key, line in lines.items() if key[:len(whole)] == whole and len(key) > len(whole)]
+    return min(below) if below else None

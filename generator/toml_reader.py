@@ -114,14 +114,19 @@ class TomlReader:
             return {}
         return value
 
-    def tables(self, value: Any, key_path: tuple) -> list[dict]:
-        """An array of tables, [[name]]."""
+    def tables(self, value: Any, key_path: tuple, spelled: str | None = None) -> list[dict]:
+        """An array of tables, [[name]] (`spelled`: how the catalogue writes it, e.g. "suite.config"); an element
+        that is not a table is named by its index and what it is."""
         if value is None:
             return []
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            self.problem(key_path, f"expected [[{key_path[-1]}]] tables, got {describe(value)}")
+        header = f"[[{spelled or key_path[-1]}]]"
+        if not isinstance(value, list):
+            self.problem(key_path, f"expected {header} tables, got {describe(value)}")
             return []
-        return value
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                self.problem(key_path + (i,), f"expected a {header} table, got {describe(item)}")
+        return value if all(isinstance(v, dict) for v in value) else []
 
     def string(self, value: Any, key_path: tuple, pattern: str | None = None, pattern_help: str = NAME_HELP) -> str | None:
         if not isinstance(value, str):

@@ -11,7 +11,9 @@ wins) and reported. Shard runs in the target store are marked merged_into,
 so reports compare the merged run, not its parts.
 
 A merge that lacks shards of the split (its headers say I/N and some I is not
-given) or whose inputs never finished is incomplete: MergeResult.incomplete
+given), mixes shards of different splits, has an input that records fewer cases
+than its run planned (a damaged line) or whose inputs never finished is
+incomplete: MergeResult.incomplete
 says why, the merged run gets no end time (`e2egen runs` lists it as
 incomplete, its report says so), and `e2egen merge` exits 3, never "all passed".
 
@@ -166,6 +168,14 @@ def _incompleteness(inputs: Sequence[ShardInput]) -> list[str]:
         if missing:
             reasons.append(f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{i}/{count}' for i in missing)} "
                            f"missing ({len(missing)} of {count})")
+    elif len(counts) > 1:  # no one split says which cases the whole run holds
+        reasons.append(f"the shards come from different splits ({', '.join(sorted(str(s) for s in specs))}): "
+                       f"merge the shards of one split")
+    for shard in inputs:  # a case its run planned but no line records (a damaged line, a lost append)
+        planned = shard.headers[0].get("selected") if shard.headers else None
+        recorded = len({case.get("case_id") for case in shard.cases})
+        if isinstance(planned, int) and recorded < planned and shard.ended is not None:
+            reasons.append(f"{shard.source} records {recorded} of the {planned} cases its run planned")
     unfinished = [s.source for s in inputs if s.ended is None]
     if unfinished:
         reasons.append(f"{len(unfinished)} input{'s' if len(unfinished) > 1 else ''} never finished "

@@ -146,3 +146,27 @@ def test_a_store_is_never_created_through_a_dangling_link(tmp_path):
     with pytest.raises(StoreError, match="symbolic link"):
         Store(tmp_path / "e2e.sqlite")
     assert not (tmp_path / "elsewhere.sqlite").exists()
+
+
+WHAT = {"fifo": r"a named pipe \(FIFO\)", "directory": "a directory", "character device": "a character device"}
+
+
+@pytest.mark.parametrize("special", sorted(WHAT))
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path, special):
+    """Renaming over a device or a pipe replaced it with a regular file (`import-rocmlir -o /dev/null` as root
+    replaced the system's /dev/null); appending to a FIFO would wait for a reader."""
+    from e2egen.files import OutputError, open_appending, write_text_atomically
+
+    path = tmp_path / "out"
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "directory":
+        path.mkdir()
+    else:
+        path = Path(os.devnull)  # only looked at: both writers refuse before touching it
+    before = os.lstat(path)
+    for write in (lambda: write_text_atomically(path, "x"), lambda: os.close(open_appending(path))):
+        with pytest.raises(OutputError, match=rf"it is {WHAT[special]}, not a regular file"):
+            write()
+    after = os.lstat(path)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)

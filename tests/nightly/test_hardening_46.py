@@ -87,6 +87,28 @@ def test_a_merge_missing_a_shard_says_so_and_is_not_green(tmp_path, capsys):
     assert "INCOMPLETE" not in capsys.readouterr().out
 
 
+def test_a_merge_of_shards_from_different_splits_is_incomplete(tmp_path, capsys):
+    """No one split says which cases the whole run holds: 1/2 and 1/3 together used to exit 0."""
+    one, other = _shard_file(tmp_path, "s1", "1/2"), _shard_file(tmp_path, "t1", "1/3")
+    status = main(["merge", str(one), str(other), "--store", str(tmp_path / "m.sqlite")])
+    out, err = capsys.readouterr()
+    assert status == 3, (out, err)
+    assert "INCOMPLETE" in out and "different splits (1/2, 1/3)" in out
+
+
+def test_a_merge_of_records_that_lost_a_case_line_is_incomplete(tmp_path, capsys):
+    """A damaged case line is skipped with a warning; the run it belongs to planned that case, so the merge is
+    not a whole run (it used to report the cases left and exit 0)."""
+    path = _shard_file(tmp_path, "torn")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[2] = lines[2][:200] + "\n"  # the second case's line, cut
+    path.write_text("".join(lines), encoding="utf-8")
+    status = main(["merge", str(path), "--store", str(tmp_path / "m.sqlite")])
+    out, err = capsys.readouterr()
+    assert status == 3, (out, err)
+    assert f"{path}:3" in err and "records 2 of the 3 cases its run planned" in out
+
+
 @pytest.mark.parametrize("command", ["report", "nightly"])
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "0", "1e999"])
 def test_drift_must_be_a_finite_positive_number(tmp_path, monkeypatch, capsys, command, value):

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Iterator, Literal, Mapping, get_args
 
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
 from e2egen.runner.arithmetic.requirements import UNEXPLAINED, Acceptance, Violation, ViolationKey
-from e2egen.runner.errors import CaseTimedOut, format_seconds
-from e2egen.runner.safe_text import safe_text
+from e2egen.runner.errors import CaseTimedOut, exception_text, format_seconds
+from e2egen.runner.safe_text import clipped, safe_text
 
 if TYPE_CHECKING:  # torch: `e2egen gen` and collecting a suite never load it
     import torch
@@ -46,6 +46,11 @@ if TYPE_CHECKING:  # torch: `e2egen gen` and collecting a suite never load it
 # How a case ended; a nightly record's status is the same set.
 CaseStatus = Literal["passed", "failed", "skipped"]
 CASE_STATUSES: tuple[CaseStatus, ...] = get_args(CaseStatus)
+
+
+# The most characters of each text an Outcome keeps (runner.safe_text.clipped): a reason is one line of a table
+# or a terminal; a report holds tables and a traceback.
+_TEXT_LIMITS = {"reason": 2_000, "report": 200_000, "repro": 8_000, "device": 200}
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class Outcome:
         # Where a kernel's text enters every report, record and store: an exception message holding lone
         # surrogates (an undecodable file name) is made encodable here, once (runner.safe_text).
         for name in ("reason", "report", "repro", "device"):
-            object.__setattr__(self, name, safe_text(getattr(self, name)))
+            object.__setattr__(self, name, clipped(safe_text(getattr(self, name)), _TEXT_LIMITS[name]))
 
     @property
     def failure_kind(self) -> str:
@@ -123,9 +128,9 @@ def catalogue_argument(catalogue: str | None) -> str | None:
 
 
 def _quote(text: str) -> str:
-    if all(ch.isalnum() or ch in "/._-+:" for ch in text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"  # POSIX shell quoting: a ' inside becomes '\''
+    from e2egen.invocation import shell_quote  # the one quoting rule of printed commands
+
+    return shell_quote(text)
 
 
 def execute(case: Case, device: str | None = None, catalogue: str | None = None,
@@ -192,7 +197,7 @@ def _run_case_itself(case: Case, torch_device: torch.device, repro: str, timings
         return failed(reason, reason)
     except (Exception, SystemExit) as err:  # a bug anywhere below (or a stray sys.exit) must not kill the sweep
         name = f"SystemExit({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
-        reason = f"error while running the case: {name}: {err}"
+        reason = f"error while running the case: {name}: {exception_text(err)}"
         return failed(reason, reason + "\n" + traceback.format_exc())
     timings.update(result.timings)
     loosened = tuple(policy_loosened(case, problem))

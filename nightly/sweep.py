@@ -48,6 +48,7 @@ from e2egen.nightly.records import RecordTail, RecordWriter, lock_run, new_run_i
 from e2egen.nightly.shard import ShardSpec, partition
 from e2egen.nightly.store import Store
 from e2egen.runner.errors import format_seconds
+from e2egen.runner.leftovers import descendants
 
 PYTEST_INTERRUPTED = 2
 PYTEST_USAGE_ERROR = 4
@@ -425,30 +426,12 @@ def _hung_case(plan: Plan, options: SweepOptions, attempt: Attempt, recorded: se
 
 def _kill_tree(process: subprocess.Popen) -> None:
     """SIGKILL the pytest process and every process below it (its xdist workers)."""
-    victims = [*_descendants(process.pid), process.pid]
+    victims = [*descendants(process.pid), process.pid]
     for pid in victims:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes below `pid` (Linux /proc; elsewhere none)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _show_failures(bar, failed: int, new: int) -> int:

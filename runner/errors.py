@@ -97,3 +97,23 @@ class CaseTimedOut(BaseException):
 def format_seconds(seconds: float) -> str:
     """600.0 -> "600", 0.5 -> "0.5": a time limit as a person would write it."""
     return f"{seconds:g}"
+
+
+def belongs_to_the_harness(err: BaseException) -> bool:
+    """Whether a BaseException that came out of a kernel call is the harness's own and must go on up: a case's
+    time limit, pytest's skip/fail/exit (pytest-timeout's limit fails the test from inside the kernel's frame).
+    Anything else a kernel raises, BaseException subclasses and GeneratorExit included, is the kernel's failure
+    (KeyboardInterrupt and SystemExit are told apart where the kernel is called)."""
+    return isinstance(err, CaseTimedOut) or type(err).__module__.split(".")[0] in ("_pytest", "pytest")
+
+
+def exception_text(err: BaseException) -> str:
+    """str(err), whatever the exception does: one whose __str__ raises or returns a non-string is described by
+    its type instead of breaking the report that names it."""
+    try:
+        text = str(err)
+    except BaseException as broken:  # noqa: BLE001 - a kernel's exception class may do anything in __str__
+        if belongs_to_the_harness(broken) or isinstance(broken, KeyboardInterrupt):
+            raise
+        return f"<unprintable {type(err).__name__}: its str() raised {type(broken).__name__}>"
+    return text if isinstance(text, str) else f"<unprintable {type(err).__name__}>"

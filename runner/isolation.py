@@ -9,11 +9,15 @@ state: flush-to-zero on, default dtype float64; restored" (`changes_noted`).
 What is watched: deterministic algorithms, the default dtype and device, grad and anomaly mode, torch's thread
 count, flush-to-zero (torch.set_flush_denormal), the float32 matmul precision in both of torch's APIs (legacy
 allow_tf32 / set_float32_matmul_precision and the new fp32_precision switches; a mix of the two is put back
-through both), cuDNN's switches, numpy's error handling, the working directory and the environment variables.
+through both), cuDNN's switches, autocast, the recursion limit, the standard streams (which a kernel cannot
+close either), the functions of torch, torch.Tensor, torch.nn.functional, torch.linalg/fft/special and numpy
+(a kernel that patches torch.matmul must not reach the reference), the harness's entries in sys.modules,
+numpy's error handling, the working directory and the environment variables.
 """
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -127,6 +131,108 @@ def _set_cudnn(values: tuple[bool, bool, bool]) -> None:
     _B.cudnn.enabled, _B.cudnn.benchmark, _B.cudnn.deterministic = values
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def _autocast() -> tuple:
+    return tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES)
+
+
+def _set_autocast(values: tuple) -> None:
+    for device, (enabled, dtype) in zip(_AUTOCAST_DEVICES, values):
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+
+
+def _describe_autocast(values: tuple) -> str:
+    return ", ".join(f"{d} {'on' if on else 'off'} ({str(dtype).removeprefix('torch.')})"
+                     for d, (on, dtype) in zip(_AUTOCAST_DEVICES, values))
+
+
+def _streams() -> tuple:
+    return sys.stdin, sys.stdout, sys.stderr
+
+
+def _set_streams(values: tuple) -> None:
+    sys.stdin, sys.stdout, sys.stderr = values
+
+
+class Attributes:
+    """The attributes of the namespaces the harness computes with (torch, torch.Tensor, torch.nn.functional,
+    ..., numpy): a kernel that patches `torch.matmul` or `Tensor.__add__` would change the reference, the probes
+    and every later case. Compared by identity; put back (added names deleted) when a kernel changed them."""
+
+    def __init__(self) -> None:
+        self.saved = {name: dict(vars(space)) for name, space in _namespaces()}
+
+    def changed(self, before: "Attributes") -> list[str]:
+        names = []
+        for space, now in self.saved.items():
+            then = before.saved.get(space, {})
+            names += [f"{space}.{key}" for key in now.keys() | then.keys()
+                      if key not in now or key not in then or now[key] is not then[key]]
+        return sorted(names)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Attributes) and not self.changed(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _namespaces() -> list[tuple[str, Any]]:
+    spaces = [("torch", torch), ("torch.Tensor", torch.Tensor), ("torch.nn.functional", torch.nn.functional),
+              ("torch.linalg", torch.linalg), ("torch.fft", torch.fft), ("torch.special", torch.special)]
+    return spaces + ([("numpy", _np)] if _np is not None else [])
+
+
+def _set_attributes(saved: Attributes) -> None:
+    for name, space in _namespaces():
+        then = saved.saved.get(name, {})
+        for key in list(vars(space)):
+            if key not in then:
+                delattr(space, key)
+        for key, value in then.items():
+            if vars(space).get(key, _MISSING) is not value:
+                setattr(space, key, value)
+
+
+def _describe_attributes(now: Attributes, before: Attributes) -> str:
+    names = now.changed(before)
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
+_MISSING = object()
+_HARNESS_MODULES = ("e2egen", "torch", "numpy", "numba")
+
+
+class Modules:
+    """The harness's loaded modules (sys.modules entries of e2egen, torch, numpy, numba): a kernel that deletes
+    or replaces one would break every later case. Modules a kernel imports are not a change."""
+
+    def __init__(self) -> None:
+        self.saved = {name: module for name, module in list(sys.modules.items())
+                      if name.split(".")[0] in _HARNESS_MODULES}
+
+    def lost(self, before: "Modules") -> list[str]:
+        return sorted(name for name, module in before.saved.items() if self.saved.get(name) is not module)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Modules) and not self.lost(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _set_modules(saved: Modules) -> None:
+    for name, module in saved.saved.items():
+        if sys.modules.get(name) is not module:
+            sys.modules[name] = module
+
+
+def _describe_modules(now: Modules, before: Modules) -> str:
+    names = now.lost(before)
+    return "removed or replaced: " + ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 _ENTRIES: tuple[_Entry, ...] = (
     ("flush-to-zero", flushes_subnormals, torch.set_flush_denormal, lambda v: "on" if v else "off"),
     ("default dtype", torch.get_default_dtype, torch.set_default_dtype, lambda v: str(v).removeprefix("torch.")),
@@ -140,12 +246,17 @@ _ENTRIES: tuple[_Entry, ...] = (
     ("grad mode", torch.is_grad_enabled, torch.set_grad_enabled, lambda v: "on" if v else "off"),
     ("anomaly detection", torch.is_anomaly_enabled, torch.set_anomaly_enabled, lambda v: "on" if v else "off"),
     ("torch threads", torch.get_num_threads, torch.set_num_threads, str),
+    ("autocast", _autocast, _set_autocast, _describe_autocast),
+    ("recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, str),
+    ("standard streams", _streams, _set_streams, lambda v: "replaced"),
+    ("torch or numpy functions", Attributes, _set_attributes, _describe_attributes),
+    ("harness modules", Modules, _set_modules, _describe_modules),
     ("working directory", _cwd, _set_cwd, lambda v: repr(v) if v is not None else "removed"),
     ("environment variables", lambda: dict(os.environ), _set_environ, _describe_environ),
 ) + ((("numpy error handling", lambda: dict(_np.geterr()), lambda v: _np.seterr(**v),
        lambda v: ", ".join(f"{k}={x}" for k, x in sorted(v.items()))),) if _np is not None else ())
 
-_DIFFS = (_describe_matmul, _describe_environ)  # these say what differs from the state put back
+_DIFFS = (_describe_matmul, _describe_environ, _describe_attributes, _describe_modules)  # these say what differs from the state put back
 State = tuple[Any, ...]
 
 
@@ -185,7 +296,9 @@ def run_state() -> State:
 
 # Not put back when a case starts (only after each kernel call): the harness and its callers set these
 # themselves between cases (pytest's PYTEST_CURRENT_TEST, a test's chdir, a caller's no_grad or thread count).
-_CALLER_OWNED = ("grad mode", "torch threads", "working directory", "environment variables")
+# Nor what pytest and tests swap in themselves: the captured streams, monkeypatched functions, reloaded modules.
+_CALLER_OWNED = ("grad mode", "torch threads", "working directory", "environment variables", "standard streams",
+                 "torch or numpy functions", "harness modules")
 
 
 def start_case() -> None:
@@ -216,13 +329,56 @@ def describe_changes(changes: list[str]) -> str:
     return "the kernel changed global state: " + ", ".join(changes) + "; restored" if changes else ""
 
 
+def guarded(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """`kernel`, called so that a recursion limit it lowers is put back in the frame that called it, before the
+    harness makes another Python call (which the lowered limit would refuse, failing every later case); the
+    change is noted like the others."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        limit = sys.getrecursionlimit()
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            lowered = sys.getrecursionlimit()
+            if lowered != limit:
+                sys.setrecursionlimit(limit)
+                _noted.append(f"recursion limit {lowered}")
+
+    return call
+
+
+class _Unclosable:
+    """The harness's stdout or stderr as a kernel sees it: everything passes through, but close() does nothing, so
+    a kernel cannot close the stream pytest and the recorder write to."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextmanager
 def kernel_isolation() -> Iterator[None]:
     """Around every call of a kernel: what the kernel changes in the global state is put back afterwards (to the
-    state before the call, which the harness chose: tf32_mode's switches, say) and noted for the case's report."""
+    state before the call, which the harness chose: tf32_mode's switches, say) and noted for the case's report.
+    A process the kernel forked that comes back here (its child returning from the kernel) ends at once: it would
+    otherwise go on running the harness's cases and records beside its parent."""
     run_state()
     before = snapshot()
+    pid = os.getpid()
+    streams = sys.stdout, sys.stderr
+    guarded = tuple(_Unclosable(stream) if stream is not None else None for stream in streams)
+    sys.stdout, sys.stderr = guarded
     try:
         yield
     finally:
+        if os.getpid() != pid:
+            os._exit(0)
+        for name, stream, guard in zip(("stdout", "stderr"), streams, guarded):
+            if getattr(sys, name) is guard:  # not replaced by the kernel: the harness's own again
+                setattr(sys, name, stream)
         _noted.extend(restore(before))

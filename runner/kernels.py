@@ -66,10 +66,11 @@ import torch
 from e2egen.runner.arithmetic.torch_deviations import TORCH_IMPL
 from e2egen.runner.dtypes import storage_dtype
 from e2egen.runner.device import synchronize, tf32_mode
-from e2egen.runner.errors import ImplError, KernelDeclined, KernelFailure, Skip
+from e2egen.runner.errors import (ImplError, KernelDeclined, KernelFailure, Skip, belongs_to_the_harness,
+                                  exception_text)
 from e2egen.runner.import_path import search_path_text
 from e2egen.runner.inputs import arrange_for_kernel, input_formats
-from e2egen.runner.isolation import kernel_isolation
+from e2egen.runner.isolation import guarded, kernel_isolation
 from e2egen.runner.lowbit import widened_kernel
 from e2egen.runner.ops import Op, numerics_of
 from e2egen.runner.ops.base import named_outputs
@@ -104,14 +105,17 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
     module_name, attribute_path = impl.split(":")
     try:
         with kernel_isolation():  # a module that sets global state when imported: put back, noted
-            target: Any = importlib.import_module(module_name)
+            target: Any = guarded(importlib.import_module)(module_name)
     except ModuleNotFoundError as err:
         where = ""
         if err.name is not None and module_name.split(".")[0] == err.name.split(".")[0]:
             where = f" (looked in {search_path_text()})"  # the module itself is missing, not one it imports
         raise ImplError(impl, f"cannot import module {module_name!r}: {err}{where}") from err
-    except Exception as err:  # the module itself is broken: say how
-        raise ImplError(impl, f"importing module {module_name!r} raised {type(err).__name__}: {err}") from err
+    except BaseException as err:  # the module itself is broken (a BaseException subclass included): say how
+        if belongs_to_the_harness(err) or isinstance(err, KeyboardInterrupt):
+            raise
+        raise ImplError(impl, f"importing module {module_name!r} raised {type(err).__name__}: "
+                              f"{_first_line(err)}") from err
     for part in attribute_path.split("."):
         try:
             target = getattr(target, part)
@@ -134,7 +138,7 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
     try:
         with kernel_isolation():
             called = time.perf_counter()
-            result = problem.numerics.call(kernel, problem.direction, problem.params, given)
+            result = problem.numerics.call(guarded(kernel), problem.direction, problem.params, given)
             synchronize(device)
             global last_call_s
             last_call_s = time.perf_counter() - called
@@ -152,16 +156,35 @@ def call_kernel(problem: Problem, kernel: Callable[..., Any], tensors: Mapping[s
             torch.cuda.empty_cache()
         raise KernelFailure(f"kernel {label} ran out of memory on {device}: {_first_line(err)}") from err
     except Exception as err:
-        if is_torch and _NOT_IMPLEMENTED.search(f"{type(err).__name__}: {err}"):
+        if is_torch and _NOT_IMPLEMENTED.search(f"{type(err).__name__}: {exception_text(err)}"):
             raise Skip(f"torch has no {device.type} kernel for {problem.op} {problem.direction} in "
                        f"{problem.dtype} ({problem.layout}): {_first_line(err)}") from err
         raise KernelFailure(f"kernel {label} raised {type(err).__name__}: {_first_line(err)}") from err
+    except BaseException as err:  # GeneratorExit, a kernel's own BaseException subclass
+        if belongs_to_the_harness(err):
+            raise
+        raise KernelFailure(f"kernel {label} raised {type(err).__name__}: {_first_line(err)} (a BaseException "
+                            f"that is not an Exception)") from err
     check_inputs_unchanged(tensors, given, label)
     outputs = named_outputs(problem.output_names, result, lambda text: KernelFailure(f"kernel {label} {text}"))
-    for name, out in outputs.items():
+    for name, out in list(outputs.items()):
+        outputs[name] = out = _plain_tensor(out, label, name)
         check_output(problem, out, device, label, name=name)
         _check_not_a_view(problem, out, given, label, name)
     return outputs
+
+
+def _plain_tensor(out: Any, label: str, name: str) -> Any:
+    """A torch.Tensor subclass's output as a plain tensor (same memory), so that neither the checks nor the
+    comparison run the subclass's __torch_function__; a subclass that cannot be read so is the kernel's failure."""
+    if not isinstance(out, torch.Tensor) or type(out) is torch.Tensor:
+        return out
+    try:
+        with torch._C.DisableTorchFunctionSubclass():
+            return out.as_subclass(torch.Tensor)
+    except Exception as err:
+        raise KernelFailure(f"kernel {label} returned {name} as a {type(out).__name__} (a torch.Tensor subclass) "
+                            f"that cannot be read as a tensor: {type(err).__name__}: {_first_line(err)}") from err
 
 
 def own_copies(tensors: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,5 +300,5 @@ def check_output(problem: Problem, out: Any, device: torch.device, label: str, n
 
 
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else repr(err)
+    text = exception_text(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__ + "()"

@@ -1,16 +1,22 @@
-"""What a kernel may leave running after its case: a non-daemon thread or a multiprocessing child. Python waits
-for both when the process ends (threading's shutdown joins the threads, multiprocessing's atexit joins the
-children), so one sleeping kernel thread would keep a finished sweep's pytest process (or xdist worker) alive
-until the sweep's outer time limit. A process that runs cases notes what each case left (`Leftovers.after`) and,
-at its very end, once every result is written, ends the children and, if threads are still running, ends itself
-with os._exit, naming what it did not wait for (`Leftovers.end`). Torch-free."""
+"""What a kernel may leave running after its case: a non-daemon thread or a child process (a multiprocessing
+child, or a plain os.fork). Python waits for threads and multiprocessing children when the process ends
+(threading's shutdown joins the threads, multiprocessing's atexit joins the children), so one sleeping kernel
+thread would keep a finished sweep's pytest process (or xdist worker) alive until the sweep's outer time limit.
+A process that runs cases notes what each case left (`Leftovers.after`) and, at its very end, once every result is
+written, ends the children and, if threads are still running, ends itself with os._exit, naming what it did not
+wait for (`Leftovers.end`). A fork of this very process that never came back from the kernel (it hangs on a lock
+held by a thread that did not survive the fork, or would run the harness beside its parent) is ended as soon as
+the case that left it is over: it can only run harness code or hang, holding as much memory as the harness.
+Torch-free."""
 from __future__ import annotations
 
 import functools
 import multiprocessing
 import os
+import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Callable
 
 
@@ -26,22 +32,66 @@ def _children() -> dict[int, multiprocessing.process.BaseProcess]:
         return {}
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (Linux /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _command_line(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL, not SIGTERM: a fork runs this process's own handlers, which would write records beside it."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, os.WNOHANG)  # a direct child: reaped, no zombie left
+    except (OSError, ChildProcessError):
+        pass
+
+
 class Leftovers:
     """Threads and children started while cases ran, each with the case that left it."""
 
     def __init__(self) -> None:
         self.known_threads = set(_running_threads())  # the harness's own, started before any case
-        self.known_children = set(_children())
+        self.known_children = set(_children()) | set(descendants(os.getpid()))
         self.left_by: dict[tuple[str, int], str] = {}
+        self.forks_ended: dict[str, int] = {}  # case -> forks of this process ended after it
 
     def after(self, case: str) -> None:
-        """Note what is running now that was not before, as left by `case`."""
+        """Note what is running now that was not before, as left by `case`; end the forks of this process."""
         for ident in _running_threads():
             if ident not in self.known_threads:
                 self.left_by.setdefault(("thread", ident), case)
         for pid in _children():
             if pid not in self.known_children:
                 self.left_by.setdefault(("child", pid), case)
+        ours = _command_line(os.getpid())
+        for pid in descendants(os.getpid()):
+            if pid in self.known_children or ("child", pid) in self.left_by:
+                continue
+            if ours is not None and _command_line(pid) == ours:
+                _kill(pid)
+                self.forks_ended[case] = self.forks_ended.get(case, 0) + 1
+            else:  # another program the kernel started (or torch.compile's workers): ended at the very end
+                self.left_by[("process", pid)] = case
 
     def _by(self, kind: str, key: int) -> str:
         case = self.left_by.get((kind, key))
@@ -51,6 +101,13 @@ class Leftovers:
         """At the end of the process, after every result is written: terminate (then kill) the children cases
         started; if threads that cases started still run, flush stdout and stderr and os._exit(exitstatus)."""
         say = say or (lambda text: print(text, file=sys.stderr))
+        for case, count in self.forks_ended.items():
+            say(f"e2egen: ended {count} fork{'s' if count > 1 else ''} of this process left running by {case}: "
+                f"a kernel must not leave processes running")
+        for (kind, pid), case in self.left_by.items():
+            if kind == "process" and pid in descendants(os.getpid()):
+                say(f"e2egen: ending process {pid} (left by {case}): a kernel must not leave processes running")
+                _kill(pid)
         children = {pid: p for pid, p in _children().items() if pid not in self.known_children}
         for pid, child in children.items():
             say(f"e2egen: ending child process {pid} ({child.name}){self._by('child', pid)}: "

@@ -18,7 +18,7 @@ from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.interval_bound import bound_for_output
 from e2egen.runner.magnitude import scanned_inputs
 from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs
-from e2egen.runner.isolation import kernel_isolation, start_case
+from e2egen.runner.isolation import guarded, kernel_isolation, start_case
 from e2egen.runner.kernels import TORCH_IMPL, call_kernel, case_kernel, check_inputs_unchanged, own_copies
 from e2egen.runner.host_memory import retain_freed_memory
 from e2egen.runner.memory import kernel_bytes, peak_bytes
@@ -194,7 +194,7 @@ def _time(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Tensor],
     given = own_copies(tensors)
     try:
         with kernel_isolation():
-            timing = time_kernel(lambda: problem.numerics.call(kernel, problem.direction, problem.params, given),
+            timing = time_kernel(lambda: problem.numerics.call(guarded(kernel), problem.direction, problem.params, given),
                                  dev, problem.flops, options)
         check_inputs_unchanged(tensors, given, label, when=" while being timed")
         return timing

@@ -27,3 +27,11 @@ def safe_strings(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(safe_strings(v) for v in value)
     return value
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, saying how much was cut: a kernel's 10 MB exception message must not
+    become a 10 MB reason in every record, store row and terminal."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"

@@ -91,3 +91,94 @@ def gemm_prints_undecodable(a, b):
     print("loading " + os.fsdecode(b"/tmp/weights-\xff.bin"))
     print("loading " + os.fsdecode(b"/tmp/weights-\xfe.bin"), file=sys.stderr)
     return torch.matmul(a, b)[:1]
+
+
+# -- the interpreter and the harness's own functions ------------------------------------------------------------
+def gemm_lowers_recursion_limit(a, b):
+    """Lowered to a few frames above the kernel's own depth: any deeper Python call of the harness then fails."""
+    import sys
+
+    out = torch.matmul(a, b)
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    sys.setrecursionlimit(depth + 8)
+    return out
+
+
+def gemm_sets_autocast(a, b):
+    """Computes in f32 first; every later matmul would come back in bf16."""
+    out = torch.matmul(a, b)
+    torch.set_autocast_enabled("cpu", True)
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    return out
+
+
+def gemm_closes_stdout(a, b):
+    import sys
+
+    sys.stdout.close()
+    sys.stderr.close()
+    return torch.matmul(a, b)
+
+
+def gemm_patches_matmul(a, b):
+    """Right itself; then torch.matmul and Tensor.__matmul__ add 1 for everyone after it (the reference too)."""
+    original = torch.matmul
+    out = original(a, b)
+    torch.matmul = lambda x, y, **kw: original(x, y, **kw) + 1.0
+    torch.Tensor.__matmul__ = lambda x, y: original(x, y) + 1.0
+    return out
+
+
+def gemm_deletes_harness_modules(a, b):
+    import sys
+
+    out = torch.matmul(a, b)
+    for name in [n for n in sys.modules if n.startswith("e2egen.metrics")]:
+        del sys.modules[name]
+    return out
+
+
+# -- what it raises or returns ------------------------------------------------------------------------------------
+class UnprintableError(Exception):
+    def __str__(self):
+        raise RuntimeError("str() of the exception raised")
+
+
+class KernelBaseException(BaseException):
+    """Not an Exception: `except Exception` does not catch it."""
+
+
+def gemm_raises_unprintable(a, b):
+    raise UnprintableError()
+
+
+def gemm_raises_ten_megabytes(a, b):
+    raise RuntimeError("x" * 10_000_000)
+
+
+def gemm_raises_base_exception(a, b):
+    raise KernelBaseException("not an Exception")
+
+
+def gemm_raises_generator_exit(a, b):
+    raise GeneratorExit("from the kernel")
+
+
+class PoisonedTensor(torch.Tensor):
+    """Any torch function on it raises."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError("poisoned __torch_function__")
+
+
+def gemm_returns_poisoned_subclass(a, b):
+    return torch.Tensor._make_subclass(PoisonedTensor, torch.matmul(a, b))
+
+
+def gemm_forks(a, b):
+    """The child comes back from the kernel (or hangs in torch's thread pool, whose threads did not survive)."""
+    os.fork()
+    return torch.matmul(a, b)

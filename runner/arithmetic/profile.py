@@ -12,10 +12,12 @@ per device, impl and set of versions (DeviceKey.cache_file_name).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
 import re
+import stat
 import sys
 import threading
 import warnings
@@ -161,22 +163,38 @@ class ProfileError(UserError):
     unreadable = False
 
 
+# The largest profile read: the shipped ones hold a few hundred cells in ~100 KB. A cache grown past this (or a
+# link to /dev/zero) is started afresh instead of being read and rewritten whole for every new cell.
+PROFILE_MAX_BYTES = 8 << 20
+
+
 def read_profile(path: Path) -> Profile | None:
-    """The profile at `path` (None when there is none); ProfileError naming the file when it is damaged."""
+    """The profile at `path` (None when there is none); ProfileError naming the file when it is damaged (or too
+    large: it is then written afresh), `unreadable` when it cannot be read at all (not a regular file: a pipe
+    would block the run, a device would never end)."""
     import tomllib
 
     try:
-        text = path.read_text(encoding="utf-8")
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file") if stat.S_ISDIR(status.st_mode) else \
+                OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)")
+        too_large = status.st_size > PROFILE_MAX_BYTES
+        text = "" if too_large else path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
         error = ProfileError(f"cannot read the arithmetic profile: {err}", where=str(path))
         error.unreadable = isinstance(err, OSError)
         raise error from None
+    if too_large:
+        raise ProfileError(f"the arithmetic profile holds {status.st_size / 2**20:.0f} MiB, more than the "
+                           f"{PROFILE_MAX_BYTES >> 20} MiB a profile may; it is started afresh", where=str(path))
     try:
         return Profile.from_toml(text, path)
-    except (tomllib.TOMLDecodeError, ValueError, TypeError) as err:
-        raise ProfileError(f"damaged arithmetic profile ({err}); delete it or write it again with "
+    except (tomllib.TOMLDecodeError, ValueError, TypeError, RecursionError, MemoryError) as err:
+        what = "nested too deeply to read" if isinstance(err, RecursionError) else str(err)
+        raise ProfileError(f"damaged arithmetic profile ({what}); delete it or write it again with "
                            f"`e2egen arithmetic`", where=str(path)) from None
 
 

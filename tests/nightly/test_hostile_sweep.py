@@ -110,3 +110,28 @@ def test_e2egen_run_ends_whatever_its_kernel_leaves(tmp_path, leaver):
     out = result.stdout + result.stderr
     assert result.returncode == 0, out  # before: TimeoutExpired
     assert "left by e2egen run" in out
+
+
+def test_a_kernel_that_forks_leaves_no_process_behind_and_each_case_is_recorded_once(tmp_path):
+    """The forks (one per kernel call) hung in torch's thread pool, or came back and ran the harness beside their
+    parent: 11 orphaned pytest processes, cases recorded twice."""
+    (tmp_path / "hostile.toml").write_text(catalogue_text(suite("fork", "gemm_forks"), suite("good", "gemm")),
+                                           encoding="utf-8")
+    result = nightly(tmp_path, "--workers", "0")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    with Store(tmp_path / "results/e2e.sqlite", create=False) as store:
+        (run,) = store.runs()
+        assert sorted(r.case_id.split("/")[0] for r in store.records(run.run_id)) == ["fork", "good"]
+    case_lines = [o for o in read_records_file(run.records_path) if o.get("type") == "case"]
+    assert len(case_lines) == 2
+    log = Path(run.records_path).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
+    assert "left running by fork/gemm/m8/fwd/f32/nn/r0" in log
+    still = []
+    for entry in Path("/proc").glob("[0-9]*"):  # orphans belong to init, not to this process: look at all of them
+        try:
+            if run.records_path.encode() in (entry / "cmdline").read_bytes():
+                still.append(entry.name)
+        except OSError:
+            pass
+    assert still == []

@@ -34,9 +34,12 @@ k = 8
 
 
 def _state():
+    import sys
+
     return (torch.get_default_dtype(), str(torch.get_default_device()), torch.are_deterministic_algorithms_enabled(),
             os.getcwd(), np.geterr(), torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
-            torch.full((1,), 1e-39).mul(1.0).item() != 0.0)
+            torch.full((1,), 1e-39).mul(1.0).item() != 0.0, sys.getrecursionlimit(), torch.is_autocast_enabled("cpu"),
+            torch.matmul, vars(torch.Tensor).get("__matmul__"), sys.modules.get("e2egen.metrics"))
 
 
 @pytest.fixture
@@ -59,6 +62,10 @@ def case(tmp_path, fresh_profiles, monkeypatch):
 
 
 @pytest.mark.parametrize("kernel,named", [
+    ("gemm_lowers_recursion_limit", ["recursion limit "]),
+    ("gemm_sets_autocast", ["autocast cpu on (bfloat16)"]),
+    ("gemm_patches_matmul", ["torch or numpy functions torch.Tensor.__matmul__, torch.matmul"]),
+    ("gemm_deletes_harness_modules", ["harness modules removed or replaced: e2egen.metrics"]),
     ("gemm_sets_flush_to_zero", ["flush-to-zero on"]),
     ("gemm_sets_default_dtype", ["default dtype float64"]),
     ("gemm_sets_meta_device", ["default device meta"]),
@@ -122,3 +129,48 @@ def test_an_undecodable_exception_message_becomes_safe_text(case):
     assert "cannot open /tmp/weights-\\udcff.bin" in outcome.reason
     for text in (outcome.reason, outcome.report, describe(outcome)):
         text.encode("utf-8")  # no lone surrogate left
+
+
+def test_a_kernel_cannot_close_the_harness_streams(case, capsys):
+    import sys
+
+    outcome = execute(case("gemm_closes_stdout"), device="cpu")
+    assert outcome.passed, describe(outcome)
+    assert not sys.stdout.closed and not sys.stderr.closed
+    print("still writable")
+    assert "still writable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kernel,reason", [
+    ("gemm_raises_unprintable", "kernel hostile_kernels:gemm_raises_unprintable raised UnprintableError: "
+                                "<unprintable UnprintableError: its str() raised RuntimeError>"),
+    ("gemm_raises_base_exception", "kernel hostile_kernels:gemm_raises_base_exception raised KernelBaseException: "
+                                   "not an Exception (a BaseException that is not an Exception)"),
+    ("gemm_raises_generator_exit", "kernel hostile_kernels:gemm_raises_generator_exit raised GeneratorExit: from the "
+                                   "kernel (a BaseException that is not an Exception)"),
+    ("gemm_returns_poisoned_subclass", None),
+])
+def test_what_a_kernel_raises_or_returns_is_its_failure_never_the_harness_error(case, kernel, reason):
+    """These used to end as "error while running the case" / "error outside the case runner", the kernel unnamed."""
+    outcome = execute(case(kernel), device="cpu")
+    if reason is None:  # the subclass is read as the plain tensor it holds: its values are right
+        assert outcome.passed, describe(outcome)
+        return
+    assert outcome.status == "failed" and outcome.reason == f"kernel failed: {reason}", outcome.reason
+    assert "error while running the case" not in outcome.report
+
+
+def test_a_ten_megabyte_message_is_cut_in_the_reason_and_report(case):
+    outcome = execute(case("gemm_raises_ten_megabytes"), device="cpu")
+    assert outcome.status == "failed" and outcome.reason.startswith("kernel failed: kernel hostile_kernels:")
+    assert len(outcome.reason) < 2_100 and "more characters cut" in outcome.reason
+    assert len(outcome.report) < 201_000
+
+
+def test_a_kernel_module_raising_a_base_exception_on_import_is_an_impl_error():
+    from e2egen.runner.errors import ImplError
+    from e2egen.runner.kernels import resolve_impl
+
+    with pytest.raises(ImplError, match="importing module 'hostile_module_raises_base' raised ImportBaseException: "
+                                        "raised while importing"):
+        resolve_impl("gemm", "fwd", "hostile_module_raises_base:gemm")

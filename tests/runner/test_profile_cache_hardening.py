@@ -146,6 +146,44 @@ def test_damage_of_the_whole_file_beyond_toml_is_a_warning_not_a_crash(cache):
         assert measured.probed_now and measured.arithmetic.acc_bits == 24
 
 
+@pytest.mark.parametrize("damage", ["nested 2000 deep", "inline tables nested", "too large"])
+def test_damage_tomllib_cannot_survive_or_a_cache_too_large_is_started_afresh(cache, damage):
+    """tomllib raises RecursionError past ~500 levels (every later case failed with it, the file never rewritten);
+    a cache of 100,000 cells was read and rewritten whole for every new cell (30x slower runs)."""
+    path = plant(cache, {})
+    with open(path, "a", encoding="utf-8") as f:
+        if damage == "nested 2000 deep":
+            f.write("[junk]\nx = " + "[" * 2000 + "]" * 2000 + "\n")
+        elif damage == "inline tables nested":
+            f.write("[junk]\nx = " + "{a = " * 1500 + "1" + "}" * 1500 + "\n")
+        else:
+            f.write("#" * (9 << 20) + "\n")
+    lookup.forget()
+    with pytest.warns(RuntimeWarning, match="damaged arithmetic profile|started afresh"):
+        measured = measure()
+    assert measured.probed_now and measured.arithmetic.acc_bits == 24
+    lookup.forget()
+    assert read_profile(path).cells  # written afresh with the cell just probed
+    assert path.stat().st_size < 1 << 20
+
+
+@pytest.mark.parametrize("special", ["fifo", "link to /dev/zero"])
+def test_a_cache_file_that_is_not_a_regular_file_is_never_read(cache, special):
+    """A FIFO blocked the run forever; a link to /dev/zero read until memory ran out."""
+    path = cache_file(cache)
+    path.parent.mkdir(parents=True)
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        measured = measure()  # before: blocked (the fifo) or ran out of memory
+    assert measured.probed_now and measured.arithmetic.acc_bits == 24
+    messages = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert messages and "not a regular file" in messages[0], messages
+
+
 def test_the_shipped_profiles_pass_the_same_checks():
     """A bad shipped entry would be dropped at run time, with a warning: here it is a test failure."""
     profiles = shipped_profiles()

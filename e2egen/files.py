@@ -88,11 +88,13 @@ _INPUTS: dict[tuple[int, int], str] = {}
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)  # follows links: a link to an input is the input
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino
+    for name in (path, os.path.normpath(path)):  # `missing/../in.toml` names in.toml too, before missing/ exists
+        try:
+            st = os.stat(name)  # follows links: a link to an input is the input
+        except (OSError, ValueError):
+            continue
+        return st.st_dev, st.st_ino
+    return None
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ class ShardSpec:
 
     @classmethod
     def parse(cls, text: str) -> "ShardSpec":
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+        match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text or "")  # ASCII digits: not "１/２"
         if not match:
             raise NightlyError(f"--shard: expected I/N, the I-th of N shards counting from 1 (e.g. 2/4), got {text!r}")
         index, count = int(match.group(1)), int(match.group(2))

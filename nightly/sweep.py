@@ -118,6 +118,7 @@ class Plan:
 
 def run_sweep(options: SweepOptions, out: TextIO | None = None) -> SweepResult:
     out = out or sys.stdout
+    _refuse_store_in_suite(options)
     with Store(options.store) as store, contextlib.ExitStack() as held:
         plan = make_plan(options, store, out, held)
         recorded = _catch_up(store, plan)
@@ -205,6 +206,17 @@ def make_plan(options: SweepOptions, store: Store, out: TextIO, held: contextlib
     held.enter_context(lock_run(run_id, records_path))  # before anything is written for the run
     _start_run(store, plan, previous is None)
     return plan
+
+
+def _refuse_store_in_suite(options: SweepOptions) -> None:
+    """The store (and the records beside it) must not live in the generated suite's directory, which `gen`
+    rewrites and pytest collects: checked before the store is created, so nothing is written."""
+    suite = Path(os.path.abspath(options.out))
+    for option, path in (("--store", options.store), ("--records-dir", options.records_dir)):
+        where = Path(os.path.abspath(path)) if path else None
+        if where is not None and (where == suite or suite in where.parents):
+            raise NightlyError(f"{option} {path} is inside the generated suite's directory --out {options.out}, "
+                               f"which e2egen rewrites: give a path outside it")
 
 
 def _generated_cases(options: SweepOptions, out: TextIO) -> dict[str, dict]:

@@ -135,3 +135,49 @@ def test_a_shard_count_too_long_to_read_is_a_usage_error(tmp_path, monkeypatch, 
     assert main(["nightly", "--shard", "1/" + "9" * 5000, "--store", "s.sqlite"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --shard 1/999") and "Traceback" not in err
+
+
+SQUARE_GEMM = """
+[[suite]]
+name = "tiny"
+op = "gemm"
+dtypes = ["f32"]
+layouts = ["nn"]
+ranges = ["r0"]
+
+[[suite.config]]
+name = "m8"
+m = 8
+n = 8
+k = 8
+"""
+
+
+@pytest.mark.parametrize("option,value", [("--store", "build/e2e/test_tiny.py"), ("--store", "build/e2e/s.sqlite"),
+                                          ("--records-dir", "build/e2e/runs")])
+def test_a_store_or_records_inside_the_generated_suite_is_refused_before_anything_is_written(
+        tmp_path, monkeypatch, capsys, option, value):
+    """The store was created inside --out first (a 45 KB SQLite file as test_tiny.py), then refused for
+    another reason that said "nothing was written"."""
+    from conftest import catalogue_text
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(catalogue_text(SQUARE_GEMM), encoding="utf-8")
+    args = ["nightly", "-c", "c.toml", "--out", "build/e2e", "--workers", "0", "--seed", "1", "--no-report",
+            "--no-progress", option, value]
+    if option == "--records-dir":
+        args += ["--store", "results/e2e.sqlite"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{option} {value} is inside the generated suite's directory --out build/e2e" in err
+    assert not (tmp_path / "build").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_store_named_through_a_missing_directory_is_still_the_input_it_names(tmp_path, monkeypatch, capsys):
+    from conftest import catalogue_text
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(catalogue_text(SQUARE_GEMM), encoding="utf-8")
+    assert main(["nightly", "-c", "c.toml", "--store", "./sub/../c.toml", "--workers", "0", "--no-report"]) == 2
+    assert "overwrite" in capsys.readouterr().err
+    assert not (tmp_path / "sub").exists()

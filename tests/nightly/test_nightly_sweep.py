@@ -132,7 +132,7 @@ def test_recorder_is_inactive_without_record(tmp_path):
     assert not list(tmp_path.rglob("*.jsonl"))
 
 
-@pytest.mark.parametrize("bad", ["0/2", "1/0", "1-2", ""])
+@pytest.mark.parametrize("bad", ["0/2", "1/0", "1-2", "", "\uff11/\uff12", "1_0/20", "\u0663/4"])
 def test_bad_shard_specs_are_refused(bad):
     from e2egen.nightly.errors import NightlyError
     from e2egen.nightly.shard import ShardSpec

@@ -99,6 +99,25 @@ k = 16
 """
 
 
+def square_gemm_suite(name: str = "mm", impl: str | None = None) -> str:
+    """One f32 8x8x8 gemm case (nn, r0), with torch's kernel or `impl`."""
+    impl_line = f'impl = "{impl}"\n' if impl else ""
+    return f"""
+[[suite]]
+name = "{name}"
+op = "gemm"
+{impl_line}dtypes = ["f32"]
+layouts = ["nn"]
+ranges = ["r0"]
+
+[[suite.config]]
+name = "m8"
+m = 8
+n = 8
+k = 8
+"""
+
+
 def catalogue_text(*parts: str) -> str:
     return textwrap.dedent(BASE) + "".join(textwrap.dedent(p) for p in parts)
 

@@ -9,6 +9,7 @@ import pytest
 from e2egen.cli import main
 from e2egen.nightly.errors import StoreError
 from e2egen.nightly.store import Store
+from conftest import catalogue_text, square_gemm_suite
 from loop_support import COMMENTED, cases_of, fill_store
 from test_calibrate import calibrate, observed
 
@@ -137,20 +138,7 @@ def test_a_shard_count_too_long_to_read_is_a_usage_error(tmp_path, monkeypatch, 
     assert err.startswith("error: --shard 1/999") and "Traceback" not in err
 
 
-SQUARE_GEMM = """
-[[suite]]
-name = "tiny"
-op = "gemm"
-dtypes = ["f32"]
-layouts = ["nn"]
-ranges = ["r0"]
-
-[[suite.config]]
-name = "m8"
-m = 8
-n = 8
-k = 8
-"""
+SQUARE_GEMM = square_gemm_suite("tiny")
 
 
 @pytest.mark.parametrize("option,value", [("--store", "build/e2e/test_tiny.py"), ("--store", "build/e2e/s.sqlite"),
@@ -159,8 +147,6 @@ def test_a_store_or_records_inside_the_generated_suite_is_refused_before_anythin
         tmp_path, monkeypatch, capsys, option, value):
     """The store was created inside --out first (a 45 KB SQLite file as test_tiny.py), then refused for
     another reason that said "nothing was written"."""
-    from conftest import catalogue_text
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(catalogue_text(SQUARE_GEMM), encoding="utf-8")
     args = ["nightly", "-c", "c.toml", "--out", "build/e2e", "--workers", "0", "--seed", "1", "--no-report",
@@ -174,8 +160,6 @@ def test_a_store_or_records_inside_the_generated_suite_is_refused_before_anythin
 
 
 def test_a_store_named_through_a_missing_directory_is_still_the_input_it_names(tmp_path, monkeypatch, capsys):
-    from conftest import catalogue_text
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(catalogue_text(SQUARE_GEMM), encoding="utf-8")
     assert main(["nightly", "-c", "c.toml", "--store", "./sub/../c.toml", "--workers", "0", "--no-report"]) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import catalogue_text
+from conftest import catalogue_text, square_gemm_suite
 from e2egen.nightly.records import read_records_file
 from e2egen.nightly.store import Store
 
@@ -23,21 +23,7 @@ KERNELS = {"thread": "gemm_leaves_a_thread", "child": "gemm_leaves_a_child", "te
 
 
 def suite(name: str, kernel: str) -> str:
-    return f'''
-[[suite]]
-name = "{name}"
-op = "gemm"
-impl = "hostile_kernels:{kernel}"
-dtypes = ["f32"]
-layouts = ["nn"]
-ranges = ["r0"]
-
-[[suite.config]]
-name = "m8"
-m = 8
-n = 8
-k = 8
-'''
+    return square_gemm_suite(name, f"hostile_kernels:{kernel}")
 
 
 def nightly(root: Path, *args: str) -> subprocess.CompletedProcess:

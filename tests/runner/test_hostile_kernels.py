@@ -11,26 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import catalogue_text
+from conftest import catalogue_text, square_gemm_suite
 from e2egen.generator.cases import expand
 from e2egen.generator.execute import describe, execute
 from e2egen.generator.loader import load_catalogue
 
 IMPL = "hostile_kernels:"
-SQUARE = """
-[[suite]]
-name = "mm"
-op = "gemm"
-dtypes = ["f32"]
-layouts = ["nn"]
-ranges = ["r0"]
-
-[[suite.config]]
-name = "m8"
-m = 8
-n = 8
-k = 8
-"""
+SQUARE = square_gemm_suite()
 
 
 def _state():

@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 # worker) pays the ~2 s of a cold cache. The cache's own stamp (runner/numba_cache.py) says whether it is
 # current: redone when a kernel's source, numba or the cache directory changed, a few ms when nothing did.
 warm: | $(VENV)/.installed
-	$(PYTHON) -m e2egen.runner.numba_cache
+	$(E2EGEN) warm
 
 # Always asks e2egen, which rewrites only the files whose content changed (under a second for configs.toml):
 # file times cannot tell that CATALOGUE= names another catalogue than the suite's, older than its manifest.

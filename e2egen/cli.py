@@ -36,6 +36,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # stdout's reader closed it: nobody reads what is left
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as err:
+        if err.filename is None:  # not about a path the user gave: a fault of e2egen's, with its traceback
+            raise
+        # A path the user gave that no file operation can take (a name too long, a missing directory, ...),
+        # from whichever command or check met it first: one line naming it, as a user error.
+        print(f"error: {os_error_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def os_error_line(err: OSError) -> str:
+    """"PATH: why" for an OSError about a path (both paths of a rename or link)."""
+    import errno
+
+    from e2egen.files import describe_os_error
+
+    reason = "no such file or directory" if err.errno == errno.ENOENT else describe_os_error(err)
+    paths = [os.fsdecode(p) for p in (err.filename, err.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}"
 
 
 def _discard_stdout() -> None:

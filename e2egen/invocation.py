@@ -31,8 +31,32 @@ def _command(executable: str, search_path: str) -> str:
         found = shutil.which(NAME, path=search_path)
         if found and _same_file(Path(found), script):
             return NAME
-        return shlex.quote(str(script))
-    return f"{shlex.quote(executable)} -m {NAME}"
+        return shell_quote(str(script))
+    return f"{shell_quote(executable)} -m {NAME}"
+
+
+def shell_quote(text: str) -> str:
+    """`text` as one word of a POSIX shell command line that means exactly it: shlex.quote, except for a name
+    holding bytes that are not UTF-8 (os.fsdecode keeps each as a lone surrogate, U+DC80..U+DCFF): bash's
+    $'...' form then names the real bytes, each such byte as \\xNN.
+
+    Every printed command (repro lines) quotes its words here, before any text cleaning (runner.safe_text)
+    would turn those surrogates into the escape text "\\udcff", which names no file."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return shlex.quote(text)
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # other lone surrogates: no bytes they stand for
+        return shlex.quote(text)
+    words = []
+    for byte in data:
+        if byte in b"\\'":
+            words.append("\\" + chr(byte))
+        elif 0x20 <= byte < 0x7F:
+            words.append(chr(byte))
+        else:
+            words.append(f"\\x{byte:02x}")
+    return "$'" + "".join(words) + "'"
 
 
 def _same_file(a: Path, b: Path) -> bool:

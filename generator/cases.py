@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
@@ -39,11 +40,8 @@ SEED_RULE = "an integer in [0, 2**64)"
 
 def parse_seed(value: str | int) -> int:
     """A seed as typed (decimal text) or given (an int); ValueError saying the rule otherwise."""
-    if isinstance(value, str):
-        try:
-            number = int(value.strip(), 10)
-        except ValueError:
-            number = None
+    if isinstance(value, str):  # plain ASCII decimal digits: not int()'s "1_0", " 3" or other scripts' digits
+        number = int(value) if re.fullmatch(r"[+-]?[0-9]+", value) else None
     else:
         number = value if isinstance(value, int) and not isinstance(value, bool) else None
     if number is None or not 0 <= number < SEED_LIMIT:

@@ -55,9 +55,12 @@ def close_match(value: object, choices: Iterable[str]) -> str:
 
 
 def did_you_mean(value: object, choices: Iterable[str]) -> str:
-    """The near-miss hint, then the valid choices."""
+    """The near-miss hint, then the valid choices: "; did you mean 'x'? valid: x, y", "; valid: x, y", or
+    "; none is defined" when there is no choice at all."""
     choices = sorted({str(c) for c in choices})
-    return f"{close_match(value, choices)} valid: {', '.join(choices)}"
+    if not choices:
+        return "; none is defined"
+    return f"{close_match(value, choices) or ';'} valid: {', '.join(choices)}"
 
 
 def unknown(kind: str, value: object, choices: Iterable[str]) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 from e2egen import metrics
 from e2egen import runner
 from e2egen.generator import schema
+from e2egen.generator.cases import SEED_RULE, parse_seed
 from e2egen.generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
 from e2egen.generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
 from e2egen.generator.selection import read_selection
@@ -71,7 +72,8 @@ class _Reader(TomlReader):
         valid = tuple(valid)
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not values:
-            self.problem(key_path, f"expected a non-empty list of {kind}s, got {describe(value)}; valid: {', '.join(valid)}")
+            kinds = kind.replace(" ", "s ", 1) if " " in kind else kind + "s"  # "directions for gemm"
+            self.problem(key_path, f"expected a non-empty list of {kinds}, got {describe(value)}; valid: {', '.join(valid)}")
             return ()
         good = []
         for i, item in enumerate(values):
@@ -94,7 +96,7 @@ class _Reader(TomlReader):
     # -- the catalogue ---------------------------------------------------
     def catalogue(self, data: dict) -> Catalogue:
         self.unknown_keys(data, schema.TOP_KEYS, ())
-        seed = self.integer(data.get("seed", 0), ("seed",)) or 0
+        seed = self.seed(data.get("seed", 0))
         ranges, range_data = self.ranges(self.table(data.get("ranges"), ("ranges",)))
         layered = {name: self.layered(name, data.get(name), (name,)) for name in LAYERED_TABLES}
         accepted = self.accepts(data.get("accept"), ("accept",))
@@ -124,6 +126,17 @@ class _Reader(TomlReader):
             timeout=self.timeout(data.get("timeout"), ("timeout",)),
         )
 
+    def seed(self, value: Any) -> int:
+        """The catalogue's seed: the rule of every seed (cases.parse_seed), said as the command line says it."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(("seed",), f"expected {SEED_RULE}, got {describe(value)}")
+            return 0
+        try:
+            return parse_seed(value)
+        except ValueError as err:
+            self.problem(("seed",), str(err))
+            return 0
+
     def ranges(self, table: dict) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
         """name -> (lo, hi), and name -> data kind for the ranges that are not uniform reals.
 
@@ -131,6 +144,7 @@ class _Reader(TomlReader):
         lo..hi inclusive, each equally likely: rocMLIR's seeded default data).
         """
         ranges, kinds = {}, {}
+        self.defined_ranges = tuple(name for name in table if re.fullmatch(schema.NAME_PATTERN, name))
         for name, value in table.items():
             key_path = ("ranges", name)
             if not re.fullmatch(schema.NAME_PATTERN, name):
@@ -182,11 +196,10 @@ class _Reader(TomlReader):
         if name is None:
             return None, {}
         path = Path(self.path).parent / name
-        if not path.exists():
-            return name, {}  # written later by `e2egen select`; no selection yet
         try:
-            read_toml_text(path, "PR selection file")  # a directory, unreadable, not UTF-8: named here
-            return name, read_selection(path)
+            if not path.exists():
+                return name, {}  # written later by `e2egen select`; no selection yet
+            return name, read_selection(path)  # a directory, unreadable, not UTF-8, bad entries: named there
         except CatalogueError as err:
             self.problems.extend(err.problems)
         except (OSError, UnicodeDecodeError) as err:
@@ -362,7 +375,8 @@ class _Reader(TomlReader):
             ("dtypes", runner.DTYPES, None),
             ("directions", op.directions, op.directions),
             ("layouts", op.layouts, op.layouts),
-            ("ranges", tuple(ranges), None),
+            # a range defined but invalid is reported at its definition, not again as unknown where it is used
+            ("ranges", getattr(self, "defined_ranges", tuple(ranges)), None),
         ):
             known_problems = len(self.problems)
             if axis not in data and default is None:
@@ -374,6 +388,8 @@ class _Reader(TomlReader):
                 axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,),
                                           op.dtypes if axis == "dtypes" else valid, kind, accepts)
             exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
+            if axis == "ranges":  # cases are made of the valid ranges only
+                axes[axis] = tuple(r for r in axes[axis] if r in ranges)
         self.check_range_data(ranges, range_data, axes, key_path)
         impl = data.get("impl")
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
@@ -422,12 +438,8 @@ class _Reader(TomlReader):
         for direction in directions:
             try:
                 runner.resolve_impl(op, direction, impl)
-            except runner.ImplError as err:
+            except runner.ImplError as err:  # a module that exits or raises anything on import included
                 self.problem(key_path, str(err))
-                return
-            except SystemExit as exit:  # importing the module must not end the command (with status 0, silently)
-                self.problem(key_path, f"impl {impl!r}: importing module {impl.split(':')[0]!r} called "
-                                       f"sys.exit({exit.code!r}); a kernel module must not exit when imported")
                 return
 
     def check_some_case_left(self, name: str, configs: tuple[Config, ...], axes: Mapping, excludes: tuple[Exclude, ...],
@@ -558,7 +570,10 @@ class _Reader(TomlReader):
             if err.key in ("dtype", "layout", "input_range") and err.key not in params:
                 return
             key = err.key if err.key in params else None
-            self.problem(key_path + ((key,) if key else ()), err.message)
+            where = key_path + ((key,) if key else ())
+            if key and any(p.key == key_text(where) for p in self.problems):
+                return  # one message for one key: check_catalogue_minimums said it
+            self.problem(where, err.message)
 
     def excludes(self, value: Any, key_path: tuple, allowed: tuple[str, ...], axes: Mapping) -> tuple[Exclude, ...]:
         if value is None:
@@ -595,14 +610,16 @@ class _Reader(TomlReader):
     def markers(self, value: Any, key_path: tuple) -> tuple[str, ...]:
         if value is None:
             return ()
-        if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        if not isinstance(value, list):
             self.problem(key_path, f"expected a list of marker names, got {describe(value)}")
             return ()
         for i, marker in enumerate(value):
-            if not re.fullmatch(schema.MARKER_PATTERN, marker):
+            if not isinstance(marker, str):
+                self.problem(key_path + (i,), f"expected a string (a marker name), got {describe(marker)}")
+            elif not re.fullmatch(schema.MARKER_PATTERN, marker):
                 self.problem(key_path + (i,), f"{marker!r} is not a valid pytest marker name (a Python identifier)")
             elif marker in schema.RESERVED_MARKERS:
                 self.problem(key_path + (i,), f"{marker!r} is {schema.RESERVED_MARKERS[marker]}: it would change how the "
                                               f"case runs or is judged; catalogue markers only label cases "
                                               f"(reserved: {', '.join(sorted(schema.RESERVED_MARKERS))})")
-        return tuple(value)
+        return tuple(m for m in value if isinstance(m, str))

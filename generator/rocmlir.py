@@ -156,9 +156,9 @@ from typing import Iterable, Iterator, Mapping, NamedTuple
 
 import tomlkit
 
-from e2egen.generator.errors import CatalogueError, Location, Problem
+from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
 from e2egen.generator.rocmlir_data import DATA_FLAGS, DataRange, resolve_data
-from e2egen.generator.toml_lines import key_lines, line_of
+from e2egen.generator.toml_lines import key_lines, line_of, source_lines
 from e2egen.generator.toml_reader import parse_toml
 from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, INTEGER_DTYPES
 from e2egen.runner.ops import OPS
@@ -468,6 +468,7 @@ def read_rocmlir(text: str, path: str = "<rocmlir>") -> RocCatalogue:
     _check_is_rocmlir(data, problem)
     if problems:
         raise CatalogueError(problems)
+    _unknown_keys(data, (), problem)
     axes_data = data.get("axis", [])
     if not isinstance(axes_data, list):
         problem(("axis",), "expected [[axis]] tables")
@@ -496,6 +497,27 @@ def _check_is_rocmlir(data: dict, problem) -> None:
         problem(("suite",), f"not a rocMLIR e2e catalogue: no [[suite.test]]; {expected}")
 
 
+# The keys each table of a rocMLIR e2e catalogue has (what generateE2ETest.py reads), by the table's key path
+# less its indices: ("suite", "test") is a [[suite.test]].
+ROCMLIR_KEYS: dict[tuple, tuple[str, ...]] = {
+    (): ("directory", "prefix", "suffix", "axis", "suite"),
+    ("axis",): ("name", "values", "prefix", "when"),
+    ("suite",): ("name", "test"),
+    ("suite", "test"): ("config", "exclude"),
+    ("suite", "test", "exclude"): ("name", "values"),
+}
+
+
+def _unknown_keys(table: dict, key_path: tuple, problem) -> None:
+    """Every key of `table` that its kind of rocMLIR table does not have: one problem each, with the valid keys."""
+    kind = tuple(p for p in key_path if isinstance(p, str))
+    valid = ROCMLIR_KEYS[kind]
+    header = f"[[{'.'.join(kind)}]]" if kind else "top-level"
+    for key in table:
+        if key not in valid:
+            problem(key_path + (key,), unknown(f"{header} key", key, valid))
+
+
 def _strings(value, key_path: tuple, problem) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         problem(key_path, "expected a list of strings")
@@ -507,6 +529,7 @@ def _read_axis(data, key_path: tuple, problem, lines) -> RocAxis:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         problem(key_path, "an [[axis]] needs a `name` string and a `values` list")
         return RocAxis("?", (), "", line_of(lines, key_path))
+    _unknown_keys(data, key_path, problem)
     prefix = data.get("prefix", "")
     if not isinstance(prefix, str):
         problem(key_path + ("prefix",), "expected a string")
@@ -516,6 +539,7 @@ def _read_axis(data, key_path: tuple, problem, lines) -> RocAxis:
 
 
 def _read_suite(data: dict, key_path: tuple, problem, lines, text: str) -> RocSuite:
+    _unknown_keys(data, key_path, problem)
     name = data.get("name")
     if not isinstance(name, str):
         problem(key_path + ("name",), "a [[suite]] needs a `name` string")
@@ -530,6 +554,7 @@ def _read_suite(data: dict, key_path: tuple, problem, lines, text: str) -> RocSu
         if not isinstance(test, dict) or not isinstance(test.get("config"), str):
             problem(test_path, "a [[suite.test]] needs a `config` string")
             continue
+        _unknown_keys(test, test_path, problem)
         excludes_data = test.get("exclude", [])
         if not isinstance(excludes_data, list):
             problem(test_path + ("exclude",), "expected [[suite.test.exclude]] tables")
@@ -544,12 +569,13 @@ def _read_exclude(data, key_path: tuple, problem, lines) -> RocExclude:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         problem(key_path, "a [[suite.test.exclude]] needs a `name` string (an axis) and a `values` list")
         return RocExclude("?", (), line_of(lines, key_path))
+    _unknown_keys(data, key_path, problem)
     return RocExclude(data["name"], _strings(data.get("values"), key_path + ("values",), problem), line_of(lines, key_path))
 
 
 def _comments_above(text: str, header_lines: Iterable[int | None]) -> tuple[str, ...]:
     """The comment lines right above each header line: rocMLIR's notes on a test ("reverse grid test")."""
-    source = text.splitlines()
+    source = source_lines(text)
     comments = []
     for header in header_lines:
         if not header:

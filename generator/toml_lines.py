@@ -26,6 +26,15 @@ _KEY_VALUE = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
 _MULTI_LINE = ('"""', "'''")
 
 
+def source_lines(text: str) -> list[str]:
+    """`text`'s lines as TOML counts them: ended by LF or CRLF only. Not str.splitlines(), which also ends a line
+    at U+2028, U+2029, U+0085, form feeds and lone CRs, characters TOML allows in comments and strings."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _split_dotted(dotted: str) -> list[str]:
     return [p.strip().strip("\"'") for p in re.findall(_KEY_PART, dotted)]
 
@@ -71,7 +80,7 @@ class _Lexer:
 def _code_lines(text: str) -> Iterator[tuple[int, str, bool, int]]:
     """(line number, line, whether the line starts outside strings and brackets, deepest bracket depth on it)."""
     lexer, depth = _Lexer(), 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(source_lines(text), start=1):
         at_top = lexer.string is None and depth == 0
         deepest = depth
         for ch in lexer.code(line):
@@ -90,7 +99,7 @@ def key_lines(text: str) -> dict[tuple, int]:
     array_counts: dict[tuple, int] = {}
     table: tuple = ()
     text = text.removeprefix("\ufeff")
-    source = text.splitlines()
+    source = source_lines(text)
     for number, line, at_top, _ in _code_lines(text):
         if not at_top:
             continue
@@ -166,5 +175,7 @@ def line_of(lines: dict[tuple, int], path: tuple) -> int | None:
         if path in lines:
             return lines[path]
         path = path[:-1]
+    if not whole:  # the document itself: no one line
+        return None
     below = [line for key, line in lines.items() if key[:len(whole)] == whole and len(key) > len(whole)]
     return min(below) if below else None

@@ -18,7 +18,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from e2egen.generator.errors import CatalogueError, Location, Problem, unknown
-from e2egen.generator.toml_lines import deepest_line, line_of
+from e2egen.generator.toml_lines import deepest_line, line_of, source_lines
 
 NAME_HELP = "letters, digits, '_', '.', '+', '-'; starting with a letter or digit"
 BOM = "\ufeff"  # a UTF-8 byte-order mark, as some editors write one: accepted and dropped
@@ -65,7 +65,7 @@ def parse_toml(text: str, path: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         match = re.search(r"line (\d+)", str(err))
-        line = int(match.group(1)) if match else max(1, len(text.splitlines()))
+        line = int(match.group(1)) if match else max(1, len(source_lines(text)))
         raise CatalogueError([Problem(Location(path, line), "", f"invalid TOML: {err}")]) from None
     except RecursionError:
         raise CatalogueError([Problem(Location(path, deepest_line(text)), "",
@@ -83,7 +83,9 @@ def key_text(path: tuple) -> str:
 def describe(value: Any) -> str:
     """A value as a message names it: 'a string ('x')', 'a list'."""
     kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
-    return f"{kind} ({value!r})" if not isinstance(value, (dict, list)) else kind
+    if isinstance(value, (dict, list)):
+        return kind if value else kind.replace("a ", "an empty ", 1)  # "expected a non-empty list, got an empty list"
+    return f"{kind} ({value!r})"
 
 
 class TomlReader:

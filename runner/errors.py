@@ -104,7 +104,9 @@ def belongs_to_the_harness(err: BaseException) -> bool:
     time limit, pytest's skip/fail/exit (pytest-timeout's limit fails the test from inside the kernel's frame).
     Anything else a kernel raises, BaseException subclasses and GeneratorExit included, is the kernel's failure
     (KeyboardInterrupt and SystemExit are told apart where the kernel is called)."""
-    return isinstance(err, CaseTimedOut) or type(err).__module__.split(".")[0] in ("_pytest", "pytest")
+    # pytest's outcomes (Failed, Skipped, Exit) say they live in builtins; their base, OutcomeException, does not
+    return isinstance(err, CaseTimedOut) or any(kind.__module__.split(".")[0] in ("_pytest", "pytest")
+                                                for kind in type(err).__mro__)
 
 
 def exception_text(err: BaseException) -> str:

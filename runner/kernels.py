@@ -114,6 +114,9 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
     except BaseException as err:  # the module itself is broken (a BaseException subclass included): say how
         if belongs_to_the_harness(err) or isinstance(err, KeyboardInterrupt):
             raise
+        if isinstance(err, SystemExit):  # it must not end the command (with status 0, silently)
+            raise ImplError(impl, f"importing module {module_name!r} called sys.exit({err.code!r}); a kernel module "
+                                  f"must not exit when imported") from err
         raise ImplError(impl, f"importing module {module_name!r} raised {type(err).__name__}: "
                               f"{_first_line(err)}") from err
     for part in attribute_path.split("."):

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +51,22 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def _exited(pid: int) -> bool:
+    """Whether `pid` has ended and waits to be reaped (a zombie), or is gone; reaped if it is a child of ours."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = stat[stat.rindex(")") + 2:].split()[0]
+    except (OSError, ValueError, IndexError):
+        return True
+    if state not in ("Z", "X"):
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (OSError, ChildProcessError):
+        pass
+    return True
+
+
 def _command_line(pid: int) -> bytes | None:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -58,12 +75,19 @@ def _command_line(pid: int) -> bytes | None:
 
 
 def _kill(pid: int) -> None:
-    """SIGKILL, not SIGTERM: a fork runs this process's own handlers, which would write records beside it."""
+    """SIGKILL, not SIGTERM: a fork runs this process's own handlers, which would write records beside it.
+    A direct child is reaped once it is gone (up to a second), so that no zombie is left to look like a process."""
     try:
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, os.WNOHANG)  # a direct child: reaped, no zombie left
-    except (OSError, ChildProcessError):
-        pass
+    except OSError:
+        return
+    for _ in range(100):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:  # not our child: init reaps it
+            return
+        time.sleep(0.01)
 
 
 class Leftovers:
@@ -85,7 +109,7 @@ class Leftovers:
                 self.left_by.setdefault(("child", pid), case)
         ours = _command_line(os.getpid())
         for pid in descendants(os.getpid()):
-            if pid in self.known_children or ("child", pid) in self.left_by:
+            if pid in self.known_children or ("child", pid) in self.left_by or _exited(pid):
                 continue
             if ours is not None and _command_line(pid) == ours:
                 _kill(pid)
@@ -105,7 +129,7 @@ class Leftovers:
             say(f"e2egen: ended {count} fork{'s' if count > 1 else ''} of this process left running by {case}: "
                 f"a kernel must not leave processes running")
         for (kind, pid), case in self.left_by.items():
-            if kind == "process" and pid in descendants(os.getpid()):
+            if kind == "process" and pid in descendants(os.getpid()) and not _exited(pid):
                 say(f"e2egen: ending process {pid} (left by {case}): a kernel must not leave processes running")
                 _kill(pid)
         children = {pid: p for pid, p in _children().items() if pid not in self.known_children}

@@ -1,6 +1,6 @@
 """Whether numba's on-disk cache already holds the kernels of these sources: `make setup` and `make pr` run
 
-    .venv/bin/python -m e2egen.runner.numba_cache     warm the cache (runner.warmup) unless its stamp is current
+    e2egen warm      warm the cache (runner.warmup) unless its stamp is current (e2egen/commands/warm_command.py)
 
 The stamp is a file in the cache directory itself (NUMBA_CACHE_DIR, which importing e2egen points at a per-user
 folder): it names a digest of every module that compiles numba kernels, numba's and Python's versions and the
@@ -17,8 +17,11 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from e2egen import metrics  # light: its numba and torch parts load when first used
+from e2egen.files import OutputError, write_text_atomically
+
 STAMP_NAME = "e2egen-warm.stamp"
-_PACKAGE_FOLDERS = ("metrics", "runner")  # e2egen's subpackages that compile numba kernels
+_PACKAGE_DIRS = (Path(metrics.__file__).parent, Path(__file__).parent)  # where numba kernels live
 _JIT_MARKERS = (b"numba.njit(", b"numba.jit(", b"@njit", b"@jit")
 
 
@@ -29,12 +32,8 @@ def cache_directory() -> Path:
 def _kernel_sources() -> list[Path]:
     """The modules whose numba kernels the cache holds: those that call numba's jit, found by their text."""
     found = []
-    for folder in _PACKAGE_FOLDERS:
-        package = sys.modules.get(f"e2egen.{folder}")
-        if package is None:
-            __import__(f"e2egen.{folder}")  # light: both packages load their heavy parts lazily
-            package = sys.modules[f"e2egen.{folder}"]
-        for path in sorted(Path(package.__path__[0]).rglob("*.py")):
+    for directory in _PACKAGE_DIRS:
+        for path in sorted(directory.rglob("*.py")):
             if path != Path(__file__) and any(marker in path.read_bytes() for marker in _JIT_MARKERS):
                 found.append(path)
     return found
@@ -76,22 +75,7 @@ def is_warm() -> bool:
 def mark_warm() -> None:
     """Stamp the cache as warm for the current sources; a cache that cannot be written is simply not stamped
     (every run then compiles what it needs, as numba does without a cache)."""
-    from e2egen.files import OutputError, write_text_atomically
-
     try:
         write_text_atomically(cache_directory() / STAMP_NAME, current_stamp())
     except OutputError as err:
         print(f"warning: the numba cache was not stamped: {err}", file=sys.stderr)
-
-
-def main() -> None:
-    if is_warm():
-        print(f"numba cache warm ({cache_directory()})")
-        return
-    from e2egen.runner import warmup
-
-    warmup.main()  # stamps the cache when it is done
-
-
-if __name__ == "__main__":
-    main()

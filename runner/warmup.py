@@ -1,6 +1,6 @@
 """Compile the numba kernels into their on-disk cache before the first case needs them.
 
-    .venv/bin/python -m e2egen.runner.warmup      (`make setup` and `make pr` run it through runner.numba_cache,
+    .venv/bin/python -m e2egen.runner.warmup      (`make setup` and `make pr` run it through `e2egen warm`,
                                                    when the cache's stamp is not current)
 
 A cold cache costs every fresh process about 2 s of compilation before its first comparison, and under

@@ -99,6 +99,22 @@ k = 16
 """
 
 
+def run_e2egen(*args: str) -> tuple[int, str, str]:
+    """`e2egen ARGS` in-process: (exit status, stdout, stderr); argparse's exits count as statuses."""
+    import contextlib
+    import io
+
+    from e2egen import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(list(args))
+        except SystemExit as exit:
+            status = exit.code
+    return status, out.getvalue(), err.getvalue()
+
+
 def square_gemm_suite(name: str = "mm", impl: str | None = None) -> str:
     """One f32 8x8x8 gemm case (nn, r0), with torch's kernel or `impl`."""
     impl_line = f'impl = "{impl}"\n' if impl else ""

@@ -102,7 +102,12 @@ def gemm_lowers_recursion_limit(a, b):
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
-    sys.setrecursionlimit(depth + 8)
+    for limit in range(depth + 4, depth + 200):  # the interpreter's depth also counts some C calls: lowest it takes
+        try:
+            sys.setrecursionlimit(limit)
+            break
+        except RecursionError:
+            continue
     return out
 
 

@@ -7,6 +7,12 @@ Some options follow one rule in every command, whatever command declares them: a
 OPTION_RULES says which options those are; `apply_option_rules` gives them their types once every command
 is registered, so a bad value is an argparse error (usage, `error: argument --seed: ...`, exit 2).
 
+A number on a command line is plain ASCII (parse_integer, parse_real): every `type=int` and `type=float`
+becomes `integer` and `real`, whole_number and number_above read through them, and a number type of another
+module (PLAIN_NUMBERS) has its text checked first; "1_0", " 3" and other scripts' digits are usage errors.
+
+Two outputs of one command are never one file (however named): a UsageError naming both, before it runs.
+
 No command overwrites a file it reads. COMMAND_INPUTS says which files each command reads; before the
 command runs, an output option that names one of them (however: a relative path, a symbolic link, a hard
 link) is a UsageError naming both (exit 2), and while it runs every writer (e2egen.files, the results store)
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -30,14 +37,28 @@ def catalogue_argument(parser: argparse.ArgumentParser, positional: bool = True)
         parser.add_argument("--catalogue", "-c", default="configs.toml", help="catalogue file (default: configs.toml)")
 
 
+# How a number is written on a command line: plain ASCII, as a user means it. Not what int() and float() also
+# take: digit separators ("1_0" is not 10), spaces around, other scripts' digits ("٣", full-width "３").
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_REAL_TEXT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+
+
+def parse_integer(text: str) -> int | None:
+    """A command line's integer (optional sign, ASCII digits), or None when `text` is not one."""
+    return int(text) if _INTEGER_TEXT.fullmatch(text) else None
+
+
+def parse_real(text: str) -> float | None:
+    """A command line's number (decimal, exponent; inf and nan for the option's own rule to refuse), or None.
+    -0 reads as 0.0: a value printed back never says "-0.0"."""
+    return float(text) + 0.0 if _REAL_TEXT.fullmatch(text) else None
+
+
 def whole_number(minimum: int):
     """An argparse type: an integer >= minimum."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
+        value = parse_integer(text)
         if value is None or value < minimum:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
         return value
@@ -45,14 +66,43 @@ def whole_number(minimum: int):
     return parse
 
 
+def integer(text: str) -> int:
+    """An argparse type: any integer, written plainly (what `type=int` becomes in every command)."""
+    value = parse_integer(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected an integer (ASCII digits, an optional sign), got {text!r}")
+    return value
+
+
+def real(text: str) -> float:
+    """An argparse type: any number, written plainly (what `type=float` becomes in every command)."""
+    value = parse_real(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a number (like 3, 0.5 or 1e-3), got {text!r}")
+    return value
+
+
+def plain_number(parse):
+    """An argparse type: another module's number type `parse` (a budget '5m' or '300'), given only text a user
+    means: ASCII, without spaces or digit separators; -0 reads as 0."""
+
+    def checked(text: str):
+        if not text.isascii() or "_" in text or any(ch.isspace() for ch in text):
+            raise argparse.ArgumentTypeError(f"expected ASCII digits and units without spaces or '_', got {text!r}")
+        value = parse(text)
+        return value + 0.0 if isinstance(value, float) else value
+
+    checked.__name__ = getattr(parse, "__name__", "number")
+    checked.plain = True
+    return checked
+
+
 def number_above(minimum: float, inclusive: bool = False, finite: bool = False):
     """An argparse type: a float > minimum (>= with inclusive; no inf with finite)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = parse_real(text)
+        value = math.nan if value is None else value
         ok = value >= minimum if inclusive else value > minimum  # NaN fails either way
         if not ok or (finite and math.isinf(value)):
             raise argparse.ArgumentTypeError(f"expected a number {'>=' if inclusive else '>'} {minimum}, got {text!r}")
@@ -135,6 +185,11 @@ OPTION_RULES: dict[str, dict[str, object]] = {
                        "--summary": output_path("file"), "--summary-md": output_path("file")},
 }
 EVERY_COMMAND: dict[str, object] = {"--seed": seed}
+# Numbers a type of another module reads (e2egen select's --budget: nightly's parse_budget): its text is checked
+# here first, as every other number is (parse_integer, parse_real); `type=int` and `type=float` become
+# `integer` and `real` in every command.
+PLAIN_NUMBERS: dict[str, tuple[str, ...]] = {"select": ("--budget",)}
+PLAIN_TYPES = {int: integer, float: real}
 
 
 def _files(*names: str):
@@ -193,6 +248,30 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+def _same_path(a: str, b: str) -> bool:
+    """Whether two paths name one file, existing or to be created: a link or a relative path is the file it names."""
+    if _same_file(a, b):
+        return True
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_outputs_differ(args, outputs: dict[str, tuple[str, str]]) -> None:
+    """UsageError naming both when two output options (dest -> (option, kind)) name one path, a file at least one
+    of them: the second write would replace the first. (Two output directories may be one: each writes its files.)"""
+    from e2egen.errors import UsageError
+
+    given = [(option, kind, value) for dest, (option, kind) in outputs.items()
+             if isinstance(value := getattr(args, dest, None), str) and value]
+    for i, (option, kind, value) in enumerate(given):
+        for other, other_kind, other_value in given[:i]:
+            if "file" in (kind, other_kind) and _same_path(value, other_value):
+                raise UsageError(f"{other} {other_value} and {option} {value} are the same file: one output would "
+                                 "overwrite the other; give them different paths")
+
+
 def check_outputs_are_not_inputs(command: str, args, outputs: dict[str, str]) -> list[str]:
     """The files `command` reads; UsageError naming both when an output option (dest -> option) names one."""
     from e2egen.errors import UsageError
@@ -209,12 +288,14 @@ def check_outputs_are_not_inputs(command: str, args, outputs: dict[str, str]) ->
     return inputs
 
 
-def _guarded(command: str, handler, outputs: dict[str, str]):
-    """`handler` with the rule above: outputs checked before it runs, the inputs protected while it runs."""
+def _guarded(command: str, handler, outputs: dict[str, tuple[str, str]]):
+    """`handler` with the rules above: outputs checked before it runs (none the same file as another, none an
+    input), the inputs protected while it runs."""
     from e2egen.files import reading
 
     def run(args):
-        inputs = check_outputs_are_not_inputs(command, args, outputs)
+        check_outputs_differ(args, outputs)
+        inputs = check_outputs_are_not_inputs(command, args, {dest: option for dest, (option, _) in outputs.items()})
         with reading(*inputs):
             return handler(args)
 
@@ -230,13 +311,16 @@ def apply_option_rules(subparsers: argparse._SubParsersAction) -> None:
     """
     for command, parser in subparsers.choices.items():
         rules = {**EVERY_COMMAND, **OPTION_RULES.get(command, {})}
-        outputs: dict[str, str] = {}
+        outputs: dict[str, tuple[str, str]] = {}
         for action in parser._actions:
             for option in action.option_strings:
                 if option in rules:
                     action.type = rules[option]
+                if option in PLAIN_NUMBERS.get(command, ()) and not getattr(action.type, "plain", False):
+                    action.type = plain_number(action.type)
+            action.type = PLAIN_TYPES.get(action.type, action.type)
             if getattr(action.type, "output_kind", None) is not None and action.option_strings:
-                outputs[action.dest] = action.option_strings[-1]
+                outputs[action.dest] = (action.option_strings[-1], action.type.output_kind)
         handler = parser.get_default("handler")
         if handler is not None and not hasattr(handler, "__wrapped__"):
             parser.set_defaults(handler=_guarded(command, handler, outputs))

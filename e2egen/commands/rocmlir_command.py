@@ -15,7 +15,6 @@ non-rocMLIR file (nothing written).
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from e2egen.files import describe_os_error, write_text_atomically
 from e2egen.generator.cases import expand
 from e2egen.generator.errors import CatalogueError
 from e2egen.generator.loader import parse_catalogue
+from e2egen.invocation import shell_quote
 from e2egen.generator.rocmlir import DEFAULT_F8, F8_FAMILIES, NOT_IMPORTED, Conversion, convert_file
 from e2egen.generator.rocmlir_summary import FileSummary, summarize, to_markdown
 
@@ -127,7 +127,7 @@ def _command_line(args) -> str:
                         ("--fp8", fp8)):
         if value:
             parts += [flag, value]
-    return " ".join(p if p.endswith("*.toml") else shlex.quote(p) for p in parts)
+    return " ".join(p if p.endswith("*.toml") else shell_quote(p) for p in parts)
 
 
 def _print_report(conversion: Conversion, source: str) -> None:

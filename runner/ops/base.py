@@ -122,7 +122,14 @@ class Op(ABC, Generic[ParamsT]):
 
     def dtype_params_problem(self, params: ParamsT, dtype: str) -> str | None:
         """Why this problem cannot run in this (valid) dtype (None when it can): fp4 needs an even K, an
-        output format only fp8 chooses."""
+        output format only fp8 chooses. By default: an input drawn from a range of its own (input_ranges:
+        div's and pow's `y_range`) that its format cannot hold, as a case's range is checked."""
+        formats = self.input_formats(params, self.directions[0], dtype)
+        for name, (lo, hi) in self.input_ranges(params, (-1.0, 1.0)).items():
+            largest = largest_finite(formats[name])
+            if max(abs(lo), abs(hi)) > largest:
+                return (f"input {name}'s range [{lo:g}, {hi:g}] goes beyond {formats[name]}'s largest finite value "
+                        f"{largest:g}: it would draw inf")
         return None
 
     def shared_rounding(self, params: ParamsT) -> str:

@@ -69,7 +69,7 @@ def test_a_numba_cache_dir_the_user_set_is_kept(tmp_path):
 
 
 def test_the_warm_stamp_lives_in_the_cache_and_names_what_was_compiled(tmp_path, monkeypatch):
-    """`make warm` (runner.numba_cache) skips the warm-up only where the cache in use is stamped for these
+    """`e2egen warm` (make warm; runner.numba_cache) skips the warm-up only where the cache in use is stamped for these
     kernel sources: another or an emptied cache directory, or other sources, is warmed again."""
     from e2egen.runner import numba_cache
 
@@ -92,8 +92,8 @@ def test_the_warm_stamp_lives_in_the_cache_and_names_what_was_compiled(tmp_path,
 
 def test_a_current_stamp_is_checked_without_importing_torch_or_numba(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    check = ("import sys; from e2egen.runner import numba_cache; numba_cache.mark_warm(); numba_cache.main(); "
-             "print(sorted({'torch', 'numba'} & set(sys.modules)))")
+    check = ("import sys; from e2egen.runner import numba_cache; from e2egen.cli import main; "
+             "numba_cache.mark_warm(); main(['warm']); print(sorted({'torch', 'numba'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"numba cache warm ({tmp_path})", "[]"]

@@ -62,6 +62,12 @@ CASES = {
     "an empty out_dtype (the op's own 'not given')": (
         suite("gemm", '["f16"]', GEMM + 'out_dtype = ""\n'),
         'out_dtype = ""', ("suite[0].config[0].out_dtype", "empty out_dtype", "leave out_dtype out", "valid: f32, bf16, f16")),
+    "div's y_range beyond f16": (
+        suite("div", '["f32", "f16"]', "shape = [64]\ny_range = [1.0, 1e6]\n", layouts='["contiguous"]'),
+        "dtypes = [", ("suite[0].dtypes[1]", "config 'c'", "input y's range [1, 1e+06]", "f16's largest finite value 65504")),
+    "pow's y_range beyond f32": (
+        suite("pow", '["f32"]', "shape = [64]\ny_range = [0.0, 1e39]\n", layouts='["contiguous"]'),
+        "dtypes = [", ("suite[0].dtypes[0]", "input y's range [0, 1e+39]", "f32's largest finite value")),
     "an empty scale dtype on scaled gemm": (
         suite("scaled_gemm", '["f8e4m3fn"]', SCALED + 'scale_b_dtype = ""\n'),
         'scale_b_dtype = ""', ("suite[0].config[0].scale_b_dtype", "valid: e8m0, f32")),

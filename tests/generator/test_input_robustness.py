@@ -15,25 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_GEMM, catalogue_text, line_number, problems_of
-from e2egen import cli
+from conftest import REPO, TINY_GEMM, catalogue_text, line_number, problems_of, run_e2egen as main
 from e2egen.generator.loader import parse_catalogue
 
 CASE = "mm/gemm/m8/fwd/f32/nn/r0"  # a case of TINY_GEMM
 
 
-def main(*args: str) -> tuple[int, str, str]:
-    """`e2egen ARGS` in-process: (exit status, stdout, stderr); argparse's exits count as statuses."""
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(list(args))
-        except SystemExit as exit:
-            status = exit.code
-    return status, out.getvalue(), err.getvalue()
 
 
 def usage_error(status: int, err: str, *needles: str) -> None:

@@ -112,7 +112,7 @@ def test_a_kernel_that_forks_leaves_no_process_behind_and_each_case_is_recorded_
     case_lines = [o for o in read_records_file(run.records_path) if o.get("type") == "case"]
     assert len(case_lines) == 2
     log = Path(run.records_path).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
-    assert "left running by fork/gemm/m8/fwd/f32/nn/r0" in log
+    assert "left by good" not in log  # a fork that ended by itself is nobody's leftover
     still = []
     for entry in Path("/proc").glob("[0-9]*"):  # orphans belong to init, not to this process: look at all of them
         try:

@@ -125,7 +125,8 @@ def resolve_impl(op: str | Op, direction: str, impl: str | None = None) -> Calla
         except AttributeError as err:
             raise ImplError(impl, f"module {module_name!r} has no attribute {attribute_path!r}") from err
     if not callable(target):
-        raise ImplError(impl, f"{attribute_path!r} is a {type(target).__name__}, not a callable")
+        kind = type(target).__name__
+        raise ImplError(impl, f"{attribute_path!r} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a callable")
     return target
 
 

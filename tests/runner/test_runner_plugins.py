@@ -114,7 +114,7 @@ def test_torch_lacking_a_kernel_is_a_skip():
 @pytest.mark.parametrize("impl,expected", [
     ("no_such_package_e2e.kernels:f", "cannot import module 'no_such_package_e2e.kernels'"),
     (f"{K}:no_such_function", f"module '{K}' has no attribute 'no_such_function'"),
-    (f"{K}:NOT_CALLABLE", "'NOT_CALLABLE' is a int, not a callable"),
+    (f"{K}:NOT_CALLABLE", "'NOT_CALLABLE' is an int, not a callable"),
     (f"{BROKEN}:f", "raised ImportError: libmykernels.so: cannot open shared object file"),
     ("just_a_name", "expected 'package.module:function'"),
     ("a.b:c:d", "expected 'package.module:function'"),

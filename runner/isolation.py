@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from e2egen.runner.leftovers import note_kernel_threads, thread_idents
 from e2egen.runner.safe_text import safe_text
 
 try:
@@ -369,6 +370,7 @@ def kernel_isolation() -> Iterator[None]:
     otherwise go on running the harness's cases and records beside its parent."""
     run_state()
     before = snapshot()
+    threads_before = thread_idents()
     pid = os.getpid()
     streams = sys.stdout, sys.stderr
     guarded = tuple(_Unclosable(stream) if stream is not None else None for stream in streams)
@@ -378,6 +380,7 @@ def kernel_isolation() -> Iterator[None]:
     finally:
         if os.getpid() != pid:
             os._exit(0)
+        note_kernel_threads(thread_idents() - threads_before)
         for name, stream, guard in zip(("stdout", "stderr"), streams, guarded):
             if getattr(sys, name) is guard:  # not replaced by the kernel: the harness's own again
                 setattr(sys, name, stream)

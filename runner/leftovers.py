@@ -21,6 +21,20 @@ from pathlib import Path
 from typing import Callable
 
 
+# Threads that appeared while a kernel ran (runner.isolation notes them after every call): only these are a
+# kernel's leftovers. The harness starts threads of its own between calls (the metrics pool), which must be
+# neither named nor cut short.
+_started_by_kernels: set[int] = set()
+
+
+def note_kernel_threads(idents: set[int]) -> None:
+    _started_by_kernels.update(idents)
+
+
+def thread_idents() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
 def _running_threads() -> dict[int, threading.Thread]:
     return {t.ident: t for t in threading.enumerate()
             if t.ident is not None and t is not threading.main_thread() and not t.daemon and t.is_alive()}
@@ -102,7 +116,7 @@ class Leftovers:
     def after(self, case: str) -> None:
         """Note what is running now that was not before, as left by `case`; end the forks of this process."""
         for ident in _running_threads():
-            if ident not in self.known_threads:
+            if ident not in self.known_threads and ident in _started_by_kernels:
                 self.left_by.setdefault(("thread", ident), case)
         for pid in _children():
             if pid not in self.known_children:
@@ -144,7 +158,7 @@ class Leftovers:
                     child.join(2)
             except Exception:
                 pass
-        threads = {i: t for i, t in _running_threads().items() if i not in self.known_threads}
+        threads = {i: t for i, t in _running_threads().items() if ("thread", i) in self.left_by}
         if not threads:
             return
         names = ", ".join(f"{t.name!r}{self._by('thread', i)}" for i, t in threads.items())

@@ -22,6 +22,7 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: Sequence[str] | None = None) -> int:
     format_notices()
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -29,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:  # every user error, from any layer: its lines, no traceback
         for line in err.lines():
             print(f"error: {line}", file=sys.stderr)
+        if getattr(args, "json", False):  # and the document a script reads
+            from e2egen.json_output import emit_error
+
+            emit_error(err)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -8,11 +8,13 @@ from e2egen.generator.case_filter import FILTER_AXES, case_filter
 from e2egen.generator.cases import expand
 from e2egen.generator.loader import load_catalogue
 from e2egen.generator.render import render
+from e2egen.json_output import emit, json_argument
 
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="check the catalogue; print nothing but errors (exit 2) or a summary")
     catalogue_argument(p)
+    json_argument(p)
     p.set_defaults(handler=validate)
 
     p = sub.add_parser("gen", help="generate the pytest suite from the catalogue")
@@ -28,12 +30,17 @@ def register(sub) -> None:
                         f"AXIS=V1,V2 with AXIS in {', '.join(FILTER_AXES)} (pr=yes|no); a value no case has is an "
                         "error")
     p.add_argument("--pr", action="store_true", help="only the cases in the PR subset")
+    json_argument(p)
     p.set_defaults(handler=list_cases)
 
 
 def validate(args) -> int:
     catalogue = load_catalogue(args.catalogue)
     cases = expand(catalogue)
+    if args.json:
+        emit("validate", catalogue=args.catalogue, suites=len(catalogue.suites), cases=len(cases),
+             pr_cases=sum(c.pr for c in cases))
+        return EXIT_OK
     print(f"{args.catalogue}: ok: {len(catalogue.suites)} suites, {len(cases)} cases, {sum(c.pr for c in cases)} in the PR subset")
     return EXIT_OK
 
@@ -61,12 +68,15 @@ def list_cases(args) -> int:
     catalogue = load_catalogue(args.catalogue)
     cases = expand(catalogue)
     matches = case_filter(args.filter, cases=cases)
-    shown = 0
-    for case in cases:
-        if (case.pr or not args.pr) and matches(case):
-            axes = " ".join(f"{k}={v}" for k, v in case.axes.items())
-            print(f"{case.id}\t{axes}\tpr={'yes' if case.pr else 'no'}\tflops={case.flops}")
-            shown += 1
+    listed = [case for case in cases if (case.pr or not args.pr) and matches(case)]
+    if args.json:
+        emit("list", catalogue=args.catalogue, cases=[{"id": case.id, "suite": case.suite, "op": case.op, **case.axes,
+                                                      "pr": case.pr, "flops": case.flops}
+                                                     for case in listed])
+    for case in listed if not args.json else ():
+        axes = " ".join(f"{k}={v}" for k, v in case.axes.items())
+        print(f"{case.id}\t{axes}\tpr={'yes' if case.pr else 'no'}\tflops={case.flops}")
+    shown = len(listed)
     if not shown and (args.filter or args.pr):  # said on stderr, so that `e2egen list ... | wc -l` still reads 0
         asked = " and ".join(part for part in (f"--filter {args.filter!r}" if args.filter else "",
                                                "--pr" if args.pr else "") if part)

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above, whole_number
+from e2egen.json_output import emit, json_argument
 from e2egen.nightly.store import DEFAULT_STORE
 
 EXIT_INCOMPLETE = 3  # `e2egen merge`: shards missing or unfinished, the merged run is partial
@@ -77,6 +78,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("runs", help="list the runs in the results store")
     _store_argument(p)
+    json_argument(p)
     p.set_defaults(handler=list_runs)
 
 
@@ -208,6 +210,14 @@ def list_runs(args) -> int:
 
     with Store(args.store, create=False) as store:
         runs = store.runs()
+    if args.json:
+        emit("runs", store=str(args.store), runs=[
+            {"run_id": run.run_id, "started": run.started, "ended": run.ended, "complete": run.ended is not None,
+             "global_seed": run.global_seed, "device": run.device, "catalogue": run.catalogue, "shard": run.shard,
+             "planned": run.selected, "passed": run.counts.get("passed", 0), "failed": run.counts.get("failed", 0),
+             "skipped": run.counts.get("skipped", 0), "git_revision": run.git_revision,
+             "merged_from": list(run.merged_from), "merged_into": run.merged_into} for run in runs])
+        return EXIT_OK
     print("run_id\tstarted\tended\tglobal_seed\tshard\tpassed\tfailed\tskipped\tplanned\tnote")
     for run in runs:
         note = f"merged into {run.merged_into}" if run.merged_into else (f"merged from {len(run.merged_from)}" if run.merged_from else "")

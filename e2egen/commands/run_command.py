@@ -12,6 +12,7 @@ from e2egen.generator.cases import expand
 from e2egen.generator.errors import close_match
 from e2egen.generator.execute import describe, execute, timed_out
 from e2egen.generator.loader import load_catalogue
+from e2egen.json_output import emit, json_argument
 from e2egen.runner.leftovers import ends_what_kernels_leave
 
 # A kernel stuck outside Python (in C, on the device) cannot be interrupted at the limit: past the limit plus
@@ -32,6 +33,7 @@ def register(sub) -> None:
                    help="seconds the case may run; past it the case fails, \"timed out after S s\" "
                         "(default: the catalogue's `timeout`, else 600)")
     catalogue_argument(p, positional=False)
+    json_argument(p)
     p.set_defaults(handler=run_case)
 
 
@@ -53,7 +55,16 @@ def run_case(args) -> int:
         outcome = execute(case, device=args.device, catalogue=args.catalogue, timeout=limit)
     finally:
         watchdog.cancel()
-    print(describe(outcome), flush=True)
+    if args.json:  # the case's record, as a sweep stores it (nightly.records.CaseRecord), and its report
+        from e2egen.nightly import machine
+        from e2egen.nightly.records import record_from_outcome
+
+        record = record_from_outcome(outcome, run_id="", global_seed=None, nodeid="", worker="main",
+                                     duration=sum(outcome.timings.values()), versions=machine.versions(),
+                                     finished=machine.utc_now()).to_dict()
+        emit("run", record=record, report=describe(outcome))
+    else:
+        print(describe(outcome), flush=True)
     return EXIT_OK if outcome.status != "failed" else EXIT_FAILED
 
 

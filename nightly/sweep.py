@@ -44,6 +44,7 @@ from e2egen.files import open_appending, write_text_atomically
 from e2egen.generator.cases import DEFAULT_TIMEOUT
 from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
+from e2egen.nightly.progress import progress
 from e2egen.nightly.records import RecordTail, RecordWriter, lock_run, new_run_id, record_from_case_data
 from e2egen.nightly.shard import ShardSpec, partition
 from e2egen.nightly.store import Store
@@ -321,13 +322,8 @@ class Attempt:
 
 
 def _run_until_done(store: Store, plan: Plan, options: SweepOptions, recorded: set[str], out: TextIO) -> None:
-    from tqdm import tqdm
-
     failed = store.status_counts(plan.run_id).get("failed", 0)
-    # In a CI log (no terminal) every redraw is a new line: redraw twice a minute there.
-    bar = tqdm(total=len(plan.case_ids), initial=len(recorded), unit="case", desc=f"nightly {plan.run_id}",
-               disable=not options.progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
-               mininterval=0.1 if sys.stderr.isatty() else 30.0)
+    bar = progress(len(plan.case_ids), len(recorded), f"nightly {plan.run_id}", sys.stderr, options.progress)
     bar.set_postfix(failed=failed)
     tail = RecordTail(plan.records_path, offset=_file_size(plan.records_path))
     returncode: int | None = None

@@ -32,7 +32,7 @@ gen: | $(VENV)/.installed
 	$(E2EGEN) gen $(CATALOGUE) --out $(OUT)
 
 pr: gen warm
-	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --kernel-time first $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --e2e-kernel-time first $(PYTEST_ARGS)
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest tests -n $(WORKERS) -q $(PYTEST_ARGS)
@@ -41,7 +41,7 @@ test: $(VENV)/.installed
 # the PR subset, and the tests whose expectations depend on the CPU path (marker cpu_paths).
 AVX2 = E2EGEN_EMULATE_CPU=avx2 ATEN_CPU_CAPABILITY=avx2
 pr-avx2: gen warm
-	$(AVX2) $(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --kernel-time first $(PYTEST_ARGS)
+	$(AVX2) $(PYTHON) -m pytest $(OUT) -m pr -n $(WORKERS) -q --e2e-kernel-time first $(PYTEST_ARGS)
 
 test-avx2: $(VENV)/.installed
 	$(AVX2) $(PYTHON) -m pytest tests -m cpu_paths -n $(WORKERS) -q $(PYTEST_ARGS)

@@ -87,7 +87,7 @@ class _TimingCollector:
 
 def run_overhead(out_dir: Path, count: int) -> None:
     collector = _TimingCollector()
-    args = [str(out_dir / "test_gemm.py"), "-q", "-p", "no:cacheprovider", "--device", "cpu"]
+    args = [str(out_dir / "test_gemm.py"), "-q", "-p", "no:cacheprovider", "--e2e-device", "cpu"]
     pytest.main(args, plugins=[collector, _Slice(count)])
     n = len(collector.wall)
     if not n:

@@ -6,7 +6,7 @@ shared cores under --dist worksteal (idle workers take queued cases from busy on
     .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--repeats 1] [--every 3]
 
 --every K runs every Kth case of the PR subset in collection order (1: all of it), the same cases in every
-row, with --kernel-time first as make pr runs them. Each row is the wall time of the whole pytest process, start-up included, and its speed-up against
+row, with --e2e-kernel-time first as make pr runs them. Each row is the wall time of the whole pytest process, start-up included, and its speed-up against
 -n 0 from the same run. A probe plugin records what torch.get_num_threads() is in each process while
 its cases run, so the table shows that the suite's plugin really divided the threads.
 
@@ -100,7 +100,7 @@ def main() -> None:
         sample = node_ids[::args.every]
         (tmp / "cases.txt").write_text("".join(f"{out / n}\n" for n in sample), encoding="utf-8")
         pytest = [sys.executable, "-m", "pytest", f"@{tmp / 'cases.txt'}", "-m", "pr", "-q", "-p", "no:cacheprovider",
-                  "--kernel-time", "first", "-p", "e2e_bench_threads"]  # as make pr runs it
+                  "--e2e-kernel-time", "first", "-p", "e2e_bench_threads"]  # as make pr runs it
         rows = {
             "-n 0 (baseline)": (pytest + ["-n", "0"], base_env),
             f"-n {args.workers}, shared cores": (pytest + ["-n", str(args.workers)], base_env),

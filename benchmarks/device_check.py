@@ -163,7 +163,7 @@ def probes_step(args: argparse.Namespace, out: Path, env: dict[str, str]) -> Ste
 def pr_step(args: argparse.Namespace, out: Path, env: dict[str, str]) -> Step:
     suite = Path(args.suite).resolve()
     step = Step("pr", [sys.executable, "-m", "pytest", shown(suite), "-m", "pr", "-n", "0", "-q",
-                       "--device", "cuda", "--kernel-time", "first"], args.pr_budget, out / "pr.log", env)
+                       "--e2e-device", "cuda", "--e2e-kernel-time", "first"], args.pr_budget, out / "pr.log", env)
     if not (suite / "conftest.py").is_file():
         step.refusal = f"no generated suite in {shown(suite)}: `make gen` writes it (make device-check does)"
     return step

@@ -32,7 +32,7 @@ def derive_seed(global_seed: int, case_id: str) -> int:
     return int.from_bytes(digest[:8], "little") >> 1  # 63 bits: fits torch.Generator.manual_seed
 
 
-# One rule for every seed a user gives (run/gen/nightly --seed, pytest --global-seed): what torch's and
+# One rule for every seed a user gives (run/gen/nightly --seed, pytest --e2e-global-seed): what torch's and
 # numpy's generators take.
 SEED_LIMIT = 2 ** 64
 SEED_RULE = "an integer in [0, 2**64)"
@@ -50,7 +50,7 @@ def parse_seed(value: str | int) -> int:
 
 
 def seed_argument(text: str) -> int:
-    """parse_seed as an argparse type (every command line's --seed, pytest's --global-seed)."""
+    """parse_seed as an argparse type (every command line's --seed, pytest's --e2e-global-seed)."""
     import argparse
 
     try:

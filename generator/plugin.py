@@ -1,7 +1,7 @@
 """pytest plugin for generated suites: runs each case and turns its Outcome into pytest's verdict.
 
-Options: --device (cpu|cuda; default CUDA when present), --global-seed (fresh
-inputs: re-derives every case's seed, as the nightly does), --run-slow (see
+Options: --e2e-device (cpu|cuda; default CUDA when present), --e2e-global-seed (fresh
+inputs: re-derives every case's seed, as the nightly does), --e2e-run-slow (see
 below). The Outcome is
 stashed on the test item so other plugins (loaded with -p, such as the
 nightly sweep's recorder) can read it.
@@ -14,9 +14,9 @@ session goes on. Without pytest-timeout installed the runner enforces the
 case's limit itself.
 
 Cases marked `slow` (the catalogue's `markers = ["slow"]`) are skipped on the
-CPU, with a reason naming how to run them, unless --run-slow is given or the
+CPU, with a reason naming how to run them, unless --e2e-run-slow is given or the
 `-m` expression names `slow`; on CUDA they run. The nightly sweep passes
---run-slow.
+--e2e-run-slow.
 """
 from __future__ import annotations
 
@@ -36,13 +36,13 @@ KERNEL_TIMES = ("warm", "first")
 
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen")
-    group.addoption("--device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
+    group.addoption("--e2e-device", default=None, choices=("cpu", "cuda"), help="device for the kernels (default: CUDA when present, else CPU; env E2E_DEVICE)")
     from e2egen.generator.cases import seed_argument
 
-    group.addoption("--global-seed", type=seed_argument, default=None, help="derive every case's seed from this global seed instead of the generated one")
-    group.addoption("--run-slow", action="store_true", default=False,
+    group.addoption("--e2e-global-seed", type=seed_argument, default=None, help="derive every case's seed from this global seed instead of the generated one")
+    group.addoption("--e2e-run-slow", action="store_true", default=False,
                     help="run the cases marked slow on the CPU too (skipped there by default; they always run on CUDA)")
-    group.addoption("--kernel-time", default="warm", choices=KERNEL_TIMES,
+    group.addoption("--e2e-kernel-time", default="warm", choices=KERNEL_TIMES,
                     help="the kernel time a case records: 'warm' (default) repeats a kernel's first call under 1 s "
                          "(once per kernel signature and process) and records the repeat, so JIT compilation is "
                          "not counted; 'first' records the first "
@@ -50,13 +50,31 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """In every pytest session (the plugin is installed as pytest11 `e2egen`): e2egen's markers only. What a
+    generated suite needs of the session is done by its conftest (configure_suite), so that other projects'
+    test sessions are left as they are."""
+    config.addinivalue_line("markers", "pr: an e2egen case in the PR subset")
+    config.addinivalue_line("markers", f"{SLOW_MARKER}: an e2egen case skipped on the CPU unless --e2e-run-slow")
+
+
+def autoload_disabled() -> bool:
+    """Whether pytest loads no installed plugin (PYTEST_DISABLE_PLUGIN_AUTOLOAD): then a generated conftest
+    loads this one itself."""
+    return bool(os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"))
+
+
+def configure_suite(config) -> None:
+    """Called by a generated suite's conftest when pytest starts: torch's threads shared among xdist workers, the
+    end-of-run summary, leftover threads and processes ended, and the device checked once."""
+    if config.pluginmanager.has_plugin("e2egen-leftovers"):  # two generated suites in one session
+        return
     share_cpu_threads()
     config.pluginmanager.register(LeftoverGuard(), "e2egen-leftovers")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) writes the summary
         from e2egen.generator.run_summary import Summary
 
         config.pluginmanager.register(Summary(), "e2egen-summary")
-    device = config.getoption("--device", default=None)
+    device = config.getoption("--e2e-device", default=None)
     if device or os.environ.get("E2E_DEVICE"):  # a bad or missing device is one usage error, not a failure per case
         from e2egen.runner.device import DeviceError, check_device
 
@@ -153,8 +171,8 @@ def pytest_runtest_setup(item):
         return
     config = item.config
     if _SLOW_SKIP not in config.stash:  # decided once per process: the device needs torch, loaded by now
-        device = _device_name(config.getoption("--device", default=None))
-        config.stash[_SLOW_SKIP] = slow_skip_reason(device, config.getoption("--run-slow", default=False),
+        device = _device_name(config.getoption("--e2e-device", default=None))
+        config.stash[_SLOW_SKIP] = slow_skip_reason(device, config.getoption("--e2e-run-slow", default=False),
                                                     config.getoption("markexpr", default="") or "")
     reason = config.stash[_SLOW_SKIP]
     if reason is not None:
@@ -163,10 +181,10 @@ def pytest_runtest_setup(item):
 
 def slow_skip_reason(device: str, run_slow: bool, markexpr: str) -> str | None:
     """Why a case marked slow is skipped, or None when it runs: it runs on any device but the CPU, with
-    --run-slow, or when the -m expression names `slow` (`-m slow`, `-m "pr or slow"`)."""
+    --e2e-run-slow, or when the -m expression names `slow` (`-m slow`, `-m "pr or slow"`)."""
     if device != "cpu" or run_slow or re.search(rf"(?<![\w.]){SLOW_MARKER}(?![\w.])", markexpr):
         return None
-    return (f"marked {SLOW_MARKER}: skipped on the CPU by default; run it with --run-slow (or a -m expression "
+    return (f"marked {SLOW_MARKER}: skipped on the CPU by default; run it with --e2e-run-slow (or a -m expression "
             f"naming {SLOW_MARKER}, e.g. -m {SLOW_MARKER}), or on CUDA")
 
 
@@ -240,16 +258,16 @@ def e2e_case(request):
         from e2egen.generator.execute import describe, execute, timed_out
         from e2egen.generator.run_summary import PROPERTY, case_facts
 
-        global_seed = request.config.getoption("--global-seed")
+        global_seed = request.config.getoption("--e2e-global-seed")
         if global_seed is not None:
             case = case.with_seed(derive_seed(global_seed, case.id))
-        device, catalogue = request.config.getoption("--device"), _catalogue(request)
+        device, catalogue = request.config.getoption("--e2e-device"), _catalogue(request)
         case = located_absolutely(case, getattr(request.module, "CATALOGUE", None), catalogue)
         # pytest-timeout limits the case when present; without it, the runner does.
         own_limit = None if _has_pytest_timeout(request.config) else (_run_timeout(request.config) or case.time_limit)
         try:
             outcome = execute(case, device=device, catalogue=catalogue, timeout=own_limit,
-                              warm_kernel=request.config.getoption("--kernel-time") == "warm")
+                              warm_kernel=request.config.getoption("--e2e-kernel-time") == "warm")
         except pytest.fail.Exception as err:
             seconds = _expired_time_limit(err)
             if seconds is None:

@@ -1,7 +1,7 @@
 """The nightly sweep and its evidence: every case with fresh inputs, every result kept.
 
-    recorder.py      pytest plugin (-p e2egen.nightly.recorder --record PATH.jsonl): one record per finished case
-    sweep_plugin.py  pytest plugin: --select-cases / --deselect-cases, --reference-device, GPU pinning
+    recorder.py      pytest plugin (-p e2egen.nightly.recorder --e2e-record PATH.jsonl): one record per finished case
+    sweep_plugin.py  pytest plugin: --e2e-select-cases / --e2e-deselect-cases, --e2e-reference-device, GPU pinning
     case_filter.py   which case ids a pytest session may run (shared by both plugins)
     records.py       CaseRecord and the JSON-lines records files (safe appends, torn-line tolerant reads)
     store.py         the SQLite results store: runs, records, metrics; readers for calibration and PR selection

@@ -1,8 +1,8 @@
-"""pytest plugin: one JSON record per finished case (--record PATH.jsonl; inactive without it).
+"""pytest plugin: one JSON record per finished case (--e2e-record PATH.jsonl; inactive without it).
 
 The generated conftest does not load it (a PR run imports nothing of nightly):
 load it on pytest's command line, `pytest build/e2e -p e2egen.nightly.recorder
---record PATH.jsonl`, as the sweep does; it loads the sweep plugin in turn.
+--e2e-record PATH.jsonl`, as the sweep does; it loads the sweep plugin in turn.
 Where it runs:
 
 - The process that runs a test (the single process, or an xdist worker)
@@ -50,14 +50,14 @@ XDIST_HEADER = re.compile(r"\[gw\d+\] \S+ -- Python ")
 
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen nightly")
-    group.addoption("--record", metavar="PATH.jsonl", default=None,
+    group.addoption("--e2e-record", metavar="PATH.jsonl", default=None,
                     help="append one JSON record per finished case to PATH (JSON lines; off by default)")
-    group.addoption("--record-run-id", metavar="RUN_ID", default=None,
+    group.addoption("--e2e-record-run-id", metavar="RUN_ID", default=None,
                     help="the run id written in the records (default: a new id from the time)")
 
 
 def pytest_configure(config):
-    path = config.getoption("--record")
+    path = config.getoption("--e2e-record")
     if path:
         is_worker = hasattr(config, "workerinput")
         config.pluginmanager.register(Recorder(config, Path(path), is_writer=not is_worker), "e2egen-recorder")
@@ -133,9 +133,9 @@ class Manifests:
 class Recorder:
     def __init__(self, config: pytest.Config, path: Path, *, is_writer: bool):
         self.config = config
-        self.run_id = config.getoption("--record-run-id") or new_run_id()
-        self.global_seed = config.getoption("--global-seed")
-        self.device_option = config.getoption("--device")
+        self.run_id = config.getoption("--e2e-record-run-id") or new_run_id()
+        self.global_seed = config.getoption("--e2e-global-seed")
+        self.device_option = config.getoption("--e2e-device")
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.writer = RecordWriter(path) if is_writer else None
         self.manifests = Manifests(config.rootpath)

@@ -452,23 +452,23 @@ def _start_pytest(plan: Plan, options: SweepOptions, recorded: set[str]) -> subp
     command = [sys.executable, "-m", "pytest", str(options.out), "-p", "no:cacheprovider", "-q", "-rN",
                "--continue-on-collection-errors",
                # The generated conftest loads only the case runner; the recorder (and its sweep plugin) come from here.
-               "-p", RECORDER_PLUGIN, "--record", str(plan.records_path), "--record-run-id", plan.run_id,
-               "--global-seed", str(plan.global_seed),
-               "--run-slow"]  # the nightly runs every planned case: slow ones too, on the CPU as well
+               "-p", RECORDER_PLUGIN, "--e2e-record", str(plan.records_path), "--e2e-record-run-id", plan.run_id,
+               "--e2e-global-seed", str(plan.global_seed),
+               "--e2e-run-slow"]  # the nightly runs every planned case: slow ones too, on the CPU as well
     if options.device:
-        command += ["--device", options.device]
+        command += ["--e2e-device", options.device]
     if plan.reference_device:
-        command += ["--reference-device", plan.reference_device]
+        command += ["--e2e-reference-device", plan.reference_device]
     if options.timeout is not None:
         command += ["--timeout", format_seconds(options.timeout)]  # pytest-timeout: beats the catalogue's limits
     if plan.workers > 0:
         # xdist also isolates crashes: a case that kills its worker is reported failed and the worker replaced.
         command += ["-n", str(plan.workers), "--dist", "load", "--max-worker-restart", str(len(plan.case_ids) + plan.workers)]
-    command += ["--select-cases", str(plan.selection_path)]  # the plan, whatever the suite holds besides
+    command += ["--e2e-select-cases", str(plan.selection_path)]  # the plan, whatever the suite holds besides
     deselect_path = plan.records_path.with_suffix(".recorded")
     if recorded:
         write_text_atomically(deselect_path, "".join(f"{cid}\n" for cid in sorted(recorded)))
-        command += ["--deselect-cases", str(deselect_path)]
+        command += ["--e2e-deselect-cases", str(deselect_path)]
     command += list(options.pytest_args)
     # The plugins are imported as e2egen.* from the installed package. No source folder goes on PYTHONPATH: that
     # would make the project's folders importable as top-level `metrics`, `runner`, ... in pytest's processes.

@@ -4,9 +4,9 @@ Loaded with the recorder (nightly.recorder lists it in pytest_plugins), so a
 run with `-p e2egen.nightly.recorder` has these options; all are inactive
 unless given.
 
-    --select-cases FILE      run only the case ids listed in FILE (a shard)
-    --deselect-cases FILE    deselect the listed case ids (those a resumed run already recorded)
-    --reference-device cpu|device
+    --e2e-select-cases FILE      run only the case ids listed in FILE (a shard)
+    --e2e-deselect-cases FILE    deselect the listed case ids (those a resumed run already recorded)
+    --e2e-reference-device cpu|device
                              run every case's float64 reference there, overriding the catalogue
                              (the nightly puts it on the GPU: orders of magnitude faster for big shapes)
 
@@ -30,17 +30,17 @@ WORKER_GPUS_ENV = "E2E_WORKER_GPUS"
 
 def pytest_addoption(parser):
     group = parser.getgroup("e2egen nightly")
-    group.addoption("--select-cases", metavar="FILE", default=None, help="run only the case ids listed in FILE, one per line")
-    group.addoption("--deselect-cases", metavar="FILE", default=None, help="deselect the case ids listed in FILE, one per line")
-    group.addoption("--reference-device", choices=("cpu", "device"), default=None,
+    group.addoption("--e2e-select-cases", metavar="FILE", default=None, help="run only the case ids listed in FILE, one per line")
+    group.addoption("--e2e-deselect-cases", metavar="FILE", default=None, help="deselect the case ids listed in FILE, one per line")
+    group.addoption("--e2e-reference-device", choices=("cpu", "device"), default=None,
                     help="run every case's float64 reference on the CPU or on the kernel's device, overriding the catalogue")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     pin_worker_gpu()
-    selected = config.getoption("--select-cases")
-    deselected = config.getoption("--deselect-cases")
+    selected = config.getoption("--e2e-select-cases")
+    deselected = config.getoption("--e2e-deselect-cases")
     config.stash[CASE_FILTER] = CaseFilter(
         selected=read_case_ids(selected) if selected else None,
         deselected=read_case_ids(deselected) if deselected else frozenset(),
@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
-    where = item.config.getoption("--reference-device")
+    where = item.config.getoption("--e2e-reference-device")
     funcargs = getattr(item, "funcargs", None)
     case = funcargs.get("case") if funcargs else None
     if where and isinstance(case, Case):

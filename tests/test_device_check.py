@@ -75,7 +75,7 @@ def test_the_dry_run_prints_every_step_with_its_command_and_budget(tmp_path):
         assert re.search(rf"^{step} +budget {budget} s, log .*{step}\.log$", text, flags=re.MULTILINE), step
     assert "-m pytest tests/runner/test_runner_device.py" in text
     assert "-m e2egen arithmetic --catalogue configs.toml --device cuda --filter pr=yes" in text
-    assert "build/e2e -m pr -n 0 -q --device cuda --kernel-time first" in text
+    assert "build/e2e -m pr -n 0 -q --e2e-device cuda --e2e-kernel-time first" in text
     assert "benchmarks/bench_metrics.py --device cuda -n 4194304" in text
     assert f"E2EGEN_PROFILES={tmp_path / 'check' / 'profiles'}" in text  # the probes' cells, read by the pr step
     assert not (tmp_path / "check").exists()  # a plan writes nothing

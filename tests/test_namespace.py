@@ -155,7 +155,7 @@ def user_session(cwd: Path, catalogue: Path) -> dict:
     assert gen.returncode == 0, gen.stdout + gen.stderr
     suite = cwd / "build" / "e2e"
     files = {p.name: p.read_bytes() for p in sorted(suite.iterdir()) if p.is_file()}
-    tests = run([sys.executable, "-m", "pytest", "build/e2e", "-q", "-p", "no:cacheprovider", "-rA", "--device", "cpu"], cwd=cwd)
+    tests = run([sys.executable, "-m", "pytest", "build/e2e", "-q", "-p", "no:cacheprovider", "-rA", "--e2e-device", "cpu"], cwd=cwd)
     outcomes = {m["case"]: m[1] for m in OUTCOME_LINE.finditer(tests.stdout)}
     # `python -m e2egen`, not the script: -m puts the working directory first on sys.path, as `python -m pytest` does.
     result = run([sys.executable, "-m", "e2egen", "run", FAILING_CASE, "--catalogue", str(catalogue), "--device", "cpu"],

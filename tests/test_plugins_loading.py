@@ -62,7 +62,7 @@ def run_probed(root: Path, out: Path, *args: str) -> tuple[subprocess.CompletedP
     # Only the probe's folder on the path: the project's folders must not be importable as top-level names.
     env = {**os.environ, "PYTHONPATH": str(root / "probe"), "E2E_PROBE_OUT": str(report)}
     result = subprocess.run([sys.executable, "-m", "pytest", str(out), "-q", "-p", "no:cacheprovider",
-                             "-p", "e2e_import_probe", "--device", "cpu", *args],
+                             "-p", "e2e_import_probe", "--e2e-device", "cpu", *args],
                             cwd=root, env=env, capture_output=True, text=True)
     assert report.exists(), result.stdout + result.stderr
     return result, json.loads(report.read_text(encoding="utf-8"))
@@ -71,9 +71,9 @@ def run_probed(root: Path, out: Path, *args: str) -> tuple[subprocess.CompletedP
 def test_generated_conftest_loads_only_the_case_runner(shipped_suite):
     _, out, _ = shipped_suite
     tree = ast.parse((out / "conftest.py").read_text(encoding="utf-8"))
-    plugins = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+    plugins = [ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
                and any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets)]
-    assert plugins == [["e2egen.generator.plugin"]]
+    assert plugins == [["e2egen.generator.plugin"]]  # where plugin autoload is off; else the installed one
 
 
 def test_a_pr_run_imports_nothing_of_nightly(shipped_suite):
@@ -85,8 +85,8 @@ def test_a_pr_run_imports_nothing_of_nightly(shipped_suite):
     assert [m for m in seen["modules"] if m.startswith("e2egen.nightly")] == []
     # Without the recorder its options do not exist: nothing of nightly is registered behind the scenes.
     bare = subprocess.run([sys.executable, "-m", "pytest", str(out), "-q", "-p", "no:cacheprovider", "--collect-only",
-                           "--record", str(root / "r.jsonl")], cwd=root, capture_output=True, text=True)
-    assert bare.returncode == 4 and "--record" in bare.stderr, bare.stdout + bare.stderr
+                           "--e2e-record", str(root / "r.jsonl")], cwd=root, capture_output=True, text=True)
+    assert bare.returncode == 4 and "--e2e-record" in bare.stderr, bare.stdout + bare.stderr
 
 
 def test_the_recorder_loads_from_the_command_line(shipped_suite):
@@ -95,10 +95,10 @@ def test_the_recorder_loads_from_the_command_line(shipped_suite):
     ids = root / "selected.cases"
     ids.write_text("".join(f"{case_id}\n" for case_id in selection.split(" or ")), encoding="utf-8")
     result, seen = run_probed(root, out, "--collect-only", "-p", "e2egen.nightly.recorder",
-                              "--record", str(root / "records.jsonl"), "--select-cases", str(ids))
+                              "--e2e-record", str(root / "records.jsonl"), "--e2e-select-cases", str(ids))
     assert result.returncode == 0, result.stdout + result.stderr
     assert {"e2egen.nightly.recorder", "e2egen.nightly.sweep_plugin"} <= set(seen["modules"])  # the probe sees them
-    assert re.search(rf"\b{FAST_CASES}/\d+ tests collected", result.stdout), result.stdout  # --select-cases works
+    assert re.search(rf"\b{FAST_CASES}/\d+ tests collected", result.stdout), result.stdout  # --e2e-select-cases works
 
 
 # --- layering, statically -------------------------------------------------------------------------

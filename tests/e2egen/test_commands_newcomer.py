@@ -306,7 +306,7 @@ def test_without_numba_a_generated_suite_lists_the_notice_once(tmp_path):
     result = python(f"""
         import pytest
         sys.exit(pytest.main([{str(tmp_path / 'suite')!r}, "-q", "-p", "no:cacheprovider", "-n", "0", "-k", "gemm",
-                              "--device", "cpu"]))
+                              "--e2e-device", "cpu"]))
     """)
     assert result.returncode == 0, result.stdout[-3000:]
     assert result.stdout.count("Notice: numba is not installed") == 1, result.stdout[-3000:]

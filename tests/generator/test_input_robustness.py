@@ -237,10 +237,10 @@ def test_under_pytest_a_bad_device_or_seed_is_one_usage_error(gemm_catalogue, tm
                             cwd=tmp_path, capture_output=True, text=True, env=env)
     text = result.stdout + result.stderr
     assert result.returncode == 4 and "E2E_DEVICE" in text and "Traceback" not in text, text
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out), "--global-seed", "-1"],
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out), "--e2e-global-seed", "-1"],
                             cwd=tmp_path, capture_output=True, text=True)
     text = result.stdout + result.stderr
-    assert result.returncode == 4 and "--global-seed" in text and "[0, 2**64)" in text, text
+    assert result.returncode == 4 and "--e2e-global-seed" in text and "[0, 2**64)" in text, text
 
 
 # -- broken pipe ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""--kernel-time: 'warm' (default) repeats a fast kernel's first call and records the repeat; 'first' (make pr)
+"""--e2e-kernel-time: 'warm' (default) repeats a fast kernel's first call and records the repeat; 'first' (make pr)
 records the first call and repeats nothing."""
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ def suite(tmp_path_factory):
 def pytest_run(root, calls_file, *option: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CALLS_FILE": str(calls_file), "PYTHONPATH": str(root), "E2EGEN_PROFILES": str(root / "profiles")}
     return subprocess.run([sys.executable, "-m", "pytest", "e2e", "-p", "no:cacheprovider", "-q", "-n", "0",
-                           "--device", "cpu", *option], cwd=root, capture_output=True, text=True, env=env)
+                           "--e2e-device", "cpu", *option], cwd=root, capture_output=True, text=True, env=env)
 
 
-@pytest.mark.parametrize(("option", "calls"), [((), 4), (("--kernel-time", "warm"), 4), (("--kernel-time", "first"), 2)])
+@pytest.mark.parametrize(("option", "calls"), [((), 4), (("--e2e-kernel-time", "warm"), 4), (("--e2e-kernel-time", "first"), 2)])
 def test_the_kernel_is_called_again_only_for_a_warm_time(suite, tmp_path, option, calls):
     """Two cases (nn and tt: two signatures): each kernel call twice for a warm time, once for the first call."""
     calls_file = tmp_path / "calls"

@@ -154,7 +154,7 @@ def test_own_kernel_beside_the_catalogue_works_from_any_directory(newcomer):
     assert "[PASSED]" in again.stdout and "No module named" not in text(again)
 
     # pytest on the generated suite, from a third directory, without PYTHONPATH: the same rule
-    suite = pytest_suite(newcomer.third, newcomer.suite, "--device", "cpu")
+    suite = pytest_suite(newcomer.third, newcomer.suite, "--e2e-device", "cpu")
     assert suite.returncode == 1, text(suite)
     assert "1 failed, 2 passed" in suite.stdout and "No module named" not in text(suite)
     assert f"catalogue: {newcomer.catalogue}:" in suite.stdout  # the catalogue's line, wherever pytest ran
@@ -205,7 +205,7 @@ def test_a_suite_refuses_to_run_after_its_catalogue_changed(newcomer):
     newcomer.gen()
     newcomer.catalogue.write_text(newcomer.catalogue.read_text(encoding="utf-8").replace("rms = 1e-6", "rms = 1e-9"),
                                   encoding="utf-8")
-    result = pytest_suite(newcomer.third, newcomer.suite, "--device", "cpu")
+    result = pytest_suite(newcomer.third, newcomer.suite, "--e2e-device", "cpu")
     assert result.returncode == 4, text(result)  # pytest's usage error: nothing collected, nothing run
     assert "passed" not in result.stdout and "Traceback" not in text(result)
     (message,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
@@ -213,7 +213,7 @@ def test_a_suite_refuses_to_run_after_its_catalogue_changed(newcomer):
     assert "`make gen`" in message and f"e2egen gen {newcomer.catalogue} --out {newcomer.suite}" in message
 
     newcomer.gen()  # what the message says to do
-    fixed = pytest_suite(newcomer.third, newcomer.suite, "--device", "cpu", "--collect-only")
+    fixed = pytest_suite(newcomer.third, newcomer.suite, "--e2e-device", "cpu", "--collect-only")
     assert fixed.returncode == 0 and "3 tests collected" in fixed.stdout, text(fixed)
 
 
@@ -243,7 +243,7 @@ def test_a_suite_moved_with_its_catalogue_still_runs(newcomer, tmp_path):
     newcomer.gen()
     moved = tmp_path / "moved"
     shutil.move(str(newcomer.project), str(moved))
-    result = pytest_suite(newcomer.third, moved / "build" / "e2e", "--device", "cpu", "-k", "mine")
+    result = pytest_suite(newcomer.third, moved / "build" / "e2e", "--e2e-device", "cpu", "-k", "mine")
     assert result.returncode == 0, text(result)
     assert "2 passed" in result.stdout
 

@@ -62,7 +62,7 @@ def test_markers_select_cases(write_catalogue, tmp_path):
 def test_generated_suite_runs_end_to_end(write_catalogue, tmp_path):
     out = tmp_path / "out"
     gen(write_catalogue(catalogue_text(TINY_CONV, TINY_GEMM)), out)
-    result = pytest_generated(out, "--device", "cpu")
+    result = pytest_generated(out, "--e2e-device", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "16 passed" in result.stdout
 
@@ -72,7 +72,7 @@ def test_failing_case_prints_report_and_repro(write_catalogue, tmp_path):
     text = catalogue_text(TINY_GEMM.replace('op = "gemm"', 'op = "gemm"\nimpl = "plugin_kernels:gemm_off_by_one_percent"'))
     env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
     gen(write_catalogue(text), out, env=env)
-    result = subprocess.run([sys.executable, "-m", "pytest", str(out), "-p", "no:cacheprovider", "-q", "--device", "cpu"],
+    result = subprocess.run([sys.executable, "-m", "pytest", str(out), "-p", "no:cacheprovider", "-q", "--e2e-device", "cpu"],
                             cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 1
     assert f"repro: {e2egen_command()} run mm/gemm/m8/fwd/f32/" in result.stdout

@@ -1,4 +1,4 @@
-"""Cases marked slow: skipped on the CPU by default (with the reason), run with --run-slow or a -m naming slow,
+"""Cases marked slow: skipped on the CPU by default (with the reason), run with --e2e-run-slow or a -m naming slow,
 and by the nightly sweep."""
 from __future__ import annotations
 
@@ -61,18 +61,18 @@ def outcomes(result: subprocess.CompletedProcess) -> dict[str, str]:
 
 
 def test_slow_cases_are_skipped_on_the_cpu_by_default_with_how_to_run_them(suite):
-    result = pytest_run(suite, "--device", "cpu")
+    result = pytest_run(suite, "--e2e-device", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     seen = outcomes(result)
     assert {seen[i] for i in SLOW_IDS} == {"SKIPPED"}
     assert [s for i, s in seen.items() if i not in SLOW_IDS] == ["PASSED", "PASSED"]
-    assert "marked slow: skipped on the CPU by default; run it with --run-slow" in result.stdout
+    assert "marked slow: skipped on the CPU by default; run it with --e2e-run-slow" in result.stdout
     assert "2 passed, 2 skipped" in result.stdout
 
 
-@pytest.mark.parametrize("args", [("--run-slow",), ("-m", "slow"), ("-m", "gemm or slow")])
+@pytest.mark.parametrize("args", [("--e2e-run-slow",), ("-m", "slow"), ("-m", "gemm or slow")])
 def test_run_slow_or_a_marker_expression_naming_slow_runs_them(suite, args):
-    result = pytest_run(suite, "--device", "cpu", *args)
+    result = pytest_run(suite, "--e2e-device", "cpu", *args)
     assert result.returncode == 0, result.stdout + result.stderr
     seen = outcomes(result)
     assert {seen[i] for i in SLOW_IDS} == {"PASSED"}
@@ -80,7 +80,7 @@ def test_run_slow_or_a_marker_expression_naming_slow_runs_them(suite, args):
 
 
 def test_not_slow_deselects_them(suite):
-    result = pytest_run(suite, "--device", "cpu", "-m", "not slow")
+    result = pytest_run(suite, "--e2e-device", "cpu", "-m", "not slow")
     assert result.returncode == 0, result.stdout + result.stderr
     assert set(outcomes(result).values()) == {"PASSED"} and not set(SLOW_IDS) & set(outcomes(result))
     assert "2 deselected" in result.stdout
@@ -108,7 +108,7 @@ def test_the_rule(device, run_slow, markexpr, runs):
 
 
 def test_xdist_workers_skip_them_too(suite):
-    result = pytest_run(suite, "--device", "cpu", "-n", "2")
+    result = pytest_run(suite, "--e2e-device", "cpu", "-n", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed, 2 skipped" in result.stdout
 

@@ -23,8 +23,8 @@ def test_cases_that_fail_outside_the_fixture_are_recorded_failed_with_the_reason
     records = tmp_path / "rec.jsonl"
     result = subprocess.run([sys.executable, "-m", "pytest", "build/e2e", "-q", "-p", "no:cacheprovider",
                              "--continue-on-collection-errors", "-p", "e2egen.nightly.recorder",
-                             "--record", str(records), "--record-run-id", "r1",
-                             "--global-seed", "4"], cwd=tmp_path, env=project.env, capture_output=True, text=True)
+                             "--e2e-record", str(records), "--e2e-record-run-id", "r1",
+                             "--e2e-global-seed", "4"], cwd=tmp_path, env=project.env, capture_output=True, text=True)
     assert result.returncode == 1, result.stdout + result.stderr
     objs = list(read_records_file(records))
     assert objs[0]["type"] == "run" and objs[0]["run_id"] == "r1" and objs[0]["global_seed"] == 4

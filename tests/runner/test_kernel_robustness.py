@@ -423,7 +423,7 @@ def test_generated_suite_times_out_a_hanging_case_with_its_repro_and_declines_sk
                       gemm_suite("hangs-next", "gemm_hangs", ("nn",)), gemm_suite("declines", "gemm_declines"))
     assert project.e2egen("gen", "faulty.toml", "--out", "build/e2e").returncode == 0
     result = subprocess.run([sys.executable, "-m", "pytest", "build/e2e", "-p", "no:cacheprovider", "-q", "-rs",
-                             "--device", "cpu"],
+                             "--e2e-device", "cpu"],
                             cwd=tmp_path, env=project.env, capture_output=True, text=True, timeout=HANG_LIMIT)
     text = output(result)
     assert result.returncode == 1, text

@@ -161,18 +161,27 @@ def _set_streams(values: tuple) -> None:
 class Attributes:
     """The attributes of the namespaces the harness computes with (torch, torch.Tensor, torch.nn.functional,
     ..., numpy): a kernel that patches `torch.matmul` or `Tensor.__add__` would change the reference, the probes
-    and every later case. Compared by identity; put back (added names deleted) when a kernel changed them."""
+    and every later case. Compared by identity. A name a kernel deleted, or replaced with something torch or numpy
+    did not define, is a change; a name it added is one only where it hides what a class inherits
+    (`Tensor.__add__` over TensorBase's). Importing a submodule (torch.compile loads torch._dynamo) adds names to
+    its package and wraps some functions: that is torch's doing, and stays."""
 
     def __init__(self) -> None:
         self.saved = {name: dict(vars(space)) for name, space in _namespaces()}
 
     def changed(self, before: "Attributes") -> list[str]:
-        names = []
+        return sorted(f"{space}.{key}" for space, key in self._changed_keys(before))
+
+    def _changed_keys(self, before: "Attributes") -> list[tuple[str, str]]:
+        spaces = dict(_namespaces())
+        keys = []
         for space, now in self.saved.items():
             then = before.saved.get(space, {})
-            names += [f"{space}.{key}" for key in now.keys() | then.keys()
-                      if key not in now or key not in then or now[key] is not then[key]]
-        return sorted(names)
+            keys += [(space, key) for key, value in then.items()
+                     if now.get(key, _MISSING) is not value and not _libraries_own(now.get(key, _MISSING))]
+            keys += [(space, key) for key in now.keys() - then.keys()
+                     if _hides_inherited(spaces.get(space), key) and not _libraries_own(now[key])]
+        return keys
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Attributes) and not self.changed(other)
@@ -186,15 +195,25 @@ def _namespaces() -> list[tuple[str, Any]]:
     return spaces + ([("numpy", _np)] if _np is not None else [])
 
 
+def _libraries_own(value: Any) -> bool:
+    """A value torch or numpy defined: what they put in place themselves (torch._dynamo, when a kernel's
+    torch.compile loads it, wraps torch.manual_seed) is no kernel's patch."""
+    module = getattr(value, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] in ("torch", "numpy")
+
+
+def _hides_inherited(space: Any, key: str) -> bool:
+    return isinstance(space, type) and any(key in vars(base) for base in space.__mro__[1:])
+
+
 def _set_attributes(saved: Attributes) -> None:
-    for name, space in _namespaces():
-        then = saved.saved.get(name, {})
-        for key in list(vars(space)):
-            if key not in then:
-                delattr(space, key)
-        for key, value in then.items():
-            if vars(space).get(key, _MISSING) is not value:
-                setattr(space, key, value)
+    spaces = dict(_namespaces())
+    for name, key in Attributes()._changed_keys(saved):
+        space, then = spaces[name], saved.saved[name]
+        if key in then:
+            setattr(space, key, then[key])
+        else:
+            delattr(space, key)
 
 
 def _describe_attributes(now: Attributes, before: Attributes) -> str:

@@ -187,3 +187,12 @@ def gemm_forks(a, b):
     """The child comes back from the kernel (or hangs in torch's thread pool, whose threads did not survive)."""
     os.fork()
     return torch.matmul(a, b)
+
+
+def gemm_under_torch_dynamo(a, b):
+    """What torch.compile's first use does to torch's namespace: torch._dynamo loaded, torch.manual_seed wrapped by
+    torch itself. Not the kernel's patch."""
+    import torch._dynamo
+
+    torch.manual_seed = torch._dynamo.disable(torch.manual_seed)
+    return torch.matmul(a, b)

@@ -179,3 +179,16 @@ def test_pytests_own_outcomes_raised_inside_a_kernel_go_on_up(outcome):
     with pytest.raises(BaseException, match="from inside the kernel") as raised:
         call_kernel(problem, kernel, {"a": torch.rand(4, 4), "b": torch.rand(4, 4)}, torch.device("cpu"), label="k")
     assert not isinstance(raised.value, Exception)  # pytest's own, not a KernelFailure
+
+
+def test_what_torch_does_to_its_own_namespace_is_no_kernels_patch(case):
+    """torch._dynamo wraps torch.manual_seed when torch.compile first loads it: putting that back, and blaming the
+    kernel, would be wrong."""
+    original = torch.manual_seed
+    try:
+        outcome = execute(case("gemm_under_torch_dynamo"), device="cpu")
+        assert outcome.passed, describe(outcome)
+        assert "global state" not in outcome.report
+        assert torch.manual_seed is not original  # torch's wrapper stays
+    finally:
+        torch.manual_seed = original

@@ -1,6 +1,7 @@
 """Helpers for the calibrate and select tests (no tests here): a commented catalogue and synthetic nightly stores."""
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -110,3 +111,15 @@ def fill_store(path: Path, cases: list[Case], runs: int,
             store.ingest(objects)
             ids.append(run_id)
     return ids
+
+
+def damage_store_page(path: Path, table: str) -> None:
+    """Overwrite the head of a table's root page with garbage: SQLite reads it as a damaged page (its integrity
+    check reports the store as corrupt)."""
+    with sqlite3.connect(path) as db:
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with open(path, "r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(b"\xff" * 64)

@@ -23,6 +23,7 @@ from e2egen.nightly.errors import NightlyError, RecordsError, RunBusy, StoreErro
 from e2egen.nightly.records import RecordTail, RecordWriter, check_run_id, lock_run, new_run_id, read_records_file
 from e2egen.nightly.store import Store
 from conftest import HANG_LIMIT
+from loop_support import damage_store_page
 from loop_support import COMMENTED, cases_of, fill_store, record
 
 CASES = cases_of(COMMENTED)
@@ -215,23 +216,13 @@ def test_a_records_append_on_a_full_disk_leaves_no_partial_line(tmp_path, monkey
 
 
 # -- 2. stores: damaged, non-JSON records, foreign databases; records files -----------------------------------
-def damage(path: Path, table: str) -> None:
-    """Overwrite the head of a table's root page with garbage: SQLite reads it as a damaged page."""
-    with sqlite3.connect(path) as db:
-        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        page = db.execute("PRAGMA page_size").fetchone()[0]
-    db.close()
-    with open(path, "r+b") as f:
-        f.seek((root - 1) * page)
-        f.write(b"\xff" * 64)
-
 
 @pytest.mark.parametrize("table", ["records", "runs"])
 def test_a_damaged_store_page_is_a_message_in_every_command(project, capsys, table):
     store, catalogue = project / "e2e.sqlite", project / "configs.toml"
     damaged = project / "damaged.sqlite"
     shutil.copy(store, damaged)
-    damage(damaged, table)
+    damage_store_page(damaged, table)
     expected = f"{damaged}: the results store is damaged (database disk image is malformed)"
     commands = [("runs", "--store", damaged),
                 ("report", "--store", damaged, "--out", project / "reports"),
@@ -248,7 +239,7 @@ def test_a_damaged_store_page_is_a_message_in_every_command(project, capsys, tab
 def test_a_damaged_store_stops_nightly_with_a_message(project, capsys):
     damaged = project / "damaged.sqlite"
     shutil.copy(project / "e2e.sqlite", damaged)
-    damage(damaged, "runs")
+    damage_store_page(damaged, "runs")
     status, _, err = cli(capsys, "nightly", "-c", project / "configs.toml", "--store", damaged, "--out", project / "e2e",
                          "--resume", "run1", "--no-gen", "--no-progress", "--device", "cpu")
     user_error(status, err, f"{damaged}: the results store is damaged")

@@ -2,15 +2,13 @@
 values, and option values that cannot work are usage errors."""
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from e2egen.cli import main
 from e2egen.nightly.errors import StoreError
 from e2egen.nightly.store import Store
 from conftest import catalogue_text, square_gemm_suite
-from loop_support import COMMENTED, cases_of, fill_store
+from loop_support import COMMENTED, cases_of, damage_store_page, fill_store
 from test_calibrate import calibrate, observed
 
 
@@ -28,16 +26,6 @@ def test_calibrate_survives_values_that_overflow(tmp_path, capsys, value):
     assert "not finite" in out or "non-finite" in out or "too large" in out, out
     assert "inf" not in catalogue.read_text(encoding="utf-8").lower().replace("info", "")
 
-
-def _damage(path, table: str) -> None:
-    """Garbage over the head of a table's root page: SQLite's integrity check reports the store as corrupt."""
-    with sqlite3.connect(path) as db:
-        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        page = db.execute("PRAGMA page_size").fetchone()[0]
-    db.close()
-    with open(path, "r+b") as f:
-        f.seek((root - 1) * page)
-        f.write(b"\xff" * 64)
 
 
 def _shard_file(tmp_path, run_id="shardA", shard=None):
@@ -61,7 +49,7 @@ def _shard_file(tmp_path, run_id="shardA", shard=None):
 def test_a_corrupt_store_is_never_written(tmp_path, capsys, table):
     store = tmp_path / "e2e.sqlite"
     fill_store(store, cases_of(COMMENTED), 1, observed)
-    _damage(store, table)
+    damage_store_page(store, table)
     before = store.read_bytes()
     with pytest.raises(StoreError, match="damaged"):
         Store(store)

@@ -113,6 +113,12 @@ def reading(*paths: str | Path | None) -> Iterator[None]:
             _INPUTS.pop(key, None)
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two existing paths are one file (links followed, hard links the same inode)."""
+    key = _identity(a)
+    return key is not None and key == _identity(b)
+
+
 def input_named(path: str | Path) -> str | None:
     """How the running command named the input `path` is (same device and inode), or None."""
     key = _identity(path)

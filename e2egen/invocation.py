@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from e2egen.files import same_file
+
 NAME = "e2egen"
 
 
@@ -29,7 +31,7 @@ def _command(executable: str, search_path: str) -> str:
     script = Path(executable).parent / (NAME + ".exe" if os.name == "nt" else NAME)
     if script.is_file() and os.access(script, os.X_OK):
         found = shutil.which(NAME, path=search_path)
-        if found and _same_file(Path(found), script):
+        if found and same_file(found, script):
             return NAME
         return shell_quote(str(script))
     return f"{shell_quote(executable)} -m {NAME}"
@@ -57,10 +59,3 @@ def shell_quote(text: str) -> str:
         else:
             words.append(f"\\x{byte:02x}")
     return "$'" + "".join(words) + "'"
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False

@@ -33,10 +33,7 @@ from e2egen.nightly import machine
 from e2egen.nightly.errors import NightlyError
 from e2egen.nightly.records import check_run_id, new_run_id, read_records_file
 from e2egen.nightly.shard import ShardSpec
-from e2egen.nightly.store import Store, iter_store_records
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
+from e2egen.nightly.store import Store, is_sqlite_file, iter_store_records
 
 @dataclass(frozen=True)
 class ShardInput:
@@ -61,19 +58,11 @@ class MergeResult:
         return not self.incomplete
 
 
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
 def read_input(source: str, target: Store) -> ShardInput:
     path_text, _, run_id = source.partition("#")
     path = Path(path_text)
     if path.is_file():
-        if _is_sqlite(path):
+        if is_sqlite_file(path):
             same = path.resolve() == target.path.resolve()
             objects = list(iter_store_records(path, run_id or None)) if not same else None
             if same:

@@ -166,6 +166,18 @@ class UnknownRun(NightlyError):
     pass
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether `path` is a file that starts as an SQLite database does (a store, not a records file)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
 class Store:
     """A results store at `path` (created on first use unless create=False)."""
 

@@ -27,6 +27,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from e2egen.files import same_file
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -209,21 +211,15 @@ def _files(*names: str):
 
 def _merge_inputs(args) -> list[str]:
     """merge reads its inputs; one that is the target store itself (its latest run) is read and updated, by design."""
+    from e2egen.nightly.store import is_sqlite_file
+
     store = getattr(args, "store", None)
     found = []
     for text in args.inputs:
         path = text.partition("#")[0]
-        if path and not (store and _same_file(path, store) and _is_sqlite(path)):
+        if path and not (store and same_file(path, store) and is_sqlite_file(path)):
             found.append(path)
     return found
-
-
-def _is_sqlite(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 # command -> the files it reads. calibrate's catalogue is not among them: `calibrate --write` edits it in
@@ -241,16 +237,9 @@ COMMAND_INPUTS: dict[str, object] = {
 }
 
 
-def _same_file(a: str | Path, b: str | Path) -> bool:
-    try:
-        return os.path.samefile(a, b)  # symbolic links followed, hard links the same inode
-    except (OSError, ValueError):
-        return False
-
-
 def _same_path(a: str, b: str) -> bool:
     """Whether two paths name one file, existing or to be created: a link or a relative path is the file it names."""
-    if _same_file(a, b):
+    if same_file(a, b):
         return True
     try:
         return os.path.realpath(a) == os.path.realpath(b)
@@ -282,7 +271,7 @@ def check_outputs_are_not_inputs(command: str, args, outputs: dict[str, str]) ->
         if not isinstance(value, str) or not value:
             continue
         for source in inputs:
-            if _same_file(value, source):
+            if same_file(value, source):
                 raise UsageError(f"{option} {value} is {source}, a file `e2egen {command}` reads; writing it would "
                                  "overwrite that input: give another output path")
     return inputs

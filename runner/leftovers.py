@@ -47,6 +47,16 @@ def _children() -> dict[int, multiprocessing.process.BaseProcess]:
         return {}
 
 
+def _has_children() -> bool:
+    """Whether this process has a child at all, from Linux's per-thread lists of children: a few small reads,
+    where walking /proc (descendants) reads every process's stat. True where the lists cannot be read."""
+    lists = list(Path("/proc/self/task").glob("*/children"))
+    try:
+        return not lists or any(path.read_text().strip() for path in lists)
+    except OSError:
+        return True
+
+
 def descendants(pid: int) -> list[int]:
     """The processes below `pid` (Linux /proc; elsewhere none)."""
     children: dict[int, list[int]] = {}
@@ -118,6 +128,8 @@ class Leftovers:
         for ident in _running_threads():
             if ident not in self.known_threads and ident in _started_by_kernels:
                 self.left_by.setdefault(("thread", ident), case)
+        if not _has_children():  # the usual case, after every case of a sweep: no /proc walk
+            return
         for pid in _children():
             if pid not in self.known_children:
                 self.left_by.setdefault(("child", pid), case)

@@ -194,7 +194,8 @@ def _time(problem: Problem, kernel: Kernel, tensors: Mapping[str, torch.Tensor],
     given = own_copies(tensors)
     try:
         with kernel_isolation():
-            timing = time_kernel(lambda: problem.numerics.call(guarded(kernel), problem.direction, problem.params, given),
+            call = guarded(kernel)  # wrapped once, outside the timed calls
+            timing = time_kernel(lambda: problem.numerics.call(call, problem.direction, problem.params, given),
                                  dev, problem.flops, options)
         check_inputs_unchanged(tensors, given, label, when=" while being timed")
         return timing

@@ -77,10 +77,10 @@ class _Lexer:
             self.string = None  # a one-line string cannot go on to the next line (tomllib reports that)
 
 
-def _code_lines(text: str) -> Iterator[tuple[int, str, bool, int]]:
+def _code_lines(source: list[str]) -> Iterator[tuple[int, str, bool, int]]:
     """(line number, line, whether the line starts outside strings and brackets, deepest bracket depth on it)."""
     lexer, depth = _Lexer(), 0
-    for number, line in enumerate(source_lines(text), start=1):
+    for number, line in enumerate(source, start=1):
         at_top = lexer.string is None and depth == 0
         deepest = depth
         for ch in lexer.code(line):
@@ -98,9 +98,8 @@ def key_lines(text: str) -> dict[tuple, int]:
     lines: dict[tuple, int] = {}
     array_counts: dict[tuple, int] = {}
     table: tuple = ()
-    text = text.removeprefix("\ufeff")
-    source = source_lines(text)
-    for number, line, at_top, _ in _code_lines(text):
+    source = source_lines(text.removeprefix("\ufeff"))
+    for number, line, at_top, _ in _code_lines(source):
         if not at_top:
             continue
         if match := _ARRAY_TABLE.match(line):
@@ -150,7 +149,7 @@ def _element_lines(source: list[str], start: int, column: int) -> dict[int, int]
 def deepest_line(text: str) -> int | None:
     """The first line where arrays and inline tables are nested deepest (None when nothing is nested)."""
     best, best_line = 0, None
-    for number, _, _, deepest in _code_lines(text.removeprefix("\ufeff")):
+    for number, _, _, deepest in _code_lines(source_lines(text.removeprefix("\ufeff"))):
         if deepest > best:
             best, best_line = deepest, number
     return best_line

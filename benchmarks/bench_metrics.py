@@ -18,7 +18,7 @@ comparison can cost; the torch path's rows use the same sums taken its way
 torch.testing.assert_close. The numba
 JIT cost is measured apart, in fresh interpreters: cold (empty cache) and
 cached. (A torch.compile'd torch path was measured here too, and removed:
-docs/performance-history.md, "torch.compile".)
+docs/evidence/performance-history.md, "torch.compile".)
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`--json` on e2egen's commands: one JSON document on stdout instead of the text, for scripts and CI.
 
-Every document names its schema and version first ("schema": "e2egen.list/1"); docs/json-output.md lists each
+Every document names its schema and version first ("schema": "e2egen.list/1"); docs/reference/json-output.md lists each
 document's fields. Removing or renaming a field, or changing its meaning, makes a new version; adding a field
 does not. Numbers that are not finite are written as null (JSON has no NaN). A user error under --json is a
 document too, {"schema": "e2egen.error/1", "errors": [...]}, still with exit status 2.
@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 
 def json_argument(parser) -> None:
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON document instead of text (fields: docs/json-output.md)")
+                        help="print one JSON document instead of text (fields: docs/reference/json-output.md)")
 
 
 def _finite(value: Any) -> Any:

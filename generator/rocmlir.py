@@ -27,7 +27,7 @@ Mapping:
 - `-t`: f32, f16, bf16 as they are (default f32). i8 attention is rocMLIR's
   quantized attention (rocmlir-gen's AttentionQuantizedArgIndex types: i8 Q,
   K and quant bias, f16 V, quant scale, score scale and bias, output): dtype
-  i8 with `quantized = true` (docs/lowbit-attention.md), its f16 output
+  i8 with `quantized = true` (docs/concepts/lowbit-attention.md), its f16 output
   judged as f16's (rms, the bound; the suite's thresholds apply, since
   rocMLIR verifies it as f16). 8-bit types, for conv fwd
   and gemm (rocmlir-gen's typeFromString, its -t callback and main()): i8 ->

@@ -5,7 +5,7 @@ its excludes keep (what rocMLIR's generateE2ETest.py runs). It is expressed
 when the e2egen catalogue runs it (cases that differ only in a merged axis
 such as schedule_version are one e2egen case; each still counts here).
 `summarize` gives the JSON form (`e2egen import-rocmlir --summary`),
-`to_markdown` the page docs/rocmlir-import.md is.
+`to_markdown` the page docs/evidence/rocmlir-import.md is.
 """
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def summarize(files: Iterable[FileSummary]) -> dict:
 
 
 def to_markdown(summary: Mapping, command: str) -> str:
-    """docs/rocmlir-import.md: how it was made, the totals, the reasons, one row per file."""
+    """docs/evidence/rocmlir-import.md: how it was made, the totals, the reasons, one row per file."""
     totals = summary["totals"]
     lines = [
         "# rocMLIR catalogues imported: coverage",

@@ -1,6 +1,6 @@
 """Which of torch's CPU code paths run a case's kernels, and how to take the AVX2 paths on an AVX-512 machine.
 
-Two choices decide what arithmetic torch's CPU kernels do (docs/default-verdict.md, "CPU paths", has the evidence):
+Two choices decide what arithmetic torch's CPU kernels do (docs/concepts/default-verdict.md, "CPU paths", has the evidence):
 - ATen's vectorised kernels (softmax, exp, reductions, ...) are compiled once per instruction set and
   dispatched by `torch.backends.cpu.get_cpu_capability()` (AVX512, AVX2, ...);
 - convolutions and matmuls in bf16 or f16 go to oneDNN only where torch finds the CPU fit for that format

@@ -4,7 +4,7 @@ The bound B of a product-sum op multiplies Σ|a·b|; it needs that sum to a few
 correct digits and never below its true value, not to 16 digits. A sum of
 non-negative terms has no cancellation, so computing it in f32 and widening
 the result by the worst case of f32's rounding keeps it an upper bound
-(docs/error-bound.md, "Σ|a·b| in f32"):
+(docs/evidence/error-bound.md, "Σ|a·b| in f32"):
 
     every operation on non-negative f32 values rounded to nearest (product,
     sum, fused multiply-add) returns its exact result times (1 + δ),
@@ -145,7 +145,7 @@ def f32_operands(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> F32O
 def signed_sum_error(reduction_size: int, unit: float, min_normal: float) -> tuple[float, float]:
     """(relative, absolute): a computed sum of at most `reduction_size` signed products, in a format of unit
     roundoff `unit`, in any order and blocking, with or without fused multiply-adds, is within
-    relative · Σ|a·b| + absolute of its exact value (docs/error-bound.md, "Partial sums in f32"). relative is
+    relative · Σ|a·b| + absolute of its exact value (docs/evidence/error-bound.md, "Partial sums in f32"). relative is
     γ_K = K·u / (1 - K·u) (Higham, Accuracy and Stability of Numerical Algorithms, §3.1), rounded up;
     absolute covers a partial sum that cancels into the subnormal range being flushed (FTZ/DAZ), min_normal
     per operation, 2K operations. Both are float64 values rounded up."""

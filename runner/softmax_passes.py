@@ -1,7 +1,7 @@
 """Attention's bound, per score, in one numba pass; runner/ops/attention/bound.py's torch ops are its definition.
 
 For every score j of a row (query i of one head: p_j its exact softmax weight, s_j its score, -inf where
-masked, m the row's largest score), the bound needs two score errors (docs/attention-bound.md, step 1)
+masked, m the row's largest score), the bound needs two score errors (docs/concepts/attention-bound.md, step 1)
 
     E1_j = (((Ŝ_j + a)·W)·c)·|τ_j|     the Q·Kᵀ product sum's: upper_matmul's sum Ŝ before its widening (+a,
                                       ·W), times |scale| and the score scale's |τ_j| (1 without one); or given

@@ -4,7 +4,7 @@ cost where that is proven.
 Composed bounds (attention's, the fused chains') multiply magnitudes that are not inputs: softmax weights
 p, p times a score's error, a rounded intermediate. They need a few correct digits and never less than the
 exact sum, not float64's sixteen; float64 matmuls of them cost two to three times f32's on the CPU. The
-argument (docs/error-bound.md, "Magnitude products in f32") extends runner/magnitude.py's to operands
+argument (docs/evidence/error-bound.md, "Magnitude products in f32") extends runner/magnitude.py's to operands
 that are not f32 values and to sums that may underflow:
 
 * each operand is rounded up to f32 (the least f32 >= |x|), and a non-zero value below f32's smallest

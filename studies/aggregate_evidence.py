@@ -1,7 +1,7 @@
 """Evidence for the aggregate checks (README "Metrics": bound_rms, bias_z): systematic, small bugs
 against correct kernels, under the new defaults, the previous ones and the peers' rules.
 
-    python -m e2egen.studies.aggregate_evidence [--seeds 5] [--out docs/aggregate-evidence.md]
+    python -m e2egen.studies.aggregate_evidence [--seeds 5] [--out docs/evidence/aggregate.md]
 
 Shapes: a 1x1 conv with 1,024 input channels (resnet50 l3-1x1-1024-256, batch 1), a gemm with
 K = 4,096, and gemms with very long reductions (K = 65,536 and 262,144, f32 and bf16 inputs).

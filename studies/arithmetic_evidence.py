@@ -1,7 +1,7 @@
 """Evidence for arithmetic profiles (README "Arithmetic profiles"): how tight the bound is once it
 follows the measured arithmetic, and what the catalogue's policy makes of wrong kernels.
 
-    python -m e2egen.studies.arithmetic_evidence [--filter EXPR] [--out docs/arithmetic-evidence.md]
+    python -m e2egen.studies.arithmetic_evidence [--filter EXPR] [--out docs/evidence/arithmetic.md]
 
 1. torch on this device, every case of the catalogue (or those matching --filter): per cell
    (op, direction, dtype), the bound over the observed error, as medians over each run's elements

@@ -2,11 +2,11 @@
 (runner/ops/attention/variants.py) and torch's default kernel over a deterministic sweep of input kinds, judged
 by the shipped default verdict and by the rules FlashAttention, PyTorch and rocMLIR test attention with.
 
-    .venv/bin/python -m studies.attention_evidence [--seeds 5] [--kind decode] [--out docs/attention-evidence.md]
+    .venv/bin/python -m studies.attention_evidence [--seeds 5] [--kind decode] [--out docs/evidence/attention.md]
 
 Every case runs every kernel on the same inputs (drawn once, as runner.run draws them), against one float64
 reference. A wrong kernel is judged only on the cases its `shows` predicate admits. Rules
-(docs/attention-evidence.md gives their sources):
+(docs/evidence/attention.md gives their sources):
 
 composed    what a generated test does (generator/execute.py): the kernel's arithmetic probed on the case's
             geometry (runner/ops/attention/probes.py, once per kernel, shape and dtype; torch per layout
@@ -636,7 +636,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studies.attention_evidence", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--kind", action="append", help="only this input kind (repeatable)")
-    parser.add_argument("--out", default="docs/attention-evidence.md", help="the report ('' or '-': print only)")
+    parser.add_argument("--out", default="docs/evidence/attention.md", help="the report ('' or '-': print only)")
     args = parser.parse_args(argv)
     select_device("cpu")
     started, cpu_started = time.perf_counter(), time.process_time()

@@ -1,4 +1,4 @@
-"""Evidence for the error-bound verdict (docs/error-bound.md).
+"""Evidence for the error-bound verdict (docs/evidence/error-bound.md).
 
 Runs correct kernels (torch's own and four reordered summations) and
 deliberately wrong ones (runner/ops/product_sum/kernels.py) on shapes of the shipped

@@ -1,7 +1,7 @@
 """Evidence for element-wise math's acceptance intervals: correct kernels (torch's, other formulas, fast
 approximations) must pass the shipped verdict and planted bugs must fail it, over seeds, f32/f16/bf16 and
 the input ranges that matter (near exp's overflow, near zero for log and div's divisor, saturation of
-tanh/sigmoid, subnormal inputs). Beside it, three peers' rules. Writes docs/elementwise-evidence.md.
+tanh/sigmoid, subnormal inputs). Beside it, three peers' rules. Writes docs/evidence/elementwise.md.
 
     .venv/bin/python -m studies.elementwise_evidence [--seeds N] [--out PATH]
 """
@@ -254,7 +254,7 @@ def _range_text(per_dtype: dict) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--out", default="docs/elementwise-evidence.md")
+    parser.add_argument("--out", default="docs/evidence/elementwise.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = evaluate(args.seeds)

@@ -1,6 +1,6 @@
 """Evidence for the fused chains' composed bound (gemm→gemm, conv→gemm) and for conv layouts and
 asymmetric padding: correct kernels (torch's, reordered sums) must pass the shipped verdict, planted bugs
-must fail it, over seeds, dtypes and layouts. Writes docs/fused-evidence.md.
+must fail it, over seeds, dtypes and layouts. Writes docs/evidence/fused.md.
 
     .venv/bin/python -m studies.fused_evidence [--seeds N] [--out PATH]
 """
@@ -66,7 +66,7 @@ def judge(op: str, impl: str, dtype: str, layout: str, params: dict, seed: int) 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--out", default="docs/fused-evidence.md")
+    parser.add_argument("--out", default="docs/evidence/fused.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = defaultdict(lambda: [0, 0, 0.0, 0])  # name -> [runs, passed, worst ratio, assert_close passed]

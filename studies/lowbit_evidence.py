@@ -1,5 +1,5 @@
 """Evidence for the low-bit verdicts (issue 16): correct low-bit kernels must pass e2egen's verdict and wrong
-ones must fail it, beside the rules the peers use for the same outputs. Writes docs/lowbit-evidence.md.
+ones must fail it, beside the rules the peers use for the same outputs. Writes docs/evidence/lowbit.md.
 
 Kernels: runner/ops/scaled_gemm/kernels.py and runner/ops/product_sum/kernels.py (plain gemms), torch's default
 kernels besides. Cases: scaled gemms (MX, block, row and tensor scales; e8m0 and f32 scales; fp8 OCP and
@@ -594,7 +594,7 @@ def fresh_profiles():
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--out", default="docs/lowbit-evidence.md")
+    parser.add_argument("--out", default="docs/evidence/lowbit.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with fresh_profiles():

@@ -29,7 +29,7 @@ HANG_LIMIT = 900
 
 # Under CI (CI=true, as .ci/run runs) hypothesis draws the same examples every run, so a CI result says
 # whether the change broke something, not whether this run's draws found an old rare case; developers' runs
-# keep drawing new examples and find those (docs/normalization-bound.md, Findings, is one).
+# keep drawing new examples and find those (docs/concepts/normalization-bound.md, Findings, is one).
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI", "").lower() in ("true", "1"):
     settings.load_profile("ci")

@@ -4,7 +4,7 @@ One file: the catalogue goes to -o OUT (or stdout). Several files: each
 catalogue goes to --out-dir DIR as <name>.e2e.toml (or is only summarized).
 The report of what could not be mapped goes to stderr and, as comments, to
 the top of each catalogue; --summary writes the per-file coverage as JSON,
---summary-md as the Markdown page docs/rocmlir-import.md is.
+--summary-md as the Markdown page docs/evidence/rocmlir-import.md is.
 
 Exit status: 0 when every file imported something (unmapped items are
 reported, not errors); 3 (EXIT_NOTHING_IMPORTED) when a file imported
@@ -48,7 +48,7 @@ def register(sub) -> None:
     p.add_argument("--summary", metavar="SUMMARY.json", default=None,
                    help="write per-file coverage (rocMLIR cases, expressed, not expressed by reason) as JSON")
     p.add_argument("--summary-md", metavar="SUMMARY.md", default=None,
-                   help="write the same coverage as a Markdown page (docs/rocmlir-import.md)")
+                   help="write the same coverage as a Markdown page (docs/evidence/rocmlir-import.md)")
     p.add_argument("--fp8", choices=tuple(F8_FAMILIES), default=DEFAULT_F8,
                    help="what rocMLIR's fp8/bf8 (the chip's fp8 formats; the catalogues' chip is %%arch) become "
                         "where no --force-f8-types says: ocp = f8e4m3fn/f8e5m2 (gfx950, gfx12), fnuz = "

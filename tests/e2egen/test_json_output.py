@@ -1,5 +1,5 @@
 """`--json` (issue 44): one JSON document per command, its schema named and versioned, the same facts as the text;
-a user error is an error document with exit 2. Fields: docs/json-output.md."""
+a user error is an error document with exit 2. Fields: docs/reference/json-output.md."""
 from __future__ import annotations
 
 import json

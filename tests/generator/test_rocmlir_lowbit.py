@@ -341,7 +341,7 @@ def test_imported_scaled_and_fp4_catalogue_loads_and_a_small_case_of_each_runs_g
         assert outcome.passed, (case.id, outcome.reason)
 
 
-# -- i8 attention: rocMLIR's quantized attention (docs/lowbit-attention.md) ---------------------------------
+# -- i8 attention: rocMLIR's quantized attention (docs/concepts/lowbit-attention.md) ---------------------------------
 def test_i8_attention_is_quantized_attention_with_f16_tolerances():
     conversion, cases = import_text(catalogue("i8", "attention", extra="--with-attn-scale -RMS_threshold 0.003",
                                               suffix_extra="-RMS_threshold 0.01"))

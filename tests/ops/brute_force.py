@@ -2,7 +2,7 @@
 rounded), for the conformance test: independent of the runner's references, which run torch's float64 kernels.
 
 `brute_force(problem, inputs64)` -> {output name: float64 tensor}. An op added to the registry adds its
-definition here (docs/adding-an-op.md); the conformance test fails for an op without one.
+definition here (docs/how-to/add-an-op.md); the conformance test fails for an op without one.
 """
 from __future__ import annotations
 

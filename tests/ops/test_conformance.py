@@ -1,4 +1,4 @@
-"""Every registered op, one checklist (docs/adding-an-op.md): an op that joins the registry joins this test.
+"""Every registered op, one checklist (docs/how-to/add-an-op.md): an op that joins the registry joins this test.
 
 On the shipped catalogue's smallest PR case of each op:
 - its float64 reference equals a brute-force evaluation written from the op's definition (tests/ops/brute_force.py);

@@ -2,7 +2,7 @@
 kernel, fails every wrong one wherever the data reach its bug, and every structured case comes back exact.
 
 A kernel that multiplies two f32 tensor scales first shares that one rounding across its whole output,
-which bias_z would read as a lean (docs/lowbit-evidence.md, "Findings"); a scaled gemm with an f32 scale
+which bias_z would read as a lean (docs/evidence/lowbit.md, "Findings"); a scaled gemm with an f32 scale
 therefore leaves bias_z out of its verdict (Op.shared_rounding), and the test below holds that."""
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ OVERFLOWED = 2.0 ** 200
 
 @dataclass(frozen=True, eq=False)
 class QuantizedScores:
-    """rocMLIR's quantized scores (docs/lowbit-attention.md), (b, hq, sq, sk) float64, unmasked.
+    """rocMLIR's quantized scores (docs/concepts/lowbit-attention.md), (b, hq, sq, sk) float64, unmasked.
 
     chain     R16(R16(R16(R16(Q·Kᵀ - zp) · qs) · score_scale) + score_bias): the reference's scores, each
               step an f16 operation (rounded once), Q·Kᵀ - zp exact (i32)

@@ -1,6 +1,6 @@
 """Attention's per-element bound, composed from runner.bound's pieces by first-order propagation.
 
-The derivation is docs/attention-bound.md; in short, for one row (query i of one head), with
+The derivation is docs/concepts/attention-bound.md; in short, for one row (query i of one head), with
 exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's unit roundoff:
 
 1. score errors |ŝ_j - s_j| <= E_j:
@@ -27,7 +27,7 @@ exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's u
 The log-sum-exp lse = m + log l gets Σ_j p_j E_j + step 2 without the |v| factor + G(seq_k)·u +
 u·(LOG_ULPS·|log l| + |lse|) + c_out·ulp_f32(lse). A fully masked row is exact (o = 0, lse = -inf).
 
-Quantized (i8) attention (docs/lowbit-attention.md): Q·Kᵀ is exact (i32), so step 1 has no product-sum
+Quantized (i8) attention (docs/concepts/lowbit-attention.md): Q·Kᵀ is exact (i32), so step 1 has no product-sum
 term and its score roundings are f16's, in a piece of their own. The reference's scores are rocMLIR's f16
 chain R16(...R16(R16(Q·Kᵀ - zp)·qs)...); a kernel may skip any rounding but the last one (an fma, a wider
 intermediate), so its value before the last rounding lies within the band B_j of the chain's V_j

@@ -13,7 +13,7 @@ prefix_offset[b] says how many positions of batch b's key sequence precede
 query 0 (rocMLIR's -prefix_offset). A row with no allowed key is "fully
 masked": its output is 0 and its log-sum-exp -inf.
 
-quantized (dtype i8 only): rocMLIR's quantized attention (docs/lowbit-attention.md). Q and K are i8,
+quantized (dtype i8 only): rocMLIR's quantized attention (docs/concepts/lowbit-attention.md). Q and K are i8,
 V f16; two more inputs of shape (1, 1, 1, 1), quant_bias (i8) and quant_scale (f16), are drawn from
 the case's range like every input unless the parameter of that name fixes their value. Its scale is
 1 (quant_scale plays that part).

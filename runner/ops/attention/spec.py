@@ -14,7 +14,7 @@ with -1 for an unbounded side; kv_lengths, prefix_offset None or an int64 tensor
 the device; score_scale, score_bias None or a tensor in the case's dtype. A fully masked row must give
 o = 0 and lse = -inf.
 
-Low-bit dtypes (docs/lowbit-attention.md):
+Low-bit dtypes (docs/concepts/lowbit-attention.md):
 - i8 is rocMLIR's quantized attention (params.quantized): q, k i8; v f16; the keywords quant_bias (i8)
   and quant_scale (f16), tensors of shape (1, 1, 1, 1), are passed too; score_scale and score_bias are
   f16; o and lse are f16. S = R16(R16(R16(R16(Q·Kᵀ - quant_bias) · quant_scale) · score_scale) +

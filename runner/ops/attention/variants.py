@@ -1,7 +1,7 @@
 """Attention kernels besides torch's own (kernels.py), under the attention contract (spec.py):
 f(q, k, v, *, scale, causal, align, window, kv_lengths, prefix_offset, score_scale, score_bias, return_lse)
 -> o, or (o, lse). Correct alternates and planted bugs, used by the evidence study (studies/attention_evidence.py,
-docs/attention-evidence.md), the tests and the docs' examples: impl = "e2egen.runner.ops.attention.variants:<name>".
+docs/evidence/attention.md), the tests and the docs' examples: impl = "e2egen.runner.ops.attention.variants:<name>".
 
 Every kernel does what a fused GPU kernel does, on the CPU: scores S = scale·Q·Kᵀ (·score_scale)
 (+score_bias) in f32 from the case's dtype, the softmax in f32, the weights P rounded to the input dtype
@@ -34,7 +34,7 @@ result, or, for the two numerical bugs, the arithmetic it gets wrong):
     lse_off_by_max         lse = log l (the max not added back)             return_lse, a row max != 0
     kv_cache_wrong_row     batch b masked with batch (b + 1) % batch's length  kv_lengths, the masks differ
 
-QUANTIZED (i8, rocMLIR's quantized attention, docs/lowbit-attention.md): rocMLIR's arithmetic with one step
+QUANTIZED (i8, rocMLIR's quantized attention, docs/concepts/lowbit-attention.md): rocMLIR's arithmetic with one step
 changed (quantized_variant). Correct: like_rocmlir (the contract's steps), fma_scale_bias (score scale and bias
 in one f32 step, rocMLIR's newer host reference). Wrong: i16_accumulator, quant_scale_twice, quant_scale_missing,
 bias_missing, zero_point_missing, softmax_in_f16.

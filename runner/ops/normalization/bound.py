@@ -1,6 +1,6 @@
 """The normalisations' per-element bounds, composed from runner.bound's pieces by first-order propagation.
 
-The derivation is docs/normalization-bound.md. Every bound is a sum of ScaledMagnitude terms: a
+The derivation is docs/concepts/normalization-bound.md. Every bound is a sum of ScaledMagnitude terms: a
 coefficient of the model (F(n): ProductSumCoefficient, the reduction of a row of n elements in the compute
 format; u: ComputeRoundings; G(n)·u: PositiveSumCoefficient) times a magnitude computed once from the
 exact float64 values, plus the output rounding. softmax and log_softmax reuse attention's constants
@@ -81,7 +81,7 @@ def log_softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
                                      u_F·|m + log l|, past this where |m| is large)
     The u_F term is the intermediates torch's CPU log_softmax stores in the input format (bit for bit, f16
     and bf16, torch 2.13): without it its bf16 outputs reached 1.05 output ulps from the reference, past a
-    bound of one ulp, in 12 of 40 seeds of each 4x1024 bf16 case (docs/normalization-bound.md)."""
+    bound of one ulp, in 12 of 40 seeds of each 4x1024 bf16 case (docs/concepts/normalization-bound.md)."""
     params, dtype = problem.params, problem.dtype
     x_rows = softmax_rows(x, params)
     rows = softmax_float64(x_rows)

@@ -65,7 +65,7 @@ class _TensorOp(Op[TensorParamsT]):
     def shared_rounding(self, params: SoftmaxParams | NormParams) -> str:
         return ("every element of a row shares the row's sum and its reciprocal (layer_norm, rms_norm: the mean and "
                 "1/sigma): a correct kernel's few-ulp error there scales the whole row by one factor "
-                "(docs/normalization-bound.md, \"bias_z\")")
+                "(docs/concepts/normalization-bound.md, \"bias_z\")")
 
     def outputs(self, params: SoftmaxParams | NormParams, direction: str, dtype: str) -> dict[str, TensorSpec]:
         shapes = self.output_shapes(params, direction)

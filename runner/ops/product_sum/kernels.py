@@ -8,7 +8,7 @@ torch's kernels:
     with_out_dtype the conv's result converted to the case's out_dtype (an fp8 conv writing bf16)
     torch_gemm     torch.matmul; fp4 operands unpacked to f32 first (exact), the result in out_dtype
 
-The alternates (docs/error-bound.md's study; studies/bound_evidence.py, aggregate_evidence.py and
+The alternates (docs/evidence/error-bound.md's study; studies/bound_evidence.py, aggregate_evidence.py and
 arithmetic_evidence.py run them). Every name is one kernel for every conv and gemm direction: it tells the
 direction from the keywords it gets (input_shape: conv bwd_data, weight_shape: conv bwd_weight, stride:
 conv fwd, none: gemm). Each first writes the op as one batched matrix product lhs[G, M, R] @ rhs[G, R, N]

@@ -1,4 +1,4 @@
-"""The reductions' per-element bounds, composed from runner.bound's pieces (derivation: docs/reduction-bound.md).
+"""The reductions' per-element bounds, composed from runner.bound's pieces (derivation: docs/concepts/reduction-bound.md).
 
 For one output reducing N inputs x_i (exact in float64), u the compute format's unit roundoff as measured
 (Arithmetic.acc_bits; bound.acc overrides), G(N) the growth (λ√N, or λN when strict, 2N when truncating),
@@ -70,7 +70,7 @@ def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
 
 def var_bound(x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,
               output: OutputRounding) -> SumOfBounds:
-    """var = Σ(x - μ)² / divisor over `axes` (count elements each): the bound of docs/reduction-bound.md."""
+    """var = Σ(x - μ)² / divisor over `axes` (count elements each): the bound of docs/concepts/reduction-bound.md."""
     mean = x.mean(dim=axes, keepdim=True)
     deviations = x - mean
     variance = deviations.square().sum(dim=axes) / divisor

@@ -15,7 +15,7 @@ Layouts (runner/ops/tensor_layouts.py): contiguous, strided (x is a view of ever
 buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in any memory layout.
 
 The reference is the same torch op on the float64 inputs (max is exact: it returns an input). The bounds
-are runner/ops/reductions/bound.py's, derived in docs/reduction-bound.md; the arithmetic probes are
+are runner/ops/reductions/bound.py's, derived in docs/concepts/reduction-bound.md; the arithmetic probes are
 runner/ops/reductions/probes.py, on the small problem probe_shape gives.
 
 cumsum: out has x's shape and format; out[..., i, ...] = Σ_{j <= i} x[..., j, ...] along `axis` (one dim,

@@ -19,7 +19,7 @@ elements and scales.
 `varied` is real data whose blocks differ in magnitude: each block of the uniform draw is multiplied by
 2^e, e uniform in -4..4, before it is quantized, as activations and weights differ from block to block.
 Uniform data give almost every block the same largest power of two, hence the same e8m0 scale, so a
-kernel that reads another block's scale returns the same result there (docs/lowbit-evidence.md);
+kernel that reads another block's scale returns the same result there (docs/evidence/lowbit.md);
 varied blocks get different scales and show it. The composed bound applies as for `random`.
 
 Structured inputs (`pattern`) make every correct kernel's result exact, so a kernel must return it bit

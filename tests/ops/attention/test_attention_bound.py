@@ -1,5 +1,5 @@
 """The pieces attention's bound is composed of, each against a brute-force computation, and the
-composition's own properties (runner/ops/attention/bound.py, docs/attention-bound.md)."""
+composition's own properties (runner/ops/attention/bound.py, docs/concepts/attention-bound.md)."""
 from __future__ import annotations
 
 import gc

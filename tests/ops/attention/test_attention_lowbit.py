@@ -1,6 +1,6 @@
 """Attention in i8 (rocMLIR's quantized attention) and fp8: inputs, reference, default kernel, bound, verdicts.
 
-The contract (docs/lowbit-attention.md): i8 Q and K, Q·Kᵀ exact in i32, minus an i8 quant bias, converted to
+The contract (docs/concepts/lowbit-attention.md): i8 Q and K, Q·Kᵀ exact in i32, minus an i8 quant bias, converted to
 f16, times an f16 quant scale, then the f16 score scale and bias; softmax in f32; P in f16; P·V with f32 sums;
 o (and lse) in f16.
 """

@@ -163,7 +163,7 @@ def test_norm_backward_kernels_stay_within_the_bound(seed, n, scale, offset, cen
 
 
 def test_the_default_model_misses_a_sequential_sum_of_nearly_equal_terms():
-    """docs/normalization-bound.md, Findings: rms_norm's Σx² summed sequentially in f32 over rows of mean 1000
+    """docs/concepts/normalization-bound.md, Findings: rms_norm's Σx² summed sequentially in f32 over rows of mean 1000
     and spread ±0.016 (terms equal to 5 digits) errs by ~600u for n = 4096, where the default model allows
     λ√n = 320u; its backward's grad_weight passes the default bound's 1.5× and stays within the strict one.
     Found by the test above; when the default model learns correlated errors, this test says so."""

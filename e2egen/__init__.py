@@ -34,3 +34,18 @@ def _default_numba_cache_dir() -> None:
 
 
 _default_numba_cache_dir()
+
+
+_PYTHON_API = ("judge", "check")  # e2egen.api, imported on first use: `import e2egen` stays light
+
+
+def __getattr__(name: str):
+    if name in _PYTHON_API:
+        from e2egen import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'e2egen' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PYTHON_API])

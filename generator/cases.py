@@ -181,9 +181,6 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             problems.append(Problem(config.location, cid, f"the case checks no metric: the catalogue turned off every default one; give [tolerances.{dtype}] (or tolerances at the suite or config)"))
             continue
         reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
-        bound = None
-        if any(name in tolerances for name in BOUND_METRIC_NAMES):
-            bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
         require = _options(options, Requirements, _resolve(levels, catalogue.require, suite.require, config.require))
         lo, hi = catalogue.ranges[axes["range"]]
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
@@ -195,8 +192,11 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
                 problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))  # elsewhere still gets a location
                 continue
             figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size),
-                                                     problem.spec.shared_rounding(problem.params))
-        tolerances = applicable_tolerances(tolerances, figures[3])
+                                                     problem.spec.shared_rounding(problem.params), integer_output(problem))
+        tolerances = applicable_tolerances(tolerances, figures[3], figures[4])
+        bound = None
+        if any(name in tolerances for name in BOUND_METRIC_NAMES):
+            bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
         pr, pr_reason = _pr(catalogue, suite, config, cid)
         cases.append(Case(
             suite=suite.name, config=config.name, op=suite.op,
@@ -213,12 +213,29 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     return cases
 
 
-def applicable_tolerances(tolerances: dict[str, Any], shared_rounding: str) -> dict[str, Any]:
-    """The tolerances that apply to a problem: bias_z assumes independent per-element errors, so it is left
-    out where the op says a correct kernel may share one rounding across many elements (Op.shared_rounding)."""
+def applicable_tolerances(tolerances: dict[str, Any], shared_rounding: str, integer_output: bool = False) -> dict[str, Any]:
+    """The tolerances that apply to a problem.
+
+    bias_z assumes independent per-element errors, so it is left out where the op says a correct kernel may
+    share one rounding across many elements (Op.shared_rounding). An integer output has no rounding for the
+    model's metrics to bound: they are left out and, unless the catalogue gives another, it must be exact
+    (defaults.INTEGER_TOLERANCES)."""
+    from e2egen.generator.defaults import INTEGER_TOLERANCES
+    from e2egen.metrics.names import MODEL_TOLERANCES
+
+    if integer_output:
+        kept = {name: limit for name, limit in tolerances.items() if name not in MODEL_TOLERANCES}
+        return kept or dict(INTEGER_TOLERANCES)
     if not shared_rounding:
         return tolerances
     return {name: limit for name, limit in tolerances.items() if name != "bias_z"}
+
+
+def integer_output(problem: Any) -> bool:
+    """Whether the problem's primary output is an integer format (i8's gemm and conv write i32)."""
+    from e2egen.metrics.formats import get_format
+
+    return get_format(problem.out_dtype).is_integer
 
 
 def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[str, str]]]:

@@ -23,6 +23,8 @@ from e2egen.runner.options import ANY, EXACT, Requirements
 
 DEFAULT_TOLERANCES: Mapping[str, float] = MODEL_TOLERANCES  # the error model's own verdict (metrics.names)
 DEFAULT_REQUIREMENTS = Requirements()
+# An integer output (i8's gemm and conv write i32) is exact or wrong: no rounding for the model's metrics to bound.
+INTEGER_TOLERANCES: Mapping[str, float] = {"max_abs_diff": 0}
 
 def _asks(value: str) -> float:
     """How much a requirement's value asks: the significand bits of its format; "exact" (not below the dtype),

@@ -134,28 +134,31 @@ def _quote(text: str) -> str:
 
 
 def execute(case: Case, device: str | None = None, catalogue: str | None = None,
-            timeout: float | None = None, warm_kernel: bool = True) -> Outcome:
+            timeout: float | None = None, warm_kernel: bool = True, repro: str | None = None) -> Outcome:
     """Run `case` on `device` (None: CUDA when present, else CPU; E2E_DEVICE overrides).
 
     warm_kernel: the recorded kernel time is a warm call (runner.run); False: its first call, no repeat.
 
     timeout: seconds the case may take (inputs, probes, kernel, reference, compare), enforced here with
     SIGALRM (main thread only); None: no limit here (under pytest, pytest-timeout's applies).
+
+    repro: the line that reruns the case where no catalogue names it (e2egen.api: the Python call); None:
+    the `e2egen run` command (repro_command).
     """
     from e2egen import runner
 
     try:
         torch_device = runner.select_device(device)
     except runner.Skip as skip:
-        return Outcome(case, "skipped", skip.reason, str(device), repro_command(case, device, catalogue))
+        return Outcome(case, "skipped", skip.reason, str(device), repro or repro_command(case, device, catalogue))
     device_name = torch_device.type
-    repro = repro_command(case, device_name, catalogue)
+    repro = repro or repro_command(case, device_name, catalogue)
     timings: dict[str, float] = {}  # filled as the case goes: a time-out reports what had been timed
     try:
         with time_limit(timeout):
             return _run_case(case, torch_device, repro, timings, warm_kernel)
     except CaseTimedOut as expired:
-        return timed_out(case, device_name, catalogue, expired.seconds, timings)
+        return timed_out(case, device_name, catalogue, expired.seconds, timings, repro)
 
 
 def _run_case(case: Case, torch_device: torch.device, repro: str, timings: dict[str, float],
@@ -260,12 +263,12 @@ def _unexpected_nans(result: RunResult, name: str) -> str:
 
 
 def timed_out(case: Case, device: str | None, catalogue: str | None, seconds: float,
-              timings: Mapping[str, float] | None = None) -> Outcome:
+              timings: Mapping[str, float] | None = None, repro: str | None = None) -> Outcome:
     """The Outcome of a case stopped at its time limit: failed, "timed out after N s", with its repro."""
     reason = f"timed out after {format_seconds(seconds)} s"
     report = (f"{reason}: the case (kernel, probes, reference and comparison together) did not finish within its "
               f"time limit (catalogue `timeout`, or --timeout; default {format_seconds(DEFAULT_TIMEOUT)} s)")
-    return Outcome(case, "failed", reason, str(device), repro_command(case, device, catalogue), report=report,
+    return Outcome(case, "failed", reason, str(device), repro or repro_command(case, device, catalogue), report=report,
                    timings=dict(timings or {}))
 
 
@@ -330,10 +333,11 @@ def _judge_arithmetic(outcome: Outcome, measured: Measured) -> Outcome:
 def policy_loosened(case: Case, problem: Problem) -> list[str]:
     """What the case's catalogue loosens against e2egen's default policy (a default metric the op itself
     leaves out, as applicable_tolerances decides, is the op's choice, not the catalogue's)."""
-    from e2egen.generator.cases import applicable_tolerances
+    from e2egen.generator.cases import applicable_tolerances, integer_output
     from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 
-    kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params))
+    kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params),
+                                 integer_output(problem))
     return loosened(case.tolerances, case.require, set(DEFAULT_TOLERANCES) - set(kept))
 
 

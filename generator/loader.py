@@ -35,8 +35,16 @@ def load_catalogue(path: str | Path) -> Catalogue:
 
 def parse_catalogue(text: str, path: str = "<catalogue>") -> Catalogue:
     """Validate catalogue `text`; `path` names it in messages and anchors pr_selection."""
-    data = parse_toml(text, path)
-    reader = _Reader(path, key_lines(text))
+    return _validated(parse_toml(text, path), path, key_lines(text))
+
+
+def parse_catalogue_data(data: dict, source: str) -> Catalogue:
+    """Validate a catalogue given as parsed TOML (e2egen.api builds one per call); messages name `source`."""
+    return _validated(data, source, {})
+
+
+def _validated(data: dict, path: str, lines: dict[tuple, int]) -> Catalogue:
+    reader = _Reader(path, lines)
     catalogue = reader.catalogue(data)
     if reader.problems:
         raise CatalogueError(reader.problems)

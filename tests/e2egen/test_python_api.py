@@ -101,6 +101,19 @@ def test_tables_and_data_range_are_the_catalogue_tables():
     assert integers.passed and integers.case.data == "integers"
 
 
+def test_an_integer_output_is_exact_by_default_and_that_loosens_nothing():
+    integers = e2egen.judge(None, "gemm", SHAPE, "i8", data_range=(-5, 4), integer_data=True)
+    assert dict(integers.case.tolerances) == {"max_abs_diff": 0} and integers.case.bound is None
+    assert integers.loosened == ()
+    off_by_one = e2egen.judge(lambda a, b: torch.matmul(a.int(), b.int()) + 1, "gemm", SHAPE, "i8",
+                              data_range=(-5, 4), integer_data=True)
+    assert off_by_one.status == "failed" and "max_abs_diff" in off_by_one.reason
+    # i8 attention writes f16: judged by the model's metrics, as any float output
+    attention = e2egen.judge(None, "attention", {"seq_q": 16, "seq_k": 16, "head_dim_qk": 16, "quantized": True}, "i8",
+                             data_range=(-5, 4), integer_data=True)
+    assert "bound_ratio" in attention.case.tolerances and attention.case.bound is not None
+
+
 def test_a_declined_case_is_skipped_not_failed():
     def only_f32(a, b):
         if a.dtype != torch.float32:

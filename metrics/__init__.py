@@ -5,7 +5,7 @@
     v = c.check({"rms": 1e-4, "max_eps_diff": 8})
 
 Depends on numpy and torch only (numba, when installed, makes the CPU path a
-single fused pass). See DESIGN.md, "Metrics (exact definitions)".
+single fused pass). See docs/reference/metrics.md for the exact definitions.
 
 The public names are loaded on first use (PEP 562): torch and numba are
 imported when a comparison runs, so code that only needs the names (the

@@ -1,4 +1,4 @@
-"""compare(ref, out, dtype): every metric of DESIGN.md in one fused pass.
+"""compare(ref, out, dtype): every metric of docs/reference/metrics.md in one fused pass.
 
 Rules for each element (ref exact in float64, out in T, round_T nearest-even):
 

@@ -5,7 +5,7 @@ list of its finite values, obtained by letting torch decode every bit pattern
 (f16, bf16, fp8) or numpy's float32 for f32. ulp is the smallest neighbouring
 gap, rounding picks the nearer neighbour (ties to the even pattern), the ulp
 distance is a distance of positions in the sorted list, and compare() is a
-Python loop over the definitions of DESIGN.md.
+Python loop over the definitions of docs/reference/metrics.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The verdict every case gets unless its catalogue says otherwise: e2egen's default policy.
 
-Tolerances: the model's verdict, the same for every dtype (README "Default verdict"):
+Tolerances: the model's verdict, the same for every dtype (docs/concepts/default-verdict.md):
 - bound_ratio 1: every element within its error bound (1 = as accurate as the measured arithmetic allows);
 - bound_rms 0.5: the rms of error/bound stays at a correct kernel's level (its final rounding alone gives at
   most 1/sqrt(12) = 0.29), far below a kernel whose elements sit near their bound;

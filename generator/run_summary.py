@@ -59,7 +59,7 @@ class Summary:
         lines += _accepted(cases, shipped=False, title="accepted by the catalogue's [[accept]] entries:")
         loosened = Counter(item for c in cases for item in c["loosened"] if not item.startswith("[[accept]]"))
         if loosened:
-            lines.append("run under a policy the catalogue loosened (default verdict: README \"Default verdict\"):")
+            lines.append("run under a policy the catalogue loosened (default verdict: docs/concepts/default-verdict.md):")
             lines += [f"  {n:5d} cases  {item}" for item, n in loosened.most_common()]
         failed = [c for c in cases if c["status"] == "failed"]
         if failed:

@@ -1,6 +1,6 @@
-"""Every benchmark script still loads against the code it measures, and the README lists each one.
+"""Every benchmark script still loads against the code it measures, and docs/evidence/performance.md lists each one.
 
-The README quotes each script's figures with the command that reproduces them, and nothing else runs the
+That page quotes each script's figures with the command that reproduces them, and nothing else runs the
 scripts: a name they import can be renamed or removed without any other test noticing (bench_bound_passes.py
 imported ulp_terms.CHUNK for two rounds after it had gone, and bench_threads.py failed through it). Each
 script's module level (its imports and constants) runs here without its main(), and two of them answer
@@ -22,9 +22,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("bench_*.py"))
 
 
-def test_the_readme_lists_every_script_and_no_other():
-    readme = (BENCHMARKS.parent / "README.md").read_text(encoding="utf-8")
-    performance = readme[readme.index("## Performance"):readme.index("## Development")]
+def test_the_performance_page_lists_every_script_and_no_other():
+    page = (BENCHMARKS.parent / "docs" / "evidence" / "performance.md").read_text(encoding="utf-8")
+    performance = page[page.index("## The scripts"):]
     listed = set(re.findall(r"^\| `(bench_\w+\.py)", performance, flags=re.MULTILINE))
     assert listed == {path.name for path in SCRIPTS}
 

@@ -300,7 +300,7 @@ def _input_rounding(ex, plain) -> Finding | None:
         remedy.append(f"if {fmt} inputs are intended on this device: `[[accept]] device = \"{device}\"`, "
                       f"`impl = \"{impl}\"`, `cells = \"{cells}\"`, "
                       f"`require = [\"inputs\"]`, `reason = \"...\"`; or for these cases "
-                      f"`{_table_key(case, 'require')} inputs = \"{fmt}\"` (README: require)")
+                      f"`{_table_key(case, 'require')} inputs = \"{fmt}\"` (docs/concepts/requirements.md)")
     return Finding(INPUT_ROUNDING, f"input rounding: products see {fmt}-rounded inputs: the kernel computes in "
                                    f"{fmt} precision, not {dtype}", "confirmed", evidence, remedy)
 

@@ -35,7 +35,7 @@ PROFILES_ENV = "E2EGEN_PROFILES"
 SHIPPED_PACKAGE = "e2egen.runner.arithmetic"
 SHIPPED_DIR = "profiles"
 HEADER = ("# e2egen arithmetic profile: what the probes measured for one kernel on one device.\n"
-          "# Written by `e2egen arithmetic`; README \"Arithmetic profiles\" explains every key.\n")
+          "# Written by `e2egen arithmetic`; docs/concepts/arithmetic-profiles.md explains every key.\n")
 
 
 @dataclass(frozen=True)

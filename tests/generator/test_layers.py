@@ -2,7 +2,7 @@
 
 The brute force below is written from the rule as stated, not from the module:
 every entry the catalogue sets, and every one of e2egen's defaults (the "default"
-scope, below the catalogue: README "Default verdict"), is listed with its
+scope, below the catalogue: docs/concepts/default-verdict.md), is listed with its
 (scope rank, key rank); among those that apply to a case, the one with the
 largest pair sets the value. Scope: default 0 < catalogue 1 < suite 2 <
 config 3; key: "" 0 < direction 1 < dtype 2 < dtype.direction 3. A key's kind
@@ -34,7 +34,7 @@ SUITES = {"s1": ("c1", "c2"), "s2": ("c1",)}  # config "c1" in both suites: scop
 SCOPE_RANK = {"default": 0, "catalogue": 1, "suite": 2, "config": 3}
 KIND_RANK = {"all": 0, "direction": 1, "dtype": 2, "both": 3}
 HERE = Location("test_layers.py")
-# e2egen's defaults as the README states them (the default verdict), every case's: a "" entry of the default
+# e2egen's defaults as docs/concepts/default-verdict.md states them (the default verdict), every case's: a "" entry of the default
 # scope in tolerances; the other tables' defaults are their options' own, so they set no entry.
 DEFAULT = ("default",)
 DEFAULT_TOLERANCES = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}

@@ -133,7 +133,7 @@ def test_processes_recording_at_once_keep_every_cell(tmp_path):
 
 
 def test_the_shipped_cpu_profiles_hold_every_probed_cell_of_the_catalogue():
-    """README: each shipped profile of torch on the CPU (one per CPU path) holds every cell of configs.toml that
+    """docs/concepts/arithmetic-profiles.md: each shipped profile of torch on the CPU (one per CPU path) holds every cell of configs.toml that
     has probes, so a fresh machine on that path probes nothing (`e2egen arithmetic --out
     runner/arithmetic/profiles` writes one again). The cells they leave out are those whose probes cannot run
     (checked on this machine's path)."""

@@ -421,15 +421,15 @@ def test_a_correct_kernel_passes_with_its_arithmetic_in_the_report(write_catalog
     assert list(fresh_profiles.glob("*.toml"))  # probed into this test's own cache
 
 
-def test_the_readme_example_accepts_a_plugin_kernels_per_tap_f16_partials_and_nothing_else():
-    """The README's [[accept]] example, judged against a plug-in kernel with torch's Zen 4 arithmetic: it excuses
+def test_the_documented_example_accepts_a_plugin_kernels_per_tap_f16_partials_and_nothing_else():
+    """The [[accept]] example of docs/concepts/requirements.md, judged against a plug-in kernel with torch's Zen 4 arithmetic: it excuses
     that kernel's f16 bwd_data cells on the CPU, not its bwd_weight, not torch's kernels, not another device."""
     import re
 
     from conftest import REPO
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"```toml\n(# our kernel keeps one f16 partial.*?)```", readme, re.S).group(1)
+    page = (REPO / "docs" / "concepts" / "requirements.md").read_text(encoding="utf-8")
+    example = re.search(r"```toml\n(# our kernel keeps one f16 partial.*?)```", page, re.S).group(1)
     per_tap = Arithmetic(acc_bits=11, groups="taps", inner_bits=24)
     excused = set()
     for case in cases_of(catalogue_text(TINY_CONV) + example):

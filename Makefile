@@ -8,7 +8,7 @@ OUT     ?= build/e2e
 WORKERS ?= auto
 PYTEST_ARGS ?=
 
-.PHONY: setup warm gen pr test pr-avx2 test-avx2 nightly device-check clean
+.PHONY: setup warm gen pr test pr-avx2 test-avx2 nightly device-check docs clean
 
 # torch goes in first, on its own: installing the project first would let pip
 # resolve torch from the registry and pull the multi-GB CUDA build.
@@ -54,6 +54,12 @@ nightly: gen
 # prints the plan anywhere). --suite: gen writes to $(OUT), which a harness's $OUT in the environment sets.
 device-check: gen warm
 	$(PYTHON) benchmarks/device_check.py --suite $(OUT) --catalogue $(CATALOGUE) $(DEVICE_CHECK_ARGS)
+
+# The documentation site (mkdocs.yml, docs/): the ops table regenerated from the op registry, then a strict build
+# (any broken link or missing page fails) into build/site.
+docs: | $(VENV)/.installed
+	$(PYTHON) -m e2egen.reference_tables --write
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf build

@@ -41,6 +41,17 @@ def emit(kind: str, **fields: Any) -> None:
     print(json.dumps(document(kind, **fields), indent=2, ensure_ascii=False, allow_nan=False))
 
 
+def arithmetic_findings(arithmetic) -> dict[str, Any]:
+    """A kernel's measured arithmetic (runner.arithmetic.model.Arithmetic), one form in `explain` and `arithmetic`:
+    its description, each finding by name under "properties" (with the derived `accumulator` and `flushes`), and
+    under "evidence" what the probes ran on and saw but could not pin down."""
+    table = arithmetic.to_table()
+    evidence = {"probed_with": table.pop("probed_with"), "notes": table.pop("notes"),
+                "unexplained": table.pop("unexplained")}
+    properties = {"accumulator": arithmetic.acc_name, "flushes": arithmetic.flushes, **table}
+    return {"description": arithmetic.describe(), "properties": properties, "evidence": evidence}
+
+
 def error_fields(err: UserError) -> list[dict[str, Any]]:
     """A user error as a list of {file, line, key, message}: a catalogue's every problem, else the one error."""
     problems = getattr(err, "problems", None)

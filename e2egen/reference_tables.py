@@ -160,7 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.write:
             new = with_table(text, ops_table())
             if new != text:
-                args.file.write_text(new, encoding="utf-8")
+                from e2egen.files import write_text_atomically
+
+                write_text_atomically(args.file, new)
                 print(f"wrote the ops table ({len(registered_ops())} ops) into {args.file}")
             else:
                 print(f"{args.file}: the ops table is current")

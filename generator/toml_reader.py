@@ -50,6 +50,9 @@ def unreadable(path: str | Path, err: OSError | UnicodeDecodeError, what: str) -
                        f"the {what} is not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); TOML files are UTF-8")
     if isinstance(err, IsADirectoryError) or Path(path).is_dir():
         return Problem(Location(str(path)), "", f"cannot read the {what}: it is a directory, not a file")
+    if isinstance(err, FileNotFoundError) and what == "catalogue":  # likely a newcomer's first command, in a new folder
+        return Problem(Location(str(path)), "", f"cannot read the catalogue: no such file; `e2egen init` writes a "
+                                                f"starter one (configs.toml, with a kernel stub and CI workflows) to start from")
     return Problem(Location(str(path)), "", f"cannot read the {what}: {err.strerror or err}")
 
 

@@ -185,6 +185,7 @@ OPTION_RULES: dict[str, dict[str, object]] = {
     "arithmetic": {"--out": output_path("directory")},
     "import-rocmlir": {"--out": output_path("file"), "--out-dir": output_path("directory"),
                        "--summary": output_path("file"), "--summary-md": output_path("file")},
+    "init": {"DIR": output_path("directory")},  # a positional, named by its metavar
 }
 EVERY_COMMAND: dict[str, object] = {"--seed": seed}
 # Numbers a type of another module reads (e2egen select's --budget: nightly's parse_budget): its text is checked
@@ -234,6 +235,7 @@ COMMAND_INPUTS: dict[str, object] = {
     "study": _files("study"),
     "arithmetic": _files("catalogue"),
     "import-rocmlir": _files("sources"),
+    "init": _files(),  # its starter files are e2egen's package data, never a user's file
 }
 
 
@@ -302,14 +304,15 @@ def apply_option_rules(subparsers: argparse._SubParsersAction) -> None:
         rules = {**EVERY_COMMAND, **OPTION_RULES.get(command, {})}
         outputs: dict[str, tuple[str, str]] = {}
         for action in parser._actions:
-            for option in action.option_strings:
+            for option in action.option_strings or [action.metavar or action.dest]:
                 if option in rules:
                     action.type = rules[option]
                 if option in PLAIN_NUMBERS.get(command, ()) and not getattr(action.type, "plain", False):
                     action.type = plain_number(action.type)
             action.type = PLAIN_TYPES.get(action.type, action.type)
-            if getattr(action.type, "output_kind", None) is not None and action.option_strings:
-                outputs[action.dest] = (action.option_strings[-1], action.type.output_kind)
+            if getattr(action.type, "output_kind", None) is not None:
+                name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+                outputs[action.dest] = (name, action.type.output_kind)
         handler = parser.get_default("handler")
         if handler is not None and not hasattr(handler, "__wrapped__"):
             parser.set_defaults(handler=_guarded(command, handler, outputs))

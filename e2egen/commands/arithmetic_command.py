@@ -6,6 +6,7 @@ import time
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument
 from e2egen.errors import UsageError
+from e2egen.json_output import arithmetic_findings, emit, json_argument
 from e2egen.runner.leftovers import ends_what_kernels_leave
 
 
@@ -22,6 +23,7 @@ def register(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present, else CPU")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write the profiles into DIR (default: the cache, $E2EGEN_PROFILES or ~/.cache/e2egen/profiles)")
+    json_argument(p)
     p.set_defaults(handler=arithmetic)
 
 
@@ -58,6 +60,10 @@ def arithmetic(args) -> int:
         cells.setdefault((case.impl or TORCH_IMPL, cell_of(problem)), problem)
     profiles: dict[str, Profile] = {}
     failed = 0
+    # Under --json the lines below go into one document (e2egen.arithmetic/1) instead of stdout.
+    say = (lambda text: None) if args.json else print
+    cell_fields: list[dict] = []
+    profile_fields: list[dict] = []
     for (impl, cell), problem in sorted(cells.items(), key=lambda item: (item[0][0], str(item[0][1]))):
         try:
             kernel = case_kernel(problem, impl)
@@ -72,24 +78,44 @@ def arithmetic(args) -> int:
         except (runner.KernelFailure, runner.Skip) as failure:
             failed += 1
             print(f"{cell}  not probed: {failure.reason}", file=sys.stderr)
+            cell_fields.append(_cell_fields(cell, impl, None, failure.reason, time.perf_counter() - started))
             continue
         if not findings.unexplained:  # a kernel bug, not an arithmetic: never kept in a profile (profile.checked_entry)
             profile.cells[str(cell)] = findings
-        print(f"{str(cell):44s} {time.perf_counter() - started:5.1f} s  {findings.describe()}")
+        seconds = time.perf_counter() - started
+        cell_fields.append(_cell_fields(cell, impl, findings, None, seconds))
+        say(f"{str(cell):44s} {seconds:5.1f} s  {findings.describe()}")
         for note in findings.notes:
-            print(f"{'':44s}          note: {note}")
+            say(f"{'':44s}          note: {note}")
     for impl, profile in profiles.items():
         path = out_dir / (profile.key.file_name if args.out else profile.key.cache_file_name)
+        changed: dict[str, list[str]] = {}
         with other_writers_excluded(path):  # runs may be adding cells to the same cache file
             before = read_profile(path)
             if before is not None and before.key == profile.key:
                 for name, findings in sorted(profile.cells.items()):
                     old = before.cells.get(name)
                     if old is not None and old.differences(findings):
-                        print(f"CHANGED {name}: " + ", ".join(old.differences(findings)))
+                        changed[name] = old.differences(findings)
+                        say(f"CHANGED {name}: " + ", ".join(changed[name]))
                 merged = dict(before.cells)
                 merged.update(profile.cells)
                 profile.cells = merged
             profile.write(path)
-        print(f"profile of {describe_key(profile.key)}: {len(profile.cells)} cells -> {path}")
+        say(f"profile of {describe_key(profile.key)}: {len(profile.cells)} cells -> {path}")
+        profile_fields.append({"kernel": profile.key.impl, "device": profile.key.device,
+                               "versions": dict(profile.key.versions), "path": str(path),
+                               "cells": len(profile.cells), "changed": changed})
+    if args.json:
+        emit("arithmetic", catalogue=args.catalogue, device=str(device), cells=cell_fields, profiles=profile_fields,
+             not_probed=failed)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _cell_fields(cell, impl: str, findings, reason: str | None, seconds: float) -> dict:
+    """One probed cell of e2egen.arithmetic/1: its findings (None when the probes could not run, and why)."""
+    measured = arithmetic_findings(findings) if findings is not None else {
+        "description": None, "properties": None, "evidence": None}
+    return {"cell": str(cell), "op": cell.op, "direction": cell.direction, "dtype": cell.dtype,
+            "layout": cell.layout, "shape_class": cell.shape, "kernel": impl,
+            "probed": findings is not None, "reason": reason, "seconds": seconds, **measured}

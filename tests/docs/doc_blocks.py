@@ -90,11 +90,10 @@ def run_blocks(blocks: list[Block], workdir: Path, *, timeout: float, stop_at_fi
             continue
         if block.language == "sh":
             script = workdir.parent / f".{workdir.name}-block-{number}.sh"
+            script.write_text(block.code, encoding="utf-8")
             command = ["bash", "-e", str(script)]
-        else:
-            script = workdir.parent / f".{workdir.name}-block-{number}.py"
-            command = [sys.executable, str(script)]
-        script.write_text(block.code, encoding="utf-8")
+        else:  # as typed into `python` in that directory: the directory itself is on sys.path
+            command = [sys.executable, "-c", block.code]
         try:
             done = subprocess.run(command, cwd=workdir, env=environment, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, timeout=timeout)

@@ -68,3 +68,43 @@ def unknown_name_error(what: str, name: object, choices: Iterable[str]) -> Value
         if close:
             message += f" (did you mean {close[0]!r}?)"
     return ValueError(f"{message}; valid choices: {', '.join(choices)}")
+
+
+# What each metric and count means, in one line a report shows beside the name (HTML title, glossary, Markdown).
+# The definitions in full: README "Metrics". Every name the reports show has an entry.
+METRIC_DESCRIPTIONS = {
+    "max_abs_diff": "largest |ref − out| over the elements: the absolute error, in the output's own units",
+    "max_rel_diff": "largest |ref − out| / |ref| over the elements with ref ≠ 0; large wherever ref is close to 0",
+    "max_rel_diff_old": "max_rel_diff over the elements with |ref| > 1e-3 only (the seed's definition)",
+    "max_eps_diff": "largest |ref − out| in units of the output format's spacing (ulp) at ref: 1 is one step of the "
+                    "format",
+    "max_ulp_diff": "largest number of output-format values between the correctly rounded ref and out: 0 is exact, "
+                    "1 a neighbour",
+    "rms": "root-mean-square of ref − out over the largest |ref| or |out| (seed 003): the typical error against the "
+           "data's scale",
+    "rel_l2": "‖ref − out‖₂ / ‖ref‖₂: the error's size against the result's size",
+    "bound_ratio": "largest |ref − out| / B, B each element's error bound under the kernel's measured arithmetic: "
+                   "≤ 1 means every element lies within its bound",
+    "bound_rms": "rms of |ref − out| / B over the elements: a correctly rounded result gives about 0.29",
+    "bias_z": "how many standard errors the mean signed error (in ulps) lies from what the kernel's rounding gives: "
+              "large means the errors lean one way (a systematic error)",
+    "rounding_rms": "rms distance, in ulps, of out from the correctly rounded result",
+    "nan_mismatch": "elements where out is NaN and ref a number, or out a number and ref NaN",
+    "inf_mismatch": "elements where out is ±inf and the rounded ref finite, or infinite with the wrong sign",
+    "overflow": "elements whose exact result exceeds the output format's largest finite value",
+    "mismatches": "integer outputs: elements that differ from the exact result",
+    "ftz_allowed": "elements where out = 0 was accepted for a subnormal result, the case allowing flush-to-zero (ftz)",
+}
+
+# Values of a metric so large that they say something other than "a larger error", and what they say.
+# Ulp counts run through every representable value between ref and out, zero included: out of the opposite sign
+# to ref spans most of the format (about 2.1e9 values between -1 and 1 in f32, 3e4 in f16). NaN and inf never
+# reach these maxima (compare counts them as nan_mismatch / inf_mismatch).
+HUGE_VALUE_NOTES = {
+    "max_ulp_diff": (1e6, "a count this large is no rounding error: out and ref lie far apart in the format, "
+                          "usually on opposite sides of zero (a sign flip spans about 2.1e9 f32 values between -1 "
+                          "and 1) or out is 0 or huge against an ordinary ref; NaN and inf are counted apart, "
+                          "as nan_mismatch and inf_mismatch"),
+    "max_eps_diff": (1e6, "an error of this many ulps of ref is no rounding error: out is far from ref, usually of "
+                          "the opposite sign or 0 against a large ref"),
+}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from e2egen.commands.arguments import EXIT_FAILED, EXIT_OK, catalogue_argument, number_above, whole_number
 from e2egen.json_output import emit, json_argument
+from e2egen.nightly.report.trends import DEFAULT_TREND_NIGHTS
 from e2egen.nightly.store import DEFAULT_STORE
 
 EXIT_INCOMPLETE = 3  # `e2egen merge`: shards missing or unfinished, the merged run is partial
@@ -74,6 +75,9 @@ def register(sub) -> None:
     p.add_argument("--drift", type=number_above(0, finite=True), default=4.0, metavar="FACTOR",
                    help="report passing metrics that grew more than FACTOR (default: 4)")
     p.add_argument("--top", type=whole_number(0), default=20, metavar="N", help="worst cases listed (default: 20)")
+    p.add_argument("--trend-nights", type=whole_number(1), default=DEFAULT_TREND_NIGHTS, metavar="N",
+                   help=f"nights (runs) the trend plots cover, up to and including the run reported "
+                        f"(default: {DEFAULT_TREND_NIGHTS})")
     p.set_defaults(handler=report)
 
     p = sub.add_parser("runs", help="list the runs in the results store")
@@ -174,12 +178,13 @@ def _print_failures(store_path: str, run_id: str, limit: int = 10) -> None:
         print(f"… and {len(reasons) - limit} more skip reasons")
 
 
-def _write_report(store_path: str, run_id: str | None, against: str | None, out_dir: Path, drift: float, top: int):
+def _write_report(store_path: str, run_id: str | None, against: str | None, out_dir: Path, drift: float, top: int,
+                  trend_nights: int = DEFAULT_TREND_NIGHTS):
     from e2egen.nightly.report import write_report
     from e2egen.nightly.store import Store
 
     with Store(store_path, create=False) as store:
-        files = write_report(store, out_dir, run_id, against, drift=drift, top=top)
+        files = write_report(store, out_dir, run_id, against, drift=drift, top=top, trend_nights=trend_nights)
     print(f"report: {files.html}\n        {files.markdown}")
     return files
 
@@ -201,7 +206,8 @@ def merge(args) -> int:
 
 
 def report(args) -> int:
-    _write_report(args.store, args.run_id, args.against, _beside_store(args.store, "reports", args.out), args.drift, args.top)
+    _write_report(args.store, args.run_id, args.against, _beside_store(args.store, "reports", args.out), args.drift, args.top,
+                  args.trend_nights)
     return EXIT_OK
 
 

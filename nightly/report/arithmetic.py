@@ -11,7 +11,7 @@ findings, so a tolerance can loosen without any metric moving.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from e2egen.nightly.records import CaseRecord
@@ -110,11 +110,56 @@ class ArithmeticComparison:
 
 
 def describe_findings(findings: Mapping[str, Any]) -> str:
-    """The findings in words (Arithmetic.describe()), or why they cannot be read."""
+    """The findings in words (Arithmetic.describe()), or why they cannot be read.
+
+    describe() ends with the first probe result no rounding explains, verbatim (a probe's output: up to
+    thousands of characters); a report says how many there are, and shows them in the failures' details."""
     try:
-        return _arithmetic(findings).describe()
+        arithmetic = _arithmetic(findings)
+        words = replace(arithmetic, unexplained=()).describe()
     except (ValueError, TypeError) as err:  # written by another e2egen version
         return f"(findings not readable here: {err})"
+    count = len(arithmetic.unexplained)
+    if count:
+        words += (f"; UNEXPLAINED: {count} probe result{'s' if count != 1 else ''} no rounding explains "
+                  "(a kernel bug; the probe output is in the details of the failures)")
+    return words
+
+
+# The findings as a person names them (runner.arithmetic.model.Arithmetic's fields); a field not listed keeps its name.
+FINDING_WORDS = {
+    "inputs": "inputs rounded to", "inputs_rounding": "input rounding", "acc_bits": "accumulator significand bits",
+    "acc_bits_exact": "accumulator width exact", "groups": "partial sums per", "group_size": "group size",
+    "reversed": "summed in reverse", "partials": "partials", "inner_bits": "partial sums' significand bits",
+    "rounding": "final rounding", "subnormal_inputs": "subnormal inputs", "subnormal_outputs": "subnormal outputs",
+    "special_values": "special values", "intermediate": "intermediate rounded to",
+    "intermediate_rounding": "intermediate rounding", "compute": "computes in",
+    "unexplained": "probe results no rounding explains",
+}
+VALUE_LIMIT = 60  # characters of one finding's value in a change: a probe's free text can run to thousands
+
+
+def changed_fields(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """Each finding that differs, in words: "accumulator significand bits: 24 → 11"; probe bookkeeping left out,
+    long texts (a probe's findings no rounding explains) cut short: the full text is in the details."""
+    return [f"{FINDING_WORDS.get(name, name)}: {_value_words(before.get(name))} → {_value_words(now.get(name))}"
+            for name in sorted(set(before) | set(now), key=_field_order)
+            if name not in BOOKKEEPING and before.get(name) != now.get(name)]
+
+
+def _field_order(name: str) -> tuple[int, str]:
+    order = list(FINDING_WORDS)
+    return (order.index(name), "") if name in order else (len(order), name)
+
+
+def _value_words(value: Any) -> str:
+    if value is None or value == "" or value == [] or value == ():
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} finding{'s' if len(value) != 1 else ''}" if any(len(str(v)) > VALUE_LIMIT for v in value) \
+            else "; ".join(str(v) for v in value)
+    text = " ".join(str(value).split())
+    return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT - 1] + "…"
 
 
 def _arithmetic(findings: Mapping[str, Any]):

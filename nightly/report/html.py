@@ -1,209 +1,164 @@
-"""The report as one self-contained HTML file: inline CSS, plots embedded as base64 PNG, no scripts."""
+"""The report as one self-contained HTML file: templates/report.html.j2 (jinja2, autoescaped), inline CSS,
+plots embedded as base64 PNG, no scripts.
+
+This module computes what the template shows (cards, rows, images, words); the template only lays it out.
+"""
 from __future__ import annotations
 
 import base64
-from html import escape
-from typing import Collection, Sequence
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
 
 from e2egen.nightly.report import plots
-from e2egen.nightly.report.model import (MAX_FAILURES_LISTED, ReportData, arithmetic_flags, arithmetic_rows, fmt,
-                                         fmt_rate, headline, histogram_rows, run_line, table_rows)
-
-CSS = """
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1400px; color: #1b1f23; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
-h3 { font-size: 15px; margin-top: 20px; }
-.meta { color: #57606a; font-size: 13px; }
-.cards { display: flex; gap: 12px; margin: 16px 0; flex-wrap: wrap; }
-.card { border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; min-width: 110px; }
-.card b { display: block; font-size: 22px; } .card.bad b { color: #c0392b; } .card.good b { color: #1a7f37; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #f6f8fa; } td.l, th.l { text-align: left; white-space: normal; }
-td:first-child { white-space: nowrap; } td.w { min-width: 22em; }
-td code { font-size: 11px; white-space: normal; }  /* a long repro wraps at its spaces rather than widen the page */
-tr.failed td { background: #fff1f0; } tr.sep td { border-top: 2px solid #8c959f; }
-code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f6f8fa; padding: 1px 4px; border-radius: 4px; white-space: nowrap; }
-img { max-width: 100%; border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; }
-.flag { border: 2px solid #c0392b; background: #fff1f0; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
-.flag ul { margin: 4px 0; padding-left: 20px; }
-nav a { margin-right: 12px; } .tables { display: flex; flex-wrap: wrap; gap: 0 28px; align-items: flex-start; } .note { color: #57606a; font-size: 13px; }
-"""
+from e2egen.nightly.report.arithmetic import describe_findings
+from e2egen.nightly.report.failures import PHASE_WORDS
+from e2egen.metrics.names import HUGE_VALUE_NOTES
+from e2egen.nightly.report.model import (REPORT_TERMS, ReportData, arithmetic_change_rows, arithmetic_rows, describe_term, fmt,
+                                         fmt_rate, headline, histogram_rows, run_line, table_rows, value_note)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[int] = (0,),
-           row_classes: Sequence[str] = (), raw_columns: Collection[int] = (), wide: Collection[int] = ()) -> str:
-    """A table; `left` columns (text) align left, numbers right; `wide` ones (free text) get room;
-    cells are escaped unless their column is in raw_columns (already HTML)."""
-    head = "".join(f'<th class="l">{escape(h)}</th>' if i in left else f"<th>{escape(h)}</th>" for i, h in enumerate(header))
-    body = []
-    for r, row in enumerate(rows):
-        cls = f' class="{row_classes[r]}"' if r < len(row_classes) and row_classes[r] else ""
-        cells = "".join(
-            _td(("l" if i in left else "") + (" w" if i in wide else "")) + (str(cell) if i in raw_columns else escape(str(cell)))
-            + "</td>" for i, cell in enumerate(row))
-        body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    """Templates from the package (templates/*.j2: package data, so an installed e2egen has them too)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("e2egen.nightly.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(fmt=fmt, rate=fmt_rate)
+    env.globals.update(describe=describe_term, note=value_note, term_id=term_id, phase_words=PHASE_WORDS,
+                       findings_words=describe_findings, findings_text=findings_text, case_metric_rows=case_metric_rows)
+    return env
 
 
-def _td(classes: str) -> str:
-    classes = classes.strip()
-    return f'<td class="{classes}">' if classes else "<td>"
+def stylesheet() -> str:
+    """The report's CSS (templates/report.css.j2): other pages (e2egen study's) share the report's look."""
+    env = environment()
+    return env.loader.get_source(env, "report.css.j2")[0]
 
 
-def _image(png: bytes | None, alt: str) -> str:
-    if png is None:
-        return f'<p class="note">({escape(alt)}: no data)</p>'
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+def term_id(name: str) -> str:
+    """The glossary entry's id of a metric or term ("pass rate" -> "term-pass-rate")."""
+    return "term-" + "-".join(name.split()).replace("/", "per")
 
 
-def _code(text: str) -> str:
-    return f"<code>{escape(text)}</code>"
+@dataclass(frozen=True)
+class Card:
+    value: str
+    label: str
+    tone: str  # "good", "bad" or ""
+    explanation: str
+
+
+@dataclass(frozen=True)
+class Image:
+    src: str | None  # a data: URI, or None when there was nothing to plot
+    alt: str
+    caption: str = ""
 
 
 def render_html(data: ReportData) -> str:
+    return environment().get_template("report.html.j2").render(**context(data))
+
+
+def context(data: ReportData) -> dict[str, Any]:
+    changes = arithmetic_change_rows(data)
+    tables = [(t, table_rows(t)) for t in data.tables]
+    return {
+        "data": data, "title": data.title, "run_line": run_line(data.run), "headline": headline(data),
+        "cards": cards(data), "action": data.action,
+        "store_path": data.store_path or "STORE",
+        "changes": changes, "changed_keys": {row.change.key for row in changes},
+        "arithmetic_rows": arithmetic_rows(data), "trend_images": trend_images(data),
+        "tables": tables,
+        "aggregate_notes": list(dict.fromkeys(note for _, rows in tables for row in rows for note in row.notes if note)),
+        "histogram_image": _image(plots.histogram_plot(data.histogram_by_dtype, "Relative difference by dtype (all cases)"),
+                                  "relative-difference histogram by dtype") if data.histogram_by_dtype else None,
+        "histogram_rows": histogram_rows(data.histogram_by_dtype),
+        "worst_histogram_image": _image(plots.histogram_plot(data.worst_histograms, "Relative difference of the worst cases"),
+                                        "relative-difference histogram of the worst cases"),
+        "worst_histogram_rows": histogram_rows(data.worst_histograms, with_elements=True),
+        "margin_image": _image(plots.margin_plot(data.records), "margin of every case by dtype"),
+        "glossary": [(name, describe_term(name), HUGE_VALUE_NOTES.get(name, (None, ""))[1])
+                     for name in (*data.metrics_shown(), *REPORT_TERMS)],
+    }
+
+
+def cards(data: ReportData) -> list[Card]:
     s = data.summary
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{escape(data.title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>{escape(data.title)}</h1>", f'<p class="meta">{escape(run_line(data.run))}</p>',
-        '<div class="cards">',
-        f'<div class="card"><b>{s.cases}</b>cases</div>',
-        f'<div class="card good"><b>{s.passed}</b>passed</div>',
-        f'<div class="card {"bad" if s.failed else "good"}"><b>{s.failed}</b>failed</div>',
-        f'<div class="card"><b>{s.skipped}</b>skipped</div>',
-        f'<div class="card"><b>{fmt_rate(s.pass_rate)}</b>pass rate</div>',
-    ]
-    if data.comparison is not None:
-        c = data.comparison
-        parts += [f'<div class="card {"bad" if c.new_failures else "good"}"><b>{len(c.new_failures)}</b>new failures</div>',
-                  f'<div class="card"><b>{len(c.fixed)}</b>fixed</div>',
-                  f'<div class="card {"bad" if c.drifts else "good"}"><b>{len(c.drifts)}</b>drifts &gt; {c.factor:g}x</div>']
+    out = [Card(str(s.cases), "cases", "", "cases of this run: passed + failed + skipped"),
+           Card(str(s.passed), "passed", "good", "cases within every tolerance"),
+           Card(str(s.failed), "failed", "bad" if s.failed else "good", "cases over a tolerance, or that did not run to the end"),
+           Card(str(s.skipped), "skipped", "", "cases the device or the catalogue could not run (not counted in the pass rate)"),
+           Card(fmt_rate(s.pass_rate), "pass rate", "", describe_term("pass rate"))]
+    c = data.comparison
+    if c is not None:
+        out += [Card(str(len(c.new_failures)), "new failures", "bad" if c.new_failures else "good",
+                     f"failing now, not failing in run {c.against}"),
+                Card(str(len(c.fixed)), "fixed", "", f"passing now, failing in run {c.against}"),
+                Card(str(len(c.drifts)), f"drifts > {c.factor:g}x", "bad" if c.drifts else "good", describe_term("drift"))]
         if c.arithmetic is not None:
             n = len(c.arithmetic_changes)
-            parts.append(f'<div class="card {"bad" if n else "good"}"><b>{n}</b>arithmetic changes</div>')
-    parts.append("</div>")
-    parts.append(f'<p>{escape(headline(data))}</p>')
-    parts += _arithmetic_flags(data)
-    parts.append('<nav><a href="#against">against previous</a><a href="#arithmetic">arithmetic</a><a href="#aggregates">aggregates</a>'
-                 '<a href="#histograms">histograms</a><a href="#worst">worst cases</a><a href="#failures">failures</a></nav>')
-    parts += _comparison(data)
-    parts += _arithmetic(data)
-    parts += _aggregates(data)
-    parts += _histograms(data)
-    parts += _worst(data)
-    parts += _failures(data)
-    parts.append(f'<p class="note">Generated {escape(data.generated)} by <code>e2egen report</code>.</p></body></html>')
-    return "\n".join(parts)
-
-
-def _comparison(data: ReportData) -> list[str]:
-    out = ['<h2 id="against">Against the previous run</h2>']
-    c = data.comparison
-    if c is None:
-        return out + ['<p class="note">No earlier run to compare with.</p>']
-    out.append(f"<p>Run {_code(c.run_id)} against {_code(c.against)}: {len(c.new_failures)} new failures, "
-               f"{len(c.fixed)} fixed, {len(c.drifts)} cases whose passing metric grew more than {c.factor:g}x"
-               + (f"; {len(c.only_now)} cases new, {len(c.only_before)} gone" if c.only_now or c.only_before else "") + ".</p>")
-    if c.new_failures:
-        out.append("<h3>New failures</h3>")
-        out.append(_table(["case", "before", "reason", "repro"],
-                          [[ch.case_id, ch.before.status if ch.before else "(new case)", ch.now.reason, _code(ch.now.repro)]
-                           for ch in c.new_failures], left=(0, 1, 2, 3), raw_columns=(3,), wide=(2,)))
-    if c.fixed:
-        out.append("<h3>Fixed</h3>")
-        out.append(_table(["case", "failed before with"], [[ch.case_id, ch.before.reason] for ch in c.fixed], left=(0, 1), wide=(1,)))
-    if c.drifts:
-        out.append(f"<h3>Drifts: still passing, grew more than {c.factor:g}x</h3>")
-        out.append(_table(["case", "metric", "before", "now", "growth", "now / tolerance", "repro"],
-                          [[d.case_id, d.metric, fmt(d.before), fmt(d.now), "from 0" if d.before <= 0 else f"{d.growth:.1f}x",
-                            fmt(d.ratio), _code(d.record.repro)] for d in c.drifts], left=(0, 1, 6), raw_columns=(6,)))
+            out.append(Card(str(n), "arithmetic changes", "bad" if n else "good",
+                            f"cells whose measured arithmetic differs from run {c.against}'s"))
     return out
 
 
-def _arithmetic_flags(data: ReportData) -> list[str]:
-    flags = arithmetic_flags(data)
-    if not flags:
+def trend_images(data: ReportData) -> list[Image]:
+    trend = data.trend
+    if trend is None or len(trend.nights) < 2:
         return []
-    items = "".join(f"<li>{escape(flag)}</li>" for flag in flags)
-    return [f'<div class="flag"><b>Arithmetic changed in {len(flags)} cell{"s" if len(flags) != 1 else ""}</b> '
-            f'(the bound follows the new findings; see <a href="#arithmetic">Arithmetic</a>):<ul>{items}</ul></div>']
+    return [
+        _image(plots.pass_rate_trend(trend), "pass rate per night",
+               "passed / (passed + failed) of each night's run."),
+        _image(plots.family_trend(trend, "worst_bound_ratio", "Worst bound_ratio per op family", "bound_ratio",
+                                  limit_line=1.0),
+               "worst bound_ratio per op family per night",
+               "The largest bound_ratio over each op family's cases: above the dashed line (1) an element left its "
+               "error bound; a line climbing toward it is a kernel losing accuracy before any case fails."),
+        _image(plots.family_trend(trend, "kernel_seconds", "Median kernel time per op family", "ms per case",
+                                  scale=1e3),
+               "median kernel time per op family per night",
+               "The median time the kernel itself took per case (inputs, reference and comparison left out)."),
+    ]
 
 
-def _arithmetic(data: ReportData) -> list[str]:
-    out = ['<h2 id="arithmetic">Arithmetic</h2>']
-    rows = arithmetic_rows(data)
-    if not rows:
-        return out + ['<p class="note">No case of this run recorded its kernel\'s arithmetic.</p>']
-    out.append('<p class="note">How each kernel computes, per impl, device and cell (op/direction/dtype/layout/shape '
-               "class), as the probes measured it: the findings the bounds of this run followed, and where they "
-               "came from.</p>")
-    changed = {c.key for c in data.comparison.arithmetic_changes} if data.comparison is not None else set()
-    out.append(_table(["impl", "device", "cell", "findings", "origin", "against the previous run"],
-                      [cells for _, cells in rows], left=(0, 1, 2, 3, 4, 5), wide=(3,),
-                      row_classes=["failed" if cell.key in changed else "" for cell, _ in rows]))
-    return out
+@dataclass(frozen=True)
+class MetricRow:
+    metric: str
+    value: float
+    tolerance: float | None  # None: measured, not checked
+    ratio: float | None
+    failed: bool
+    worst: str  # the worst element: index, position, ref, out, bound
 
 
-def _aggregates(data: ReportData) -> list[str]:
-    out = ['<h2 id="aggregates">Aggregates</h2>',
-           '<p class="note">Average and maximum of each metric over the cases of each group (finite values only); '
-           "pass rate = passed / (passed + failed).</p>"]
-    out.append('<div class="tables">')
-    for t in data.tables:
-        rows = table_rows(t)
-        classes = ["sep" if name.endswith(" ave") and i else "" for i, (name, _) in enumerate(rows)]
-        classes[-2] = "sep"
-        out.append(f"<div><h3>By {escape(t.title)}</h3>")
-        out.append(_table(["", *[g.value for g in t.groups]], [[name, *cells] for name, cells in rows], row_classes=classes))
-        out.append("</div>")
-    out.append("</div>")
-    return out
+def case_metric_rows(record) -> list[MetricRow]:
+    """Every metric one case measured, checked ones first (as `e2egen run` prints its verdict)."""
+    ratios = record.ratios()
+    failed = {str(f.get("metric")) for f in record.failures}
+    worst = (record.comparison or {}).get("worst") or {}
+    rows = []
+    for metric, value in record.metrics.items():
+        tolerance = record.tolerances.get(metric)
+        element = worst.get(metric) if isinstance(worst.get(metric), dict) else None
+        where = (f"#{element.get('index')} {tuple(element.get('position') or ())}: ref {element.get('ref')!r}, "
+                 f"out {element.get('out')!r}" + (f", bound {element['bound']!r}" if element.get("bound") is not None else "")
+                 ) if element else ""
+        rows.append(MetricRow(metric, value, None if isinstance(tolerance, bool) else tolerance, ratios.get(metric),
+                              metric in failed, where))
+    return sorted(rows, key=lambda r: (not r.failed, r.tolerance is None, r.metric))
 
 
-def _histograms(data: ReportData) -> list[str]:
-    out = ['<h2 id="histograms">Relative-difference histograms</h2>']
-    if not data.histogram_by_dtype:
-        return out + ['<p class="note">No case produced a histogram.</p>']
-    out.append('<p class="note">Elements per bucket of |ref − out| / |ref|, summed over the cases of each dtype.</p>')
-    out.append(_image(plots.histogram_plot(data.histogram_by_dtype, "Relative difference by dtype (all cases)"),
-                      "relative-difference histogram by dtype"))
-    cols = data.histogram_by_dtype
-    out.append(_table(["relative difference", *[c.label for c in cols]], [[n, *cells] for n, cells in histogram_rows(cols)]))
-    if data.worst_histograms:
-        out.append("<h3>Worst cases</h3>")
-        out.append(_image(plots.histogram_plot(data.worst_histograms, "Relative difference of the worst cases"),
-                          "relative-difference histogram of the worst cases"))
-        cols = data.worst_histograms
-        out.append(_table(["relative difference", *[c.label for c in cols]],
-                          [[n, *cells] for n, cells in histogram_rows(cols, with_elements=True)]))
-    return out
+def findings_text(findings: Any) -> str:
+    """A case's recorded arithmetic findings as the probes left them (free text included), for its details."""
+    return json.dumps(findings, indent=1, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def _worst(data: ReportData) -> list[str]:
-    out = ['<h2 id="worst">Worst cases by margin</h2>',
-           '<p class="note">margin = value / tolerance of the case\'s worst metric; above 1 the case fails.</p>',
-           _image(plots.margin_plot(data.records), "margin of every case by dtype")]
-    rows, classes = [], []
-    for r in data.worst:
-        metric = r.worst_metric
-        rows.append([r.case_id, r.status, metric or "–", fmt(r.metrics.get(metric)) if metric else "–",
-                     fmt(r.tolerances.get(metric)) if metric else "–", fmt(r.margin), _code(r.repro)])
-        classes.append("failed" if r.status == "failed" else "")
-    if rows:
-        out.append(_table(["case", "status", "metric", "value", "tolerance", "margin", "repro"], rows, row_classes=classes,
-                          left=(0, 1, 2, 6), raw_columns=(6,)))
-    return out
+def _image(png: bytes | None, alt: str, caption: str = "") -> Image:
+    src = f"data:image/png;base64,{base64.b64encode(png).decode('ascii')}" if png is not None else None
+    return Image(src, alt, caption)
 
 
-def _failures(data: ReportData) -> list[str]:
-    out = [f'<h2 id="failures">Failures ({len(data.failures)})</h2>']
-    if not data.failures:
-        return out + ["<p>None.</p>"]
-    shown = data.failures[:MAX_FAILURES_LISTED]
-    out.append(_table(["case", "where", "reason", "repro"], [[r.case_id, r.phase, r.reason, _code(r.repro)] for r in shown],
-                      left=(0, 1, 2, 3), raw_columns=(3,), wide=(2,)))
-    if len(data.failures) > len(shown):
-        out.append(f'<p class="note">… and {len(data.failures) - len(shown)} more: <code>e2egen runs</code> / the store.</p>')
-    return out
+CSS = stylesheet()  # e2egen study's pages import it (diagnose/study.py)

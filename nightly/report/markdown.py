@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from e2egen.nightly.report.model import (ReportData, arithmetic_flags, arithmetic_rows, fmt, fmt_rate, headline,
-                                         histogram_rows, run_line, table_rows)
+from e2egen.metrics.names import HUGE_VALUE_NOTES
+from e2egen.nightly.report.model import (REPORT_TERMS, ReportData, arithmetic_change_rows, arithmetic_rows,
+                                         describe_term, fmt, fmt_rate, headline, histogram_rows, run_line, table_rows)
 
 MAX_LISTED = 25
 
@@ -49,36 +50,9 @@ def _short_reason(text: str, limit: int = 160) -> str:
 
 
 def render_markdown(data: ReportData) -> str:
+    """Failures first (new ones, then still failing), then arithmetic changes and trends, then the details."""
     out = [f"# {_text(data.title)}", "", _text(run_line(data.run)), "", f"**{_text(headline(data))}**", ""]
-    flags = arithmetic_flags(data)
-    if flags:
-        out += [f"**Arithmetic changed in {len(flags)} cell{'s' if len(flags) != 1 else ''}** "
-                "(the bound follows the new findings):", ""]
-        out += [f"- {_text(flag)}" for flag in flags] + [""]
-    if data.comparison is not None:
-        c = data.comparison
-        out += [f"## Against run {c.against}", "",
-                f"{len(c.new_failures)} new failures, {len(c.fixed)} fixed, "
-                f"{len(c.drifts)} drifts (a passing metric grew more than {c.factor:g}x)"
-                + (f"; {len(c.only_now)} cases new, {len(c.only_before)} gone" if c.only_now or c.only_before else ""), ""]
-        if c.new_failures:
-            out += ["### New failures", ""]
-            out += table(["case", "before", "reason", "repro"],
-                         [[ch.case_id, ch.before.status if ch.before else "(new case)", _short_reason(ch.now.reason),
-                           f"`{ch.now.repro}`"] for ch in c.new_failures[:MAX_LISTED]])
-            out += _more(len(c.new_failures)) + [""]
-        if c.fixed:
-            out += ["### Fixed", ""]
-            out += table(["case", "failed before with"], [[ch.case_id, _short_reason(ch.before.reason)] for ch in c.fixed[:MAX_LISTED]])
-            out += _more(len(c.fixed)) + [""]
-        if c.drifts:
-            out += [f"### Drifts (still passing, grew more than {c.factor:g}x)", ""]
-            out += table(["case", "metric", "before", "now", "growth", "now / tolerance"],
-                         [[d.case_id, d.metric, fmt(d.before), fmt(d.now), "from 0" if d.before <= 0 else f"{d.growth:.1f}x",
-                           fmt(d.ratio)] for d in c.drifts[:MAX_LISTED]])
-            out += _more(len(c.drifts)) + [""]
-    elif data.previous is None:
-        out += ["No earlier run to compare with.", ""]
+    out += _failures(data) + _arithmetic_changes(data) + _trends(data) + _against(data)
     rows = arithmetic_rows(data)
     if rows:
         out += ["## Arithmetic", "", "How each kernel computes, per impl, device and cell, as the probes measured it.", ""]
@@ -86,11 +60,17 @@ def render_markdown(data: ReportData) -> str:
         out.append("")
     out += ["## Aggregates", "",
             "Average and maximum of each metric over the cases of each group (finite values); "
-            "pass rate = passed / (passed + failed).", ""]
+            "pass rate = passed / (passed + failed). What each metric means: see the end.", ""]
+    notes: dict[str, None] = {}  # values marked *, explained once after the tables
     for t in data.tables:
+        rows = table_rows(t)
         out += [f"### By {t.title}", ""]
-        out += table(["", *[g.value for g in t.groups]], [[name, *cells] for name, cells in table_rows(t)])
+        out += table(["", *[g.value for g in t.groups]],
+                     [[row.label, *[f"{text} *" if note else text for text, note in zip(row.cells, row.notes)]]
+                      for row in rows])
+        notes.update(dict.fromkeys(n for row in rows for n in row.notes if n))
         out.append("")
+    out += [f"\\* {_text(note)}." for note in notes] + ([""] if notes else [])
     if data.histogram_by_dtype:
         out += ["## Relative-difference histogram", "", "Elements per bucket of |ref − out| / |ref|, summed over the cases of each dtype.", ""]
         cols = data.histogram_by_dtype
@@ -111,12 +91,82 @@ def render_markdown(data: ReportData) -> str:
                          fmt(r.tolerances.get(metric)) if metric else "–", fmt(r.margin), f"`{r.repro}`"])
         out += table(["case", "status", "metric", "value", "tolerance", "margin", "repro"], rows)
         out.append("")
-    if data.failures:
-        out += [f"## Failures ({len(data.failures)})", ""]
-        out += table(["case", "where", "reason"], [[r.case_id, r.phase, _short_reason(r.reason)] for r in data.failures[:MAX_LISTED]])
-        out += _more(len(data.failures)) + [""]
-    out += [f"_Generated {data.generated} by `e2egen report`; pass rate overall {fmt_rate(data.summary.pass_rate)}._", ""]
+    out += ["## What the numbers mean", "", "ref is the exact (float64) result, out the kernel's.", ""]
+    for name in (*data.metrics_shown(), *REPORT_TERMS):
+        huge = HUGE_VALUE_NOTES.get(name, (None, ""))[1]
+        out.append(f"- **{_text(name)}**: {_text(describe_term(name))}" + (f". Very large values: {_text(huge)}" if huge else "") + ".")
+    out += ["", f"_Generated {data.generated} by `e2egen report`; pass rate overall {fmt_rate(data.summary.pass_rate)}._", ""]
     return "\n".join(out)
+
+
+def _failures(data: ReportData) -> list[str]:
+    """One line per failure, new ones first: what needs action, before anything else."""
+    action = data.action
+    if action is None or not action.total:
+        return ["## Failures (0)", "", "None: every case that ran passed.", ""]
+    compared = f", {action.new} new" if action.compared else ""
+    out = [f"## Failures ({action.total}{compared})", ""]
+    for item in action.items[:MAX_LISTED]:
+        badge = "**new**" if item.new else ("still failing" if action.compared else "failing")
+        out.append(f"- {badge} {_code(item.record.case_id)}: {_text(item.summary)}")
+    shown = min(len(action.items), MAX_LISTED)
+    if action.total > shown:
+        new_left = action.new - sum(i.new for i in action.items[:MAX_LISTED])
+        out += ["", f"… and {action.total - shown} more not listed" + (f" ({new_left} of them new)" if action.compared else "")
+                + "; the HTML report has the details of each."]
+    return out + [""]
+
+
+def _arithmetic_changes(data: ReportData) -> list[str]:
+    rows = arithmetic_change_rows(data)
+    if not rows:
+        compared = data.comparison is not None and data.comparison.arithmetic is not None
+        return [f"No cell's measured arithmetic changed since run {_text(data.comparison.against)}.", ""] if compared else []
+    out = [f"## Arithmetic changes ({len(rows)})", "",
+           f"Cells whose measured arithmetic differs from run {_text(data.comparison.against)}'s; the bounds follow "
+           "the new findings.", ""]
+    out += table(["device", "impl", "op", "dtype", "before", "now", "what changed", "versions"],
+                 [[r.device, r.impl, r.op, r.dtype, r.before, r.now, "; ".join(r.changed), ", ".join(r.versions) or "unchanged"]
+                  for r in rows])
+    return out + [""]
+
+
+def _trends(data: ReportData) -> list[str]:
+    nights = data.trend.nights if data.trend is not None else ()
+    if len(nights) < 2:
+        return ["## Trends", "", f"Only one night in the store (run {_text(data.run.run_id)}): the trends start with the "
+                "second night.", ""]
+    out = ["## Trends", "", f"The last {len(nights)} nights, oldest first (plots in the HTML report).", ""]
+    rows = []
+    for night in nights:
+        worst = max(night.worst_bound_ratio.items(), key=lambda kv: kv[1], default=None)
+        slowest = max(night.kernel_seconds.items(), key=lambda kv: kv[1], default=None)
+        rows.append([night.run_id, night.date or "–", fmt_rate(night.pass_rate),
+                     f"{fmt(worst[1])} ({worst[0]})" if worst else "–",
+                     f"{fmt(slowest[1] * 1e3)} ({slowest[0]})" if slowest else "–"])
+    out += table(["run", "started", "pass rate", "worst bound_ratio (op)", "median kernel ms of the slowest op"], rows)
+    return out + [""]
+
+
+def _against(data: ReportData) -> list[str]:
+    c = data.comparison
+    if c is None:
+        return ["No earlier run to compare with.", ""]
+    out = [f"## Against run {c.against}", "",
+           f"{len(c.new_failures)} new failures (listed above), {len(c.fixed)} fixed, "
+           f"{len(c.drifts)} drifts (a passing metric grew more than {c.factor:g}x)"
+           + (f"; {len(c.only_now)} cases new, {len(c.only_before)} gone" if c.only_now or c.only_before else ""), ""]
+    if c.fixed:
+        out += ["### Fixed", ""]
+        out += table(["case", "failed before with"], [[ch.case_id, _short_reason(ch.before.reason)] for ch in c.fixed[:MAX_LISTED]])
+        out += _more(len(c.fixed)) + [""]
+    if c.drifts:
+        out += [f"### Drifts (still passing, grew more than {c.factor:g}x)", ""]
+        out += table(["case", "metric", "before", "now", "growth", "now / tolerance"],
+                     [[d.case_id, d.metric, fmt(d.before), fmt(d.now), "from 0" if d.before <= 0 else f"{d.growth:.1f}x",
+                       fmt(d.ratio)] for d in c.drifts[:MAX_LISTED]])
+        out += _more(len(c.drifts)) + [""]
+    return out
 
 
 def _more(total: int) -> list[str]:

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from e2egen.metrics.names import HISTOGRAM_BUCKETS  # noqa: E402
 from e2egen.nightly.records import CaseRecord  # noqa: E402
 from e2egen.nightly.report.aggregate import HistogramColumn, column_order  # noqa: E402
+from e2egen.nightly.report.trends import Trend  # noqa: E402
 
 DPI = 110
 
@@ -78,6 +79,45 @@ def margin_plot(records: Sequence[CaseRecord]) -> bytes | None:
     ax.set_title("Headroom of every case", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
+
+
+def pass_rate_trend(trend: Trend) -> bytes | None:
+    """Pass rate per night (%); a night without a judged case is a gap."""
+    rates = [100 * n.pass_rate if n.pass_rate is not None else math.nan for n in trend.nights]
+    if len(trend.nights) < 2 or all(math.isnan(r) for r in rates):
+        return None
+    fig, ax = _trend_axes(trend, "Pass rate per night")
+    ax.plot(range(len(rates)), rates, marker="o", color="#1a7f37")
+    ax.set_ylabel("pass rate (%)")
+    return _png(fig)
+
+
+def family_trend(trend: Trend, values: str, title: str, ylabel: str, *, scale: float = 1.0,
+                 limit_line: float | None = None) -> bytes | None:
+    """One line per op family of a per-night mapping (Night.<values>), log scale; `limit_line` marks a tolerance."""
+    series = {f: [getattr(n, values).get(f, math.nan) * scale for n in trend.nights] for f in trend.families}
+    series = {f: v for f, v in series.items() if any(x > 0 for x in v if not math.isnan(x))}
+    if len(trend.nights) < 2 or not series:
+        return None
+    fig, ax = _trend_axes(trend, title)
+    for family, points in series.items():
+        ax.plot(range(len(points)), [p if p > 0 else math.nan for p in points], marker="o", label=_short(family))
+    if limit_line is not None:
+        ax.axhline(limit_line, color="#c0392b", linestyle="--", linewidth=1)
+        ax.text(0, limit_line, " bound", color="#c0392b", fontsize=8, va="bottom")
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7, loc="best")
+    return _png(fig)
+
+
+def _trend_axes(trend: Trend, title: str):
+    fig, ax = plt.subplots(figsize=(6, 2.8))
+    ax.set_xticks(range(len(trend.nights)))
+    ax.set_xticklabels(trend.labels, rotation=30, ha="right", fontsize=7)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig, ax
 
 
 def _short(label: str, limit: int = 48) -> str:

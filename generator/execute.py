@@ -325,9 +325,21 @@ def _judge_arithmetic(outcome: Outcome, measured: Measured) -> Outcome:
                                           for v, entry in excused if not entry.shipped))
     if not failing:
         return judged
-    broken = "arithmetic: " + "; ".join(v.message for v in failing)
+    broken = "arithmetic: " + "; ".join(_reason_parts(failing))
     return replace(judged, status="failed", broken=tuple(v.key for v in failing),
                    reason=broken + (f"; {outcome.reason}" if outcome.reason else ""))
+
+
+def _reason_parts(failing: list[Violation]) -> list[str]:
+    """The broken requirements as a reason line says them: the probes' unexplained outcomes, which can run to
+    thousands of characters, as one phrase with their count (the report lists each); the others in full."""
+    unexplained = [v for v in failing if v.key == UNEXPLAINED]
+    parts = [v.message for v in failing if v.key != UNEXPLAINED]
+    if unexplained:
+        head = unexplained[0].message.split(": ", 1)[0]
+        count = f"{len(unexplained)} findings" if len(unexplained) > 1 else "1 finding"
+        parts.insert(0, f"{head.removesuffix(')')}; {count} in the report)" if head.endswith(")") else f"{head} ({count} in the report)")
+    return parts
 
 
 def policy_loosened(case: Case, problem: Problem) -> list[str]:

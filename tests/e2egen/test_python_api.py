@@ -37,6 +37,14 @@ def test_a_correct_kernel_passes_and_a_planted_error_fails():
     assert "bound_ratio" in bad.reason
 
 
+def test_the_reason_line_counts_the_probes_findings_and_the_report_lists_each():
+    bad = e2egen.judge(_off_by_a_permille, "gemm", SHAPE, "f16")
+    listed = [line for line in bad.report.splitlines() if line.startswith("REQUIREMENT BROKEN: the probes'")]
+    assert len(listed) >= 2
+    assert f"(a kernel bug; {len(listed)} findings in the report)" in bad.reason
+    assert len(bad.reason) < 400 and "->" not in bad.reason  # no probe values in the one line
+
+
 def test_the_verdict_is_the_catalogue_cases_verdict():
     """The same problem written as a catalogue: the same case, the same inputs, the same metrics."""
     catalogue = parse_catalogue(f"""

@@ -28,7 +28,6 @@ SOURCE = "e2egen.judge()"  # where a mistake is, as messages name it
 _SUITE, _CONFIG, _RANGE = "judge", "given", "given"
 DEFAULT_DATA_RANGE = (-1.0, 1.0)
 # The suite-level tables a call may give, as in a catalogue's [[suite]] (docs/reference/catalogue.md).
-_SUITE_TABLES = ("tolerances", "reference", "bound", "require")
 _LENT_NAMES = itertools.count(1)
 
 
@@ -37,7 +36,8 @@ def judge(kernel: Callable[..., Any] | str | None, op: str, shape: Mapping[str, 
           integer_data: bool = False, seed: int = 0, device: str | None = None,
           tolerances: Mapping[str, Any] | None = None, reference: Mapping[str, Any] | None = None,
           bound: Mapping[str, Any] | None = None, require: Mapping[str, Any] | None = None,
-          accept: list[Mapping[str, Any]] | None = None, timeout: float | None = None) -> Outcome:
+          verifier: Mapping[str, Any] | None = None, accept: list[Mapping[str, Any]] | None = None,
+          timeout: float | None = None) -> Outcome:
     """Run `kernel` on one problem and judge it as a generated test would; returns its Outcome.
 
     kernel: a callable with the op's signature, "package.module:function", or None / "torch" for torch's own.
@@ -46,8 +46,8 @@ def judge(kernel: Callable[..., Any] | str | None, op: str, shape: Mapping[str, 
     layout: one of the op's layouts (None: its first, e.g. "nn" for gemm, "nchw" for conv).
     data_range, integer_data: where inputs are drawn, uniform reals in [lo, hi] or the integers lo..hi.
     seed: the global seed; the case's own seed derives from it and the case id, as in a catalogue.
-    tolerances, reference, bound, require, accept: a catalogue's tables of the same names (the suite-level
-        ones, and [[accept]] entries); None: the defaults, i.e. the model's verdict.
+    tolerances, reference, bound, require, verifier, accept: a catalogue's tables of the same names (the
+        suite-level ones, and [[accept]] entries); None: the defaults, i.e. the model's verdict alone.
     timeout: seconds the case may take (None: no limit).
 
     Outcome.passed says whether it passed; .status, .reason, .report (every metric, the worst element, the
@@ -58,7 +58,8 @@ def judge(kernel: Callable[..., Any] | str | None, op: str, shape: Mapping[str, 
 
     with _kernel_name(kernel) as impl:
         case = _the_case(impl, op, shape, dtype, direction, layout, data_range, integer_data, seed,
-                         {"tolerances": tolerances, "reference": reference, "bound": bound, "require": require},
+                         {"tolerances": tolerances, "reference": reference, "bound": bound, "require": require,
+                          "verifier": verifier},
                          accept)
         repro = _repro(kernel, impl, op, shape, dtype, direction, case.layout, data_range, integer_data, seed)
         return execute(case, device=device, timeout=timeout, repro=repro)

@@ -12,7 +12,7 @@ from e2egen.generator import layers
 from e2egen.generator.case_id import CaseId
 from e2egen.metrics.names import BOUND_METRIC_NAMES
 from e2egen.runner.arithmetic.requirements import Acceptance
-from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
+from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements, VerifierOptions
 
 if TYPE_CHECKING:
     from e2egen import runner
@@ -85,6 +85,7 @@ class Case:
     bytes_needed: int
     reduction_size: int
     require: Requirements = Requirements()  # what the kernel's measured arithmetic must be (catalogue `require`)
+    verifier: VerifierOptions = VerifierOptions()  # a second verifier beside e2egen's verdict (catalogue `verifier`)
     accepted: tuple[Acceptance, ...] = ()  # the catalogue's [[accept]] entries, all of them, in catalogue order
     location: str = field(default="", compare=False)
     timeout: float | None = None  # seconds the case may run (catalogue `timeout`); None: DEFAULT_TIMEOUT
@@ -97,6 +98,8 @@ class Case:
             raise TypeError(f"Case.bound must be a BoundModel or None, got {type(self.bound).__name__}")
         if not isinstance(self.require, Requirements):
             raise TypeError(f"Case.require must be Requirements, got {type(self.require).__name__}")
+        if not isinstance(self.verifier, VerifierOptions):
+            raise TypeError(f"Case.verifier must be VerifierOptions, got {type(self.verifier).__name__}")
         if not isinstance(self.accepted, tuple) or not all(isinstance(a, Acceptance) for a in self.accepted):
             raise TypeError(f"Case.accepted must be a tuple of Acceptance, got {self.accepted!r}")
 
@@ -127,6 +130,7 @@ class Case:
         data["reference"] = self.reference.to_catalogue()
         data["bound"] = self.bound.to_catalogue() if self.bound is not None else None
         data["require"] = self.require.to_catalogue()
+        data["verifier"] = self.verifier.to_catalogue()
         data["accepted"] = [entry.to_catalogue() for entry in self.accepted]
         data["markers"] = list(self.markers)
         return data
@@ -140,6 +144,7 @@ class Case:
         values["bound"] = BoundModel.from_catalogue(data["bound"]) if data["bound"] is not None else None
         # Records written before requirements existed have neither key: the defaults.
         values["require"] = Requirements.from_catalogue(data.get("require") or {})
+        values["verifier"] = VerifierOptions.from_catalogue(data.get("verifier") or {})  # none in older records
         values["accepted"] = tuple(Acceptance.from_catalogue(entry) for entry in data.get("accepted") or ())
         case = cls(**values)
         if "id" in data and data["id"] != case.id:
@@ -182,6 +187,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             continue
         reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
         require = _options(options, Requirements, _resolve(levels, catalogue.require, suite.require, config.require))
+        verifier = _options(options, VerifierOptions, _resolve(levels, catalogue.verifier, suite.verifier, config.verifier))
         lo, hi = catalogue.ranges[axes["range"]]
         shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
         figures = figures_by_shape.get(shape_key)
@@ -205,7 +211,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
             reference=reference, bound=bound, impl=suite.impl,
             markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
             flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
-            require=require, accepted=catalogue.accepted, location=str(config.location),
+            require=require, verifier=verifier, accepted=catalogue.accepted, location=str(config.location),
             timeout=_timeout(catalogue, suite, config), data=catalogue.range_data.get(axes["range"], "uniform"),
         ))
     if problems:

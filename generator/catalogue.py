@@ -78,6 +78,7 @@ class Config:
     markers: tuple[str, ...] = ()
     pr: bool | None = None
     require: Layered = EMPTY
+    verifier: Layered = EMPTY
     timeout: float | None = None  # seconds a case may run; None: the suite's
 
 
@@ -101,6 +102,7 @@ class Suite:
     markers: tuple[str, ...] = ()
     pr: bool = False
     require: Layered = EMPTY
+    verifier: Layered = EMPTY
     timeout: float | None = None  # seconds a case may run; None: the catalogue's
 
 
@@ -119,5 +121,6 @@ class Catalogue:
     pr_selection_path: str | None = None
     pr_selection: Mapping[str, str] = field(default_factory=frozen)
     require: Layered = EMPTY
+    verifier: Layered = EMPTY
     accepted: tuple["Acceptance", ...] = ()  # the [[accept]] entries, in catalogue order
     timeout: float | None = None  # seconds a case may run; None: cases.DEFAULT_TIMEOUT

@@ -7,7 +7,7 @@ caching is often off):
     CONFIGS   config name -> {"params", "location", "markers", "timeout"}  (the catalogue's own markers;
               the config's resolved time limit in seconds, None for the default)
     RANGES    range name -> (low, high), or (low, high, data) where inputs are not uniform reals
-    SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "accepted"}
+    SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "verifier", "accepted"}
               (options as catalogue tables; accepted: the [[accept]] entries as tables)
     rows      (case id, seed, settings name, PR reason or None, flops, bytes needed, reduction size)
 
@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from e2egen.generator.case_id import CaseId
 from e2egen.generator.cases import Case, case_markers
 from e2egen.runner.arithmetic.requirements import Acceptance
-from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements
+from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements, VerifierOptions
 
 ROW_FIELDS = ("id", "seed", "settings", "pr_reason", "flops", "bytes_needed", "reduction_size")
 
@@ -41,13 +41,14 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
         ranges.setdefault(case.range, (case.lo, case.hi) if case.data == "uniform" else (case.lo, case.hi, case.data))
         # options are hashable values
-        key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound, case.require, case.accepted)
+        key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound, case.require, case.verifier, case.accepted)
         if key not in settings_names:
             settings_names[key] = f"s{len(settings_names)}"
             settings[settings_names[key]] = {
                 "tolerances": dict(case.tolerances), "reference": case.reference.to_catalogue(),
                 "bound": case.bound.to_catalogue() if case.bound is not None else None,
-                "require": case.require.to_catalogue(), "accepted": [entry.to_catalogue() for entry in case.accepted]}
+                "require": case.require.to_catalogue(), "verifier": case.verifier.to_catalogue(),
+                "accepted": [entry.to_catalogue() for entry in case.accepted]}
         rows.append((case.id, case.seed, settings_names[key], case.pr_reason if case.pr else None,
                      case.flops, case.bytes_needed, case.reduction_size))
     return {"configs": configs, "ranges": ranges, "settings": settings, "rows": rows}
@@ -60,6 +61,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
     settings = {name: (entry["tolerances"], ReferenceOptions.from_catalogue(entry["reference"]),
                        BoundModel.from_catalogue(entry["bound"]) if entry["bound"] is not None else None,
                        Requirements.from_catalogue(entry.get("require") or {}),
+                       VerifierOptions.from_catalogue(entry.get("verifier") or {}),
                        tuple(Acceptance.from_catalogue(a) for a in entry.get("accepted") or ()))
                 for name, entry in _table(tables, "settings").items()}
     cases = []
@@ -67,7 +69,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
         values = dict(zip(ROW_FIELDS, row))
         key = CaseId.parse(values["id"])
         config = configs[key.config]
-        tolerances, reference, bound, require, accepted = settings[values["settings"]]
+        tolerances, reference, bound, require, verifier, accepted = settings[values["settings"]]
         lo, hi, *data = ranges[key.range]
         pr = values["pr_reason"] is not None
         cases.append(Case(
@@ -76,7 +78,7 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
             tolerances=tolerances, reference=reference, bound=bound,
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],
-            require=require, accepted=accepted, location=config["location"], timeout=config.get("timeout"),
+            require=require, verifier=verifier, accepted=accepted, location=config["location"], timeout=config.get("timeout"),
             data=data[0] if data else "uniform",
         ))
     return cases

@@ -205,14 +205,46 @@ def _run_case_itself(case: Case, torch_device: torch.device, repro: str, timings
     timings.update(result.timings)
     loosened = tuple(policy_loosened(case, problem))
     outcome = _judge_outputs(case, result, repro, timings, loosened)
-    if result.arithmetic is None:
+    if result.arithmetic is not None:
+        try:
+            outcome = _judge_arithmetic(outcome, result.arithmetic)
+        except Exception as err:  # a bug in judging must not kill the sweep either
+            reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
+            return replace(outcome, status="failed", reason=reason,
+                           report=reason + "\n" + traceback.format_exc() + outcome.report)
+    return _judge_with_verifier(outcome, result)
+
+
+def _judge_with_verifier(outcome: Outcome, result: RunResult) -> Outcome:
+    """e2egen's verdict (metrics and requirements) and, when the case names one, a second verifier's on the
+    primary output (metrics.rocmlir_verifier): `verifier.decides` says which fails the case, both are
+    reported, and where they differ the reason says why."""
+    options = outcome.case.verifier
+    if options.kind == "none":
         return outcome
-    try:
-        return _judge_arithmetic(outcome, result.arithmetic)
-    except Exception as err:  # a bug in judging must not kill the sweep either
-        reason = f"error while judging the arithmetic: {type(err).__name__}: {err}"
-        return replace(outcome, status="failed", reason=reason,
-                       report=reason + "\n" + traceback.format_exc() + outcome.report)
+    from e2egen.metrics.rocmlir_verifier import disagreement, verify
+
+    output = result.primary
+    verdict = verify(output.ref, output.out, output.dtype, options)
+    e2egen_passed = outcome.status == "passed"
+    bound_ratio = getattr(outcome.comparison, "bound_ratio", None)
+    why = disagreement(verdict, e2egen_passed, bound_ratio)
+    deciding = {"both": "both verdicts (either failing fails the case)", "verifier": "rocMLIR's verifier alone",
+                "e2egen": "e2egen's verdict alone"}[options.decides]
+    lines = [verdict.report(), f"decided by: {deciding} (verifier.decides = \"{options.decides}\")"]
+    if why:
+        lines.append(f"the verdicts differ: {why}")
+    failed = ((options.decides != "e2egen" and not verdict.passed)
+              or (options.decides != "verifier" and not e2egen_passed))
+    reasons = []
+    if not verdict.passed and options.decides != "e2egen":
+        reasons.append(verdict.summary())
+    if not e2egen_passed and options.decides != "verifier":
+        reasons.append(outcome.reason)
+    if failed and why:
+        reasons.append(why)
+    return replace(outcome, status="failed" if failed else "passed", reason="; ".join(reasons) if failed else "",
+                   report="\n".join(lines) + ("\n" + outcome.report if outcome.report else ""))
 
 
 def _judge_outputs(case: Case, result: RunResult, repro: str, timings: dict[str, float],

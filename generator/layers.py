@@ -26,7 +26,7 @@ from e2egen.runner.dtypes import DTYPES
 if TYPE_CHECKING:
     from e2egen.generator.catalogue import Catalogue, Layered
 
-TABLES = ("tolerances", "reference", "bound", "require")
+TABLES = ("tolerances", "reference", "bound", "require", "verifier")
 SCOPES = ("default", "catalogue", "suite", "config")  # least to most specific
 KEY_KINDS = ("", "direction", "dtype", "dtype.direction")  # least to most specific, within a scope
 

@@ -18,6 +18,7 @@ from e2egen.generator import schema
 from e2egen.generator.cases import SEED_RULE, parse_seed
 from e2egen.generator.catalogue import Catalogue, Config, Exclude, Layered, Suite, frozen, module_slug
 from e2egen.generator.errors import CatalogueError, Location, Problem, did_you_mean, unknown
+from e2egen.generator.layers import TABLES as LAYERED_TABLES
 from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
 from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml, read_toml_text, unreadable
@@ -25,7 +26,8 @@ from e2egen.runner.arithmetic.requirements import Acceptance
 from e2egen.runner.ops.base import UNKNOWN_LAYOUT
 from e2egen.runner.options import OPTION_TYPES, OptionKey, Requirements
 
-LAYERED_TABLES = ("tolerances", "reference", "bound", "require")
+RANDOM_INPUTS_KEY = "random"  # schema.RANGE_KEYS' key: a [ranges] table's inputs drawn at random (the others constant)
+INPUT_NAME = r"[A-Za-z_][A-Za-z0-9_]*"  # an op's input name (conv's x, w, dy; gemm's a, b)
 
 
 def load_catalogue(path: str | Path) -> Catalogue:
@@ -146,11 +148,17 @@ class _Reader(TomlReader):
             return 0
 
     def ranges(self, table: dict) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-        """name -> (lo, hi), and name -> data kind for the ranges that are not uniform reals.
+        """name -> (lo, hi), and name -> data (runner.join_input_data's string) for the ranges that are not
+        uniform reals.
 
-        A range is `[lo, hi]` (uniform reals) or `{ range = [lo, hi], data = "integers" }` (the integers
-        lo..hi inclusive, each equally likely: rocMLIR's seeded default data).
+        A range is `[lo, hi]` (uniform reals) or a table `{ range = [lo, hi], data = KIND, random = [INPUT, ...] }`:
+        data "integers" draws the integers lo..hi inclusive, each equally likely (rocMLIR's seeded default
+        data); "pattern" is rocmlir-gen's fixed pattern and "ones" all ones, both inside [lo, hi]; `random`
+        (uniform or integer data only) draws the inputs it names and fills the others with rocmlir-gen's
+        constant (its -rand_side).
         """
+        from e2egen.runner.problem import join_input_data  # with the runner, as runner.INPUT_DATA below
+
         ranges, kinds = {}, {}
         self.defined_ranges = tuple(name for name in table if re.fullmatch(schema.NAME_PATTERN, name))
         for name, value in table.items():
@@ -158,13 +166,17 @@ class _Reader(TomlReader):
             if not re.fullmatch(schema.NAME_PATTERN, name):
                 self.problem(key_path, f"{name!r} is not a valid range name")
                 continue
-            data = "uniform"
+            data, random = "uniform", ()
             if isinstance(value, dict):
                 self.unknown_keys(value, schema.RANGE_KEYS, key_path)
                 data = value.get("data", "uniform")
                 if data not in runner.INPUT_DATA:
                     self.problem(key_path + ("data",), unknown("data", data, runner.INPUT_DATA))
                     continue
+                if RANDOM_INPUTS_KEY in value:
+                    random = self.random_inputs(value[RANDOM_INPUTS_KEY], data, key_path + (RANDOM_INPUTS_KEY,))
+                    if random is None:
+                        continue
                 if "range" not in value:
                     self.problem(key_path + ("range",), "missing: expected range = [lo, hi]")
                     continue
@@ -182,12 +194,26 @@ class _Reader(TomlReader):
                 self.problem(key_path, f"integer data needs integer bounds, got [{lo}, {hi}]")
                 continue
             ranges[name] = (float(lo), float(hi))
-            if data != "uniform":
-                kinds[name] = data
+            if data != "uniform" or random:
+                kinds[name] = join_input_data(data, random)
         return ranges, kinds
 
+    def random_inputs(self, value: Any, data: str, key_path: tuple) -> tuple[str, ...] | None:
+        """A range's `random`: the op's inputs drawn at random (each input named once), for random data only."""
+        from e2egen.runner.problem import RANDOM_DATA
+
+        if data not in RANDOM_DATA:
+            self.problem(key_path, f"random inputs need data {' or '.join(map(repr, RANDOM_DATA))}, not {data!r}")
+            return None
+        if not (isinstance(value, list) and value and all(isinstance(v, str) and re.fullmatch(INPUT_NAME, v) for v in value)
+                and len(set(value)) == len(value)):
+            self.problem(key_path, f"expected a non-empty list of distinct input names such as [\"w\"] (the op's inputs, "
+                                   f"e.g. conv's x, w, dy), got {describe(value)}")
+            return None
+        return tuple(value)
+
     def check_range_data(self, ranges: Mapping, range_data: Mapping, axes: Mapping, key_path: tuple) -> None:
-        """Integer data must be exact in every dtype of the suite that draws it."""
+        """Integer data must be exact, and a pattern or ones inside its range, in every dtype of the suite."""
         for name in axes["ranges"]:
             if name not in range_data:
                 continue
@@ -433,6 +459,7 @@ class _Reader(TomlReader):
             reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
             bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
             require=self.layered("require", data.get("require"), key_path + ("require",)),
+            verifier=self.layered("verifier", data.get("verifier"), key_path + ("verifier",)),
             excludes=excludes, impl=None if impl in (None, "torch") else impl,
             markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=bool(pr),
             timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
@@ -489,6 +516,7 @@ class _Reader(TomlReader):
             reference=self.layered("reference", data.get("reference"), key_path + ("reference",)),
             bound=self.layered("bound", data.get("bound"), key_path + ("bound",)),
             require=self.layered("require", data.get("require"), key_path + ("require",)),
+            verifier=self.layered("verifier", data.get("verifier"), key_path + ("verifier",)),
             excludes=excludes, markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=pr,
             timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
         )

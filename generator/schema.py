@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from e2egen.generator.catalogue import AXES
 
-TOP_KEYS = ("seed", "pr_selection", "ranges", "tolerances", "reference", "bound", "require", "accept", "suite", "timeout")
+TOP_KEYS = ("seed", "pr_selection", "ranges", "tolerances", "reference", "bound", "require", "verifier", "accept", "suite", "timeout")
 SUITE_KEYS = (
     "name", "description", "op", "dtypes", "directions", "layouts", "ranges",
-    "config", "exclude", "tolerances", "reference", "bound", "require", "impl", "markers", "pr", "timeout",
+    "config", "exclude", "tolerances", "reference", "bound", "require", "verifier", "impl", "markers", "pr", "timeout",
 )
-RANGE_KEYS = ("range", "data")  # a [ranges] entry written as a table: { range = [lo, hi], data = "integers" }
-CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "require", "markers", "pr", "timeout")
+RANGE_KEYS = ("range", "data", "random")  # a [ranges] entry as a table: { range = [lo, hi], data = "integers", random = ["w"] }
+CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "require", "verifier", "markers", "pr", "timeout")
 CONFIG_EXCLUDE_KEYS = AXES  # an exclude names suite axes; a suite's may also name configs
 SUITE_EXCLUDE_KEYS = ("configs", *AXES)
 
-# The keys, kinds and defaults of the [reference], [bound] and [require] tables live
-# with their dataclasses: e2egen.runner.options (ReferenceOptions, BoundModel, Requirements).
+# The keys, kinds and defaults of the [reference], [bound], [require] and [verifier] tables live
+# with their dataclasses: e2egen.runner.options (ReferenceOptions, BoundModel, Requirements, VerifierOptions).
 # An [[accept]] entry's keys: device (required), impl, cells, require (required), reason (required).
 ACCEPT_KEYS = ("device", "impl", "cells", "require", "reason")
 

@@ -507,8 +507,10 @@ class FormatRoundings:
 class IntermediateRounding:
     """The rounding of a fused op's intermediate before its second product (attention's P before P·V) to
     the format the probes found (Arithmetic.intermediate; "exact": it stays in the compute format, no
-    rounding); where not measured, to the dtype's input format. `tiny`: half that format's subnormal
-    spacing (the absolute error of an intermediate that small) instead of its unit roundoff."""
+    rounding); where not measured, to the dtype's input format. `tiny`: the absolute error of an intermediate
+    that small instead of its unit roundoff: half that format's subnormal spacing, and at least f32's smallest
+    normal, since the exponential that makes it may return 0 for a subnormal result (vectorised exps do below
+    f32's normal range; the default requirement lets subnormals go, `require.subnormals = "kept"` does not)."""
 
     dtype: str
     tiny: bool = False
@@ -518,7 +520,8 @@ class IntermediateRounding:
         measured = arithmetic is not None and not arithmetic.unexplained and arithmetic.intermediate != ""
         fmt = arithmetic.intermediate if measured else input_format_name(self.dtype)
         if self.tiny:
-            return metrics.get_format("f32" if fmt == "exact" else fmt).min_subnormal / 2
+            rounded = metrics.get_format("f32" if fmt == "exact" else fmt).min_subnormal / 2
+            return max(rounded, metrics.get_format("f32").min_normal)
         if fmt == "exact":
             return 0.0
         toward_zero = measured and arithmetic.intermediate_rounding == "toward-zero"

@@ -9,6 +9,12 @@ scores) or quantize them itself (Op.quantize_inputs: a scaled gemm's block scale
 depend on the seed, shapes and dtype only: not on the layout, not on the device. The reference gets
 exactly these rounded values, upcast to float64.
 
+rocmlir-gen's deterministic data (problem.py's input data kinds): "pattern" repeats its fixed pattern for
+each input's format over the input's elements in the order the layout stores them, as rocmlir-gen fills
+its buffers (so this one kind depends on the layout); "ones" makes every input 1. With random inputs named
+(rocmlir-gen's -rand_side) only those are drawn, as above; the others hold rocmlir-gen's constant, 1 beside
+integers and 0.1 beside reals.
+
 The draw is float64, except where every input format has at most 11 significand bits (f16, bf16,
 fp8) or is f32 and the op takes the plain draw: there it is f32 (24 bits, at least 13 more than a narrow
 format, so the values still cover the format's grid), scaled to the range in float64 and rounded once to
@@ -18,6 +24,7 @@ writes half the memory of a float64 one (1.8x faster here).
 """
 from __future__ import annotations
 
+import math
 from typing import Collection
 
 import torch
@@ -28,7 +35,7 @@ from e2egen.metrics.encoding import decode, encode
 
 from e2egen.runner import draws, magnitude, narrowing
 from e2egen.runner.dtypes import FLOAT8, input_format_name, storage_dtype
-from e2egen.runner.problem import Problem
+from e2egen.runner.problem import CONSTANT_BESIDE_RANDOM, Problem, pattern_of, split_input_data
 
 
 def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
@@ -38,15 +45,34 @@ def generate_inputs(problem: Problem) -> dict[str, torch.Tensor]:
     ranges = problem.spec.input_ranges(problem.params, problem.input_range)
     formats = input_formats(problem)
     draw_dtype = torch.float32 if draws_in_f32(problem, formats) else torch.float64
+    kind, random = split_input_data(problem.input_data)
     drawn = {}
     for stream, (name, shape) in enumerate(problem.input_shapes.items()):
         lo, hi = ranges.get(name, problem.input_range)
-        if problem.input_data == "integers":
+        if kind == "pattern":
+            drawn[name] = pattern_in_memory_order(problem, name, shape, pattern_of(formats[name]))
+        elif kind == "ones" or (random and name not in random):
+            drawn[name] = torch.full(shape, CONSTANT_BESIDE_RANDOM.get(kind, 1.0), dtype=torch.float64)
+        elif kind == "integers":
             drawn[name] = draw_integers(shape, lo, hi, generator)
-            continue
-        drawn[name] = draws.uniform(shape, lo, hi, problem.seed, stream, draw_dtype)
+        else:
+            drawn[name] = draws.uniform(shape, lo, hi, problem.seed, stream, draw_dtype)
     problem.numerics.adjust_inputs(problem.params, drawn)
     return problem.numerics.quantize_inputs(problem.params, drawn, formats)
+
+
+def pattern_in_memory_order(problem: Problem, name: str, shape, pattern: tuple[float, ...]) -> torch.Tensor:
+    """The logical tensor whose storage in the problem's layout (arrange_for_kernel) repeats `pattern` element
+    after element: rocmlir-gen fills a buffer in the order it lays the tensor out in memory, so the same
+    logical element gets a different value in another layout."""
+    count = math.prod(shape)
+    index = torch.arange(count, dtype=torch.float64).reshape(shape)  # each element's logical position, exact
+    stored = problem.numerics.arrange_inputs(problem.params, {name: index}, problem.layout)[name]
+    by_stride = sorted(range(stored.dim()), key=lambda d: stored.stride(d), reverse=True)
+    in_memory = stored.permute(by_stride).reshape(-1).to(torch.int64)  # a dense tensor: largest stride outermost
+    position = torch.empty(count, dtype=torch.int64)
+    position[in_memory] = torch.arange(count)
+    return torch.tensor(pattern, dtype=torch.float64)[position % len(pattern)].reshape(shape)
 
 
 F32_DRAW_MAX_BITS = 11  # significand bits (implicit one included) of the widest format an f32 draw serves

@@ -219,5 +219,37 @@ if Requirements.catalogue_keys() != REQUIREMENT_NAMES:  # pragma: no cover - a c
     raise AssertionError(f"RequirementName {REQUIREMENT_NAMES} must list Requirements.KEYS {Requirements.catalogue_keys()}")
 
 
+# verifier.kind: no second verifier, or rocMLIR's (rocmlir-gen's legacy comparator, metrics/rocmlir_verifier.py)
+VerifierKind = Literal["none", "rocmlir"]
+VERIFIER_KINDS: tuple[VerifierKind, ...] = get_args(VerifierKind)
+# verifier.decides: which verdict passes or fails the case; the other is reported beside it
+VerdictChoice = Literal["both", "verifier", "e2egen"]
+VERDICT_CHOICES: tuple[VerdictChoice, ...] = get_args(VerdictChoice)
+
+
+@dataclass(frozen=True)
+class VerifierOptions(CatalogueOptions):
+    """A second verifier judged beside e2egen's own verdict: rocMLIR's, for catalogues imported from it.
+
+    rms, abs_diff, rel_diff: its thresholds; 0 is "not given", as in rocmlir-gen (`if (RMSThreshold)`): the
+    verifier's own default for the output format then applies (metrics/rocmlir_verifier.py holds them).
+    decides: "both" (the case fails when either fails), "verifier" or "e2egen" (that one alone decides)."""
+
+    kind: VerifierKind = "none"
+    rms: float = 0.0
+    abs_diff: float = 0.0
+    rel_diff: float = 0.0
+    decides: VerdictChoice = "both"
+
+    TABLE: ClassVar[str] = "verifier"
+    KEYS: ClassVar[tuple[OptionKey, ...]] = (
+        OptionKey("kind", "kind", "choice", VERIFIER_KINDS, "verifier"),
+        OptionKey("rms", "rms", "nonnegative"),
+        OptionKey("abs_diff", "abs_diff", "nonnegative"),
+        OptionKey("rel_diff", "rel_diff", "nonnegative"),
+        OptionKey("decides", "decides", "choice", VERDICT_CHOICES, "verdict choice"),
+    )
+
+
 OPTION_TYPES: Mapping[str, type[CatalogueOptions]] = {"reference": ReferenceOptions, "bound": BoundModel,
-                                                     "require": Requirements}
+                                                     "require": Requirements, "verifier": VerifierOptions}

@@ -22,11 +22,38 @@ if TYPE_CHECKING:
     from e2egen.runner.ops.numerics import OpNumerics
 
 _SEED_LIMIT = 2 ** 64  # torch.Generator.manual_seed accepts unsigned 64-bit seeds
-# How inputs are drawn from input_range: "uniform" real numbers in [lo, hi), or "integers" lo..hi inclusive
-# (each equally likely; rocMLIR's seeded default data, which makes many f32 conv/gemm results exact).
-# How inputs are drawn from [lo, hi]: reals (uniform), or the integers lo..hi (a range's `data`).
-InputData = Literal["uniform", "integers"]
+# How inputs get their values (a range's `data`): "uniform" real numbers in [lo, hi]; "integers" lo..hi inclusive
+# (each equally likely; rocMLIR's seeded default data, which makes many f32 conv/gemm results exact);
+# "pattern", rocmlir-gen's fixed pattern for each input's format (runner/inputs.py); "ones", every input 1.
+# [lo, hi] bounds a pattern's or the ones' values (checked) but is not drawn from.
+InputData = Literal["uniform", "integers", "pattern", "ones"]
 INPUT_DATA: tuple[InputData, ...] = get_args(InputData)
+RANDOM_DATA: tuple[InputData, ...] = ("uniform", "integers")  # the kinds drawn at random: they may name `random` inputs
+# rocmlir-gen's fixed patterns (getTensorInitPattern), repeated over each tensor's elements in memory order
+PATTERNS: Mapping[str, tuple[float, ...]] = {"float": (0.5, -1.0, 0.75), "integer": (1.0, -1.0, 2.0),
+                                             "f4e2m1": (1.0, -4.0, 0.5, 1.5),
+                                             "e8m0": (1.0, 2.0, 4.0, 8.0, 0.5, 0.25, 0.125)}
+# What rocmlir-gen's -rand_side puts in the inputs it does not draw (their min = max = 1)
+CONSTANT_BESIDE_RANDOM: Mapping[InputData, float] = {"integers": 1.0, "uniform": 0.1}
+_RANDOM_MARK = " random="  # input_data "integers random=w,x": only w and x drawn (split_input_data)
+
+
+def pattern_of(fmt: str) -> tuple[float, ...]:
+    """rocmlir-gen's fixed pattern for an input of this format."""
+    if fmt in PATTERNS:
+        return PATTERNS[fmt]
+    return PATTERNS["integer" if get_format(fmt).is_integer else "float"]
+
+
+def join_input_data(kind: str, random: Sequence[str] = ()) -> str:
+    """The one string a case carries for its data: the kind, and the inputs drawn at random where only some are."""
+    return kind + (_RANDOM_MARK + ",".join(random) if random else "")
+
+
+def split_input_data(data: str) -> tuple[str, tuple[str, ...]]:
+    """(kind, random inputs) of join_input_data's string; no random inputs named: every input as the kind says."""
+    kind, mark, names = data.partition(_RANDOM_MARK)
+    return kind, tuple(names.split(",")) if mark else ()
 
 
 def lookup_op(op: str | Op) -> Op:
@@ -83,7 +110,7 @@ class Problem:
         if layout_params_problem:
             raise ProblemError("layout", self.layout, layout_params_problem)
         _check_range(self.input_range, self.dtype, op.largest_input(self.params, self.dtype))
-        check_input_data(self.input_data, self.input_range, self.dtype)
+        check_input_data(self.input_data, self.input_range, self.dtype, tuple(self.input_shapes))
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
             raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
 
@@ -194,13 +221,27 @@ def _check_range(value: Any, dtype: str, largest: float) -> None:
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")
 
 
-def check_input_data(data: Any, value: tuple[float, float], dtype: str) -> None:
-    """Integer data needs integer bounds, each integer between them exact in the input format."""
-    if data not in INPUT_DATA:
+def check_input_data(data: Any, value: tuple[float, float], dtype: str, inputs: Sequence[str] | None = None) -> None:
+    """A known kind; integer data needs integer bounds, each integer between them exact in the input format; a
+    pattern or ones lies in the range; random inputs (where given) are among `inputs`, the problem's."""
+    if not isinstance(data, str):
         raise ProblemError.unknown("input_data", data, INPUT_DATA)
-    if data != "integers":
-        return
+    kind, random = split_input_data(data)
+    if kind not in INPUT_DATA:
+        raise ProblemError.unknown("input_data", kind, INPUT_DATA)
+    if random and kind not in RANDOM_DATA:
+        raise ProblemError("input_data", data, f"only {' and '.join(RANDOM_DATA)} data draw some inputs at random, not {kind}")
+    if inputs is not None and not set(random) <= set(inputs):
+        raise ProblemError("input_data", data, f"random inputs {', '.join(random)}: expected some of {', '.join(inputs)}")
     lo, hi = value
+    if kind in ("pattern", "ones"):
+        fixed = {1.0} if kind == "ones" else {v for fmt in operand_formats(dtype) for v in pattern_of(fmt)}
+        if not lo <= min(fixed) <= max(fixed) <= hi:
+            raise ProblemError("input_range", list(value), f"{kind} data in {dtype} takes values {min(fixed):g}..{max(fixed):g}, "
+                                                           f"outside [{lo:g}, {hi:g}]: widen the range")
+        return
+    if kind != "integers":
+        return
     if not (lo.is_integer() and hi.is_integer()):
         raise ProblemError("input_range", list(value), f"integer data needs integer bounds, got [{lo:g}, {hi:g}]")
     for fmt in dict.fromkeys(operand_formats(dtype)):

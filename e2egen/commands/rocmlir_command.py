@@ -25,7 +25,7 @@ from e2egen.generator.cases import expand
 from e2egen.generator.errors import CatalogueError
 from e2egen.generator.loader import parse_catalogue
 from e2egen.invocation import shell_quote
-from e2egen.generator.rocmlir import DEFAULT_F8, F8_FAMILIES, NOT_IMPORTED, Conversion, convert_file
+from e2egen.generator.rocmlir import DEFAULT_F8, DEFAULT_VERDICT, F8_FAMILIES, NOT_IMPORTED, VERDICTS, Conversion, convert_file
 from e2egen.generator.rocmlir_summary import FileSummary, summarize, to_markdown
 
 EXIT_NOTHING_IMPORTED = 3
@@ -54,6 +54,10 @@ def register(sub) -> None:
                         "where no --force-f8-types says: ocp = f8e4m3fn/f8e5m2 (gfx950, gfx12), fnuz = "
                         "f8e4m3fnuz/f8e5m2fnuz (gfx942, older rocmlir-gen), both = a case of each "
                         f"(default: {DEFAULT_F8})")
+    p.add_argument("--verdict", choices=tuple(VERDICTS), default=DEFAULT_VERDICT,
+                   help="which verdict fails an imported case: both (either failing), rocmlir (rocMLIR's own "
+                        "verifier, emulated), e2egen (e2egen's model); the other is reported beside it "
+                        f"(default: {DEFAULT_VERDICT})")
     p.set_defaults(handler=import_rocmlir)
 
 
@@ -85,7 +89,7 @@ def _check_arguments(args) -> None:
 def _import_one(source: str, args, several: bool) -> FileSummary:
     name = Path(source).name
     try:
-        conversion = convert_file(source, args.fp8)
+        conversion = convert_file(source, args.fp8, args.verdict)
     except CatalogueError as err:
         if not several:
             raise

@@ -39,7 +39,7 @@ HERE = Location("test_layers.py")
 DEFAULT = ("default",)
 DEFAULT_TOLERANCES = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
 DEFAULT_TABLES = {("tolerances", DEFAULT): {"": ("all", DEFAULT_TOLERANCES)},
-                  **{(table, DEFAULT): {} for table in ("reference", "bound", "require")}}
+                  **{(table, DEFAULT): {} for table in ("reference", "bound", "require", "verifier")}}
 
 
 def defaults_of(table: str) -> dict:

@@ -33,6 +33,9 @@ def allowed_keys(params: AttentionParams, device: torch.device) -> torch.Tensor 
             allowed &= cols >= diagonal - left
         if right != UNBOUNDED:
             allowed &= cols <= diagonal + right
+    if params.look_back is not None:
+        last = torch.tensor(params.last_valid_keys(), device=device).view(-1, 1, 1)
+        allowed &= cols >= (last - params.look_back).clamp_min(0)
     return allowed.unsqueeze(1)
 
 

@@ -15,8 +15,10 @@ exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's u
    u·(EXP_ULPS + 1 + 2·spread) (spread = max - min of the row's scores) on every weight before it:
        G(seq_k) · u · (EXP_ULPS + 1 + 2·spread) · (Σ_j p_j|v_j| + |o|)
 3. P rounded to a format F before P·V (the format the probes found, runner/ops/attention/probes.py;
-   the input format where not measured; nothing when P stays in f32): relative u_F, absolute half F's
-   subnormal spacing where P is that small, with the row sum l from the rounded or the unrounded P.
+   the input format where not measured; nothing when P stays in f32): relative u_F, absolute tiny_F where
+   P is that small: half F's subnormal spacing, and at least f32's smallest normal, since exp may return 0
+   for a subnormal weight (vectorised exps do below f32's normal range); with the row sum l from the
+   rounded or the unrounded P.
    Each weight is rounded on its own, so the errors are independent: under the probabilistic model the
    first part is min(it, λ·u_F·(sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²))):
        u_F · (Σ_j p_j|v_j| + |o|) + tiny_F · Σ_allowed |v_j| / l

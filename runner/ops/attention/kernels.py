@@ -17,7 +17,7 @@ from e2egen.runner.ops.attention.params import Alignment, AttentionParams
 
 def contract_params(q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool, align: Alignment,
                     window: tuple[int, int] | None, kv_lengths: Tensor | None,
-                    prefix_offset: Tensor | None) -> AttentionParams:
+                    prefix_offset: Tensor | None, look_back: int | None = None) -> AttentionParams:
     """The AttentionParams a call under the contract describes (the tensors' shapes, the masks' keywords):
     what a kernel needs to build the mask with attention_math.allowed_keys."""
     return AttentionParams(
@@ -25,15 +25,17 @@ def contract_params(q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool,
         heads_q=q.shape[1], heads_kv=k.shape[1], scale=scale, causal=causal, align=align,
         window=None if window is None else tuple(window),
         kv_lengths=None if kv_lengths is None else tuple(int(x) for x in kv_lengths.tolist()),
-        prefix_offset=None if prefix_offset is None else tuple(int(x) for x in prefix_offset.tolist()))
+        prefix_offset=None if prefix_offset is None else tuple(int(x) for x in prefix_offset.tolist()),
+        look_back=look_back)
 
 
 def torch_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False,
                     align: Alignment = "top-left", window: tuple[int, int] | None = None,
                     kv_lengths: Tensor | None = None, prefix_offset: Tensor | None = None,
                     score_scale: Tensor | None = None, score_bias: Tensor | None = None, return_lse: bool = False,
-                    quant_bias: Tensor | None = None, quant_scale: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
-    params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
+                    quant_bias: Tensor | None = None, quant_scale: Tensor | None = None,
+                    look_back: int | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset, look_back)
     allowed = allowed_keys(params, q.device)
     if q.dtype == torch.int8:
         return quantized_attention(q, k, v, params, allowed, quant_bias, quant_scale, score_scale, score_bias, return_lse)
@@ -52,7 +54,7 @@ def torch_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bo
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Tensor | None,
           score_bias: Tensor | None) -> Tensor:
-    only_causal = (params.causal and params.window is None and params.kv_lengths is None
+    only_causal = (params.causal and params.window is None and params.kv_lengths is None and params.look_back is None
                    and params.offsets() == (0,) * params.batch)
     mask = None
     if allowed is not None and not (only_causal and score_bias is None):

@@ -56,11 +56,13 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
         def per_batch(values: tuple[int, ...] | None) -> torch.Tensor | None:
             return None if values is None else torch.tensor(values, dtype=torch.int64, device=device)
 
-        quantized = {"quant_bias": tensors["quant_bias"], "quant_scale": tensors["quant_scale"]} if params.quantized else {}
+        extra = {"quant_bias": tensors["quant_bias"], "quant_scale": tensors["quant_scale"]} if params.quantized else {}
+        if params.look_back is not None:  # passed only when set: kernels without sliding windows need not know it
+            extra["look_back"] = params.look_back
         return kernel(tensors["q"], tensors["k"], tensors["v"], scale=params.softmax_scale, causal=params.causal,
                       align=params.align, window=params.window, kv_lengths=per_batch(params.kv_lengths),
                       prefix_offset=per_batch(params.prefix_offset), score_scale=tensors.get("score_scale"),
-                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse, **quantized)
+                      score_bias=tensors.get("score_bias"), return_lse=params.return_lse, **extra)
 
     # -- reference and bound ----------------------------------------------------------------
     def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -5,6 +5,8 @@ Masks, for query row i and key column j of batch b (all conditions must hold):
     kv_lengths      j < L[b]                      (L: valid keys per batch, a KV cache's fill)
     causal          j <= i + o[b]
     window (l, r)   i + o[b] - l <= j <= i + o[b] + r   (-1: that side unbounded)
+    look_back W     j >= max(0, P[b] - W)         (P[b]: batch b's last valid key, L[b] - 1, else seq_k - 1;
+                                                   rocMLIR's sliding window: the same for every query row)
 
 o[b] = a + prefix_offset[b], where the alignment a is 0 for "top-left" (rocMLIR,
 torch's is_causal: query i sees keys 0..i) and seq_k - seq_q for
@@ -88,6 +90,7 @@ class AttentionParams:
     window: tuple[int, int] | None = None
     kv_lengths: tuple[int, ...] | None = None
     prefix_offset: tuple[int, ...] | None = None
+    look_back: int | None = None  # rocMLIR's sliding window (-sliding_window_look_back); see the mask table
     return_lse: bool = False
     q_gain: float = 1.0  # inputs: q's drawn values times this (peaky softmax)
     score_offset: float = 0.0  # inputs: every score shifted by about this much (tests the max subtraction)
@@ -145,7 +148,12 @@ class AttentionParams:
 
     @property
     def masked(self) -> bool:
-        return self.causal or self.window is not None or self.kv_lengths is not None
+        return self.causal or self.window is not None or self.kv_lengths is not None or self.look_back is not None
+
+    def last_valid_keys(self) -> tuple[int, ...]:
+        """P[b]: the last key batch b may attend to (its kv_length - 1, else seq_k - 1)."""
+        lengths = self.kv_lengths or (self.seq_k,) * self.batch
+        return tuple(length - 1 for length in lengths)
 
     def offsets(self) -> tuple[int, ...]:
         """o[b]: where query 0 sits among batch b's keys."""
@@ -192,6 +200,8 @@ class AttentionParams:
             parts.append("br")
         if self.window is not None:
             parts.append("w{}x{}".format(*self.window))
+        if self.look_back is not None:
+            parts.append(f"lb{self.look_back}")
         for key, values in (("kv", self.kv_lengths), ("pre", self.prefix_offset)):
             if values is not None:
                 parts.append(key + "x".join(map(str, values)))
@@ -222,6 +232,7 @@ def build_params(raw: dict[str, Any]) -> AttentionParams:
         causal=_bool("causal", raw["causal"]), align=raw["align"], window=window_pair(raw["window"]),
         kv_lengths=per_batch("kv_lengths", raw["kv_lengths"], batch, 0),
         prefix_offset=per_batch("prefix_offset", raw["prefix_offset"], batch, 0),
+        look_back=None if raw["look_back"] is None else require_int("look_back", raw["look_back"], 0),
         return_lse=_bool("return_lse", raw["return_lse"]),
         q_gain=_number("q_gain", raw["q_gain"], positive=True), score_offset=_number("score_offset", raw["score_offset"]),
         quantized=_bool("quantized", raw["quantized"]),
@@ -231,5 +242,5 @@ def build_params(raw: dict[str, Any]) -> AttentionParams:
 
 OPTIONAL_PARAMS = {"batch": 1, "heads_q": 1, "heads_kv": None, "head_dim_v": None, "scale": None,
                    "score_scale": False, "score_bias": False, "causal": False, "align": "top-left", "window": None,
-                   "kv_lengths": None, "prefix_offset": None, "return_lse": False, "q_gain": 1.0, "score_offset": 0.0,
+                   "kv_lengths": None, "prefix_offset": None, "look_back": None, "return_lse": False, "q_gain": 1.0, "score_offset": 0.0,
                    "quantized": False, "quant_bias": None, "quant_scale": None}

@@ -12,7 +12,8 @@ score_bias, return_lse) -> o, or (o, lse) when return_lse. Every keyword is alwa
 scale a float; causal, return_lse bools; align "top-left" | "bottom-right"; window None or (left, right)
 with -1 for an unbounded side; kv_lengths, prefix_offset None or an int64 tensor of `batch` entries on
 the device; score_scale, score_bias None or a tensor in the case's dtype. A fully masked row must give
-o = 0 and lse = -inf.
+o = 0 and lse = -inf. A case with rocMLIR's sliding window (params.look_back) passes one more keyword,
+look_back, an int W: keys before max(0, P[b] - W) are masked, P[b] the batch's last valid key.
 
 Low-bit dtypes (docs/concepts/lowbit-attention.md):
 - i8 is rocMLIR's quantized attention (params.quantized): q, k i8; v f16; the keywords quant_bias (i8)

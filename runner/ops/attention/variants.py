@@ -83,8 +83,8 @@ def attention_kernel(body: Callable[[Call], tuple[torch.Tensor, torch.Tensor]]) 
     """A kernel under the contract from body(call) -> (o in f32, lse in f32)."""
 
     def kernel(q, k, v, *, scale, causal=False, align="top-left", window=None, kv_lengths=None, prefix_offset=None,
-               score_scale=None, score_bias=None, return_lse=False):
-        params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
+               score_scale=None, score_bias=None, return_lse=False, look_back=None):
+        params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset, look_back)
         o, lse = body(Call(q, k, v, params, score_scale, score_bias, return_lse))
         o = o.to(q.dtype)
         return (o, lse.to(torch.float32)) if return_lse else o
@@ -443,8 +443,8 @@ def quantized_variant(*, accumulate: Literal["i32", "i16"] = "i32", scale_times:
     accumulator (accumulate "i16"), quant_scale applied scale_times, the score bias or the zero point left out,
     the softmax in f16, or the score scale and bias in one f32 step (fma)."""
     def kernel(q, k, v, *, scale, causal=False, align="top-left", window=None, kv_lengths=None, prefix_offset=None,
-               score_scale=None, score_bias=None, return_lse=False, quant_bias=None, quant_scale=None):
-        params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset)
+               score_scale=None, score_bias=None, return_lse=False, quant_bias=None, quant_scale=None, look_back=None):
+        params = contract_params(q, k, v, scale, causal, align, window, kv_lengths, prefix_offset, look_back)
         allowed = allowed_keys(params, q.device)
         products = torch.matmul(q.double(), expand_kv(k, params.group).double().mT)
         if accumulate == "i16":  # a 16-bit accumulator wraps

@@ -75,3 +75,27 @@ def test_real_catalogues_run_green_or_fail_on_rocmlirs_own_gate(tmp_path, name, 
         assert outcome.reason.startswith("rocMLIR's verifier fails ("), (case.id, outcome.reason)
     else:
         assert outcome.passed, (case.id, outcome.reason)
+
+
+BWD_WEIGHT_BF16 = '''
+directory = "Nightly"
+prefix = "rocmlir-gen"
+suffix = "--arch %arch %pv %random_data | rocmlir-driver -c"
+[[suite]]
+name = "s"
+[[suite.test]]
+config = "--operation conv2d_bwd_weight -t bf16 -batchsize=64 -in_channels=7 -out_channels=64 -in_h=11 -in_w=11 -fil_h=3 -fil_w=3 -conv_stride_h=2 -conv_stride_w=2 -padding_h=1 -padding_w=1"
+'''
+
+
+@pytest.mark.cpu_paths
+def test_torchs_bf16_accumulating_bwd_weight_fails_on_rocmlirs_rms_gate(tmp_path):
+    """rocMLIR's PaddedGemmConfig n64-c7-k64-11x11 bwd_weight bf16: where torch's CPU kernel accumulates in bf16
+    (ATen's AVX2 path), rocMLIR's own verifier fails it on RMS (its bf16 default 1e-3), while e2egen's verdict
+    accepts that arithmetic for torch's own kernel; where it accumulates in f32 both pass."""
+    (case,) = [c for c in _import(tmp_path, BWD_WEIGHT_BF16) if c.layout == "nchw"]
+    outcome = execute(case, device="cpu")
+    if outcome.arithmetic.arithmetic.acc_bits < 24:
+        assert outcome.status == "failed" and outcome.reason.startswith("rocMLIR's verifier fails ([0 1 1]): RMS")
+    else:
+        assert outcome.passed, outcome.reason

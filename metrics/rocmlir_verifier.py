@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import torch
-
-    from e2egen.runner.options import VerifierOptions
 
 F16_MAX = 65504.0  # what rocMLIR clamps ±inf to, in every format (its AIROCMLIR-911 note: this can hide mismatches)
 REL_FLOOR = 9.99999993922529e-09  # rocMLIR's `constexpr float epsilon = 1e-8f`, as the double it divides by
@@ -41,6 +39,14 @@ DEFAULT_ABS_DIFF = 100.0
 DEFAULT_REL_DIFF = 1e-6
 NARROW_REL_DIFF = 100.0  # rocmlir-gen switches relDiff off for f16 and bf16 outputs this way
 GATES = ("RMS", "absDiff", "relDiff")
+
+
+class GivenThresholds(Protocol):
+    """The catalogue's thresholds (runner.options.VerifierOptions): 0 where not given."""
+
+    rms: float
+    abs_diff: float
+    rel_diff: float
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ class VerifierVerdict:
         return "\n".join(lines)
 
 
-def thresholds(options: VerifierOptions, out_dtype: str) -> dict[str, float]:
+def thresholds(options: GivenThresholds, out_dtype: str) -> dict[str, float]:
     """The thresholds rocmlir-gen applies to an output of `out_dtype` with the catalogue's options."""
     narrow = out_dtype in NARROW_OUTPUTS
     return {
@@ -101,7 +107,7 @@ def thresholds(options: VerifierOptions, out_dtype: str) -> dict[str, float]:
     }
 
 
-def verify(ref: torch.Tensor, out: torch.Tensor, out_dtype: str, options: VerifierOptions) -> VerifierVerdict:
+def verify(ref: torch.Tensor, out: torch.Tensor, out_dtype: str, options: GivenThresholds) -> VerifierVerdict:
     """rocMLIR's verdict on `out` against e2egen's float64 reference `ref` (same shape)."""
     import torch
 

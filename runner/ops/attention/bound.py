@@ -27,7 +27,8 @@ exact scores s_j, p_j = softmax(s)_j, o = Σ_j p_j v_j, u the compute format's u
 6. the output rounding: c_out · ulp_T(o).
 
 The log-sum-exp lse = m + log l gets Σ_j p_j E_j + step 2 without the |v| factor + G(seq_k)·u +
-u·(LOG_ULPS·|log l| + |lse|) + c_out·ulp_f32(lse). A fully masked row is exact (o = 0, lse = -inf).
+u·(LOG_ULPS·|log l| + |lse|) + c_out·ulp_f32(lse), and, since l may be summed from P as rounded for P·V
+(step 3), u_F + tiny_F · (allowed keys) / l. A fully masked row is exact (o = 0, lse = -inf).
 
 Quantized (i8) attention (docs/concepts/lowbit-attention.md): Q·Kᵀ is exact (i32), so step 1 has no product-sum
 term and its score roundings are f16's, in a piece of their own. The reference's scores are rocMLIR's f16
@@ -211,12 +212,19 @@ class SoftmaxTimesV:
     def lse_parts(self, rows: AttentionRows, seq_k: int, dtype: str, known: torch.Tensor) -> tuple:
         """The lse's error sources from the row sum on (online rescaling and the row sum, the log and
         m + log l), where `known` marks the rows whose lse is a number."""
-        log_sum = torch.log(torch.where(rows.row_sum > 0, rows.row_sum, 1.0)).squeeze(-1)
+        row_sum = torch.where(rows.row_sum > 0, rows.row_sum, 1.0)
+        log_sum = torch.log(row_sum).squeeze(-1)
         lse_abs = torch.where(known, rows.lse, 0.0).abs()
+        allowed = rows.p.shape[-1] if rows.allowed is None else rows.allowed.sum(dim=-1, keepdim=True)
         return (
             ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (self.rescale_per_weight + 1).squeeze(-1),
                             "online rescaling, row sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), log_sum.abs().mul_(LOG_ULPS).add_(lse_abs), "log, m + log l"),
+            # l may be summed from P as rounded for P·V (step 3): each weight off by u_F relative, so l by u_F
+            # and log l by as much; a weight that small rounds to within tiny_F of itself
+            ScaledMagnitude(IntermediateRounding(dtype), torch.ones_like(log_sum), "row sum from P rounded before P·V"),
+            ScaledMagnitude(IntermediateRounding(dtype, tiny=True), (allowed / row_sum).squeeze(-1),
+                            "row sum from subnormal P"),
         )
 
     def parts(self, seq_k: int, dtype: str) -> tuple:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Literal, Mapping, get_args
 
 from e2egen.generator.cases import DEFAULT_TIMEOUT, Case
-from e2egen.runner.arithmetic.requirements import UNEXPLAINED, Acceptance, Violation, ViolationKey
+from e2egen.runner.arithmetic.requirements import UNEXPLAINED, UNEXPLAINED_FINDING, Acceptance, Violation, ViolationKey
 from e2egen.runner.errors import CaseTimedOut, exception_text, format_seconds
 from e2egen.runner.safe_text import clipped, safe_text
 
@@ -114,6 +114,12 @@ def repro_command(case: Case, device: str | None, catalogue: str | None = None) 
     if catalogue_path:
         parts += ["--catalogue", _quote(catalogue_path)]
     return " ".join(parts)
+
+
+def explain_command(repro: str) -> str:
+    """The command that reruns a case under reference variants (`e2egen explain`): its repro with `run` for
+    `explain`; "" for a repro that is no `e2egen run` line (a Python API call)."""
+    return repro.replace(" run ", " explain ", 1) if " run " in repro else ""
 
 
 def catalogue_argument(catalogue: str | None) -> str | None:
@@ -365,12 +371,11 @@ def _judge_arithmetic(outcome: Outcome, measured: Measured) -> Outcome:
 def _reason_parts(failing: list[Violation]) -> list[str]:
     """The broken requirements as a reason line says them: the probes' unexplained outcomes, which can run to
     thousands of characters, as one phrase with their count (the report lists each); the others in full."""
-    unexplained = [v for v in failing if v.key == UNEXPLAINED]
+    unexplained = sum(v.key == UNEXPLAINED for v in failing)
     parts = [v.message for v in failing if v.key != UNEXPLAINED]
     if unexplained:
-        head = unexplained[0].message.split(": ", 1)[0]
-        count = f"{len(unexplained)} findings" if len(unexplained) > 1 else "1 finding"
-        parts.insert(0, f"{head.removesuffix(')')}; {count} in the report)" if head.endswith(")") else f"{head} ({count} in the report)")
+        count = f"{unexplained} findings" if unexplained > 1 else "1 finding"
+        parts.insert(0, f"{UNEXPLAINED_FINDING} (a kernel bug; {count} in the report)")
     return parts
 
 
@@ -419,8 +424,7 @@ def next_steps(outcome: Outcome) -> list[str]:
     arithmetic broke, the [[accept]] entry that would accept the deviation (its reason left to fill)."""
     if outcome.status != "failed":
         return []
-    steps = [f"next: {outcome.repro.replace(' run ', ' explain ', 1)}   (reruns it under reference variants and "
-             f"names the likely cause)"]
+    steps = [f"next: {explain_command(outcome.repro)}   (reruns it under reference variants and names the likely cause)"]
     acceptable = [k for k in dict.fromkeys(outcome.broken) if k != UNEXPLAINED]
     if acceptable and outcome.arithmetic is not None:
         key = outcome.arithmetic.device

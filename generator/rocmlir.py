@@ -1236,7 +1236,7 @@ def _resolve_conv_layout(flags: Mapping[str, Flag], notes: Notes, tensors: int =
     layouts = {key[:tensors]: layout for key, layout in CONV_LAYOUTS.items()}
     layout = layouts.get(tuple(n.lower().replace("g", "") for n in names))
     if layout == "nhwc" and tensors == 3 and "g" not in names[1].lower() and _groups(flags) > 1:
-        return _grouped_nhwc(names, given, notes)
+        return _grouped_nhwc(names, flags, given, notes)
     if layout is None and tensors == 3:  # any other orders: e2egen's layout string input-filter-output
         layout = _conv_layout_string(names, flags, given, notes)
         if layout is not None or any(f is not None and f.source is not None for f in given):
@@ -1254,15 +1254,17 @@ def _groups(flags: Mapping[str, Flag]) -> int:
     return (_integer(flag.value) or 1) if flag is not None else 1
 
 
-def _grouped_nhwc(names: tuple[str, ...], given, notes: Notes) -> str:
+def _grouped_nhwc(names: tuple[str, ...], flags: Mapping[str, Flag], given, notes: Notes) -> str | None:
     """A grouped conv whose -in_layout is spelled nhwc, without g. rocmlir-gen adds the group dim itself, and
     where changed between versions: older ones (correctConvParameters) before c, nhwgc, which is e2egen's nhwc;
     today's (addGToLayout: "always add 'g' after 'n'") after n, nghwc. These catalogues need today's rocmlir-gen
     (their -last_valid_kv_index and -sliding_window_look_back flags exist only there), so g goes after n."""
     filter_order, input_order, output_order = (n.lower() for n in names)
-    with_g = ["g" + filter_order if "g" not in filter_order else filter_order,
-              *(order if "g" in order else order[0] + "g" + order[1:] for order in (input_order, output_order))]
-    layout = f"{with_g[1]}-{with_g[0]}-{with_g[2].replace('c', 'k') if 'k' not in with_g[2] else with_g[2]}"
+    with_g = ("g" + filter_order if "g" not in filter_order else filter_order,
+              *(order if "g" in order else order[0] + "g" + order[1:] for order in (input_order, output_order)))
+    layout = _conv_layout_string(with_g, flags, given, notes)
+    if layout is None:
+        return None
     source = next(f.source for f in given if f)
     notes.add(source.line, source.what, f"-in_layout={input_order} of a grouped conv: today's rocmlir-gen puts g after "
                                         f"n (addGToLayout), older ones before c (nhwgc); imported as {layout}, as the "

@@ -24,7 +24,7 @@ METRIC_NAMES = (
 # Metrics that need compare(..., bound=B); absent (None) without one.
 BOUND_METRIC_NAMES = ("bound_ratio", "bound_rms")
 
-# Tolerances the error model itself gives (README "Metrics"): every element within its bound; the rms of
+# Tolerances the error model itself gives (docs/reference/metrics.md): every element within its bound; the rms of
 # error/bound at a correct kernel's level (final rounding alone: <= 1/sqrt(12) = 0.29); a mean signed error
 # within 6 standard deviations of zero. The shipped catalogue uses them; calibrate never proposes less.
 MODEL_TOLERANCES = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
@@ -71,7 +71,7 @@ def unknown_name_error(what: str, name: object, choices: Iterable[str]) -> Value
 
 
 # What each metric and count means, in one line a report shows beside the name (HTML title, glossary, Markdown).
-# The definitions in full: README "Metrics". Every name the reports show has an entry.
+# The definitions in full: docs/reference/metrics.md. Every name the reports show has an entry.
 METRIC_DESCRIPTIONS = {
     "max_abs_diff": "largest |ref − out| over the elements: the absolute error, in the output's own units",
     "max_rel_diff": "largest |ref − out| / |ref| over the elements with ref ≠ 0; large wherever ref is close to 0",

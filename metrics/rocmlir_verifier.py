@@ -31,14 +31,12 @@ if TYPE_CHECKING:
 
 F16_MAX = 65504.0  # what rocMLIR clamps ±inf to, in every format (its AIROCMLIR-911 note: this can hide mismatches)
 REL_FLOOR = 9.99999993922529e-09  # rocMLIR's `constexpr float epsilon = 1e-8f`, as the double it divides by
-F32_SMALLEST_NORMAL = 2.0 ** -126
 NARROW_OUTPUTS = ("f16", "bf16")
 DEFAULT_RMS = 3e-5
 DEFAULT_RMS_NARROW = 1e-3
 DEFAULT_ABS_DIFF = 100.0
 DEFAULT_REL_DIFF = 1e-6
 NARROW_REL_DIFF = 100.0  # rocmlir-gen switches relDiff off for f16 and bf16 outputs this way
-GATES = ("RMS", "absDiff", "relDiff")
 
 
 class GivenThresholds(Protocol):
@@ -113,14 +111,15 @@ def verify(ref: torch.Tensor, out: torch.Tensor, out_dtype: str, options: GivenT
 
     from e2egen.metrics.formats import get_format
 
-    if get_format(out_dtype).is_integer:
+    fmt = get_format(out_dtype)
+    if fmt.is_integer:
         equal = bool(torch.equal(ref.to(torch.float64), out.to(torch.float64)))
         gate = Gate("exact", 0.0 if equal else 1.0, 0.0, equal)
         return VerifierVerdict((gate,), True, "the exact result (integer outputs are compared exactly)")
     val = ref.detach().to("cpu", torch.float64).to(torch.float32)
     note = "e2egen's float64 reference rounded to f32"
     if out_dtype in NARROW_OUTPUTS:  # rocmlir-gen rounds its f32 reference to the output format, "to be fair"
-        val = val.to(_torch_dtype(out_dtype)).to(torch.float32)
+        val = val.to(fmt.torch_dtype).to(torch.float32)
         note += f", then to {out_dtype}, as rocmlir-gen rounds its f32 reference"
     note += " (rocmlir-gen computes it in f32: the same where that is exact, as on its integer data)"
     gpu = out.detach().to("cpu").to(torch.float32).reshape(val.shape)
@@ -131,7 +130,7 @@ def verify(ref: torch.Tensor, out: torch.Tensor, out_dtype: str, options: GivenT
     val, gpu = (torch.where(t.isinf(), t.sign() * F16_MAX, t) for t in (val, gpu))  # only ±inf; finite values stay
     exact = val == gpu
     if out_dtype == "f32":
-        exact |= (val != 0) & (val.abs() < F32_SMALLEST_NORMAL)
+        exact |= (val != 0) & (val.abs() < fmt.min_normal)
     abs_diff = (val - gpu).abs().masked_fill(exact, 0.0)
     rel_diff = (abs_diff.double() / val.abs().double().clamp_min(REL_FLOOR)).masked_fill(val == 0, 0.0)  # in double
     sum_sq = float(abs_diff.double().pow(2).sum())  # a NaN stays: rocMLIR's RMS goes NaN
@@ -155,12 +154,6 @@ def _nan_ignoring_max(values: torch.Tensor) -> tuple[float, tuple[int, ...] | No
         return 0.0, None
     index = int(torch.argmax(flat))
     return float(flat[index]), tuple(int(i) for i in torch.unravel_index(torch.tensor(index), values.shape))
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return {"f16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 def _number(value: float) -> str:

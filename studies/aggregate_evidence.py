@@ -1,4 +1,4 @@
-"""Evidence for the aggregate checks (README "Metrics": bound_rms, bias_z): systematic, small bugs
+"""Evidence for the aggregate checks (docs/reference/metrics.md: bound_rms, bias_z): systematic, small bugs
 against correct kernels, under the new defaults, the previous ones and the peers' rules.
 
     python -m e2egen.studies.aggregate_evidence [--seeds 5] [--out docs/evidence/aggregate.md]

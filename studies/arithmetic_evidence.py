@@ -1,4 +1,4 @@
-"""Evidence for arithmetic profiles (README "Arithmetic profiles"): how tight the bound is once it
+"""Evidence for arithmetic profiles (docs/concepts/arithmetic-profiles.md): how tight the bound is once it
 follows the measured arithmetic, and what the catalogue's policy makes of wrong kernels.
 
     python -m e2egen.studies.arithmetic_evidence [--filter EXPR] [--out docs/evidence/arithmetic.md]

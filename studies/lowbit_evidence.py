@@ -523,7 +523,7 @@ def findings(rows: dict[str, Row]) -> list[str]:
         f"1. **Bugs.** e2egen's verdict failed {bad_failed['e2egen']} of the {bad_runs} bug runs the data reach. "
         f"bound_ratio <= 1 alone failed {bad_failed['bound_ratio <= 1 alone']}; {acc_only} more failed only "
         "`require.acc = \"f32\"`: the f16 accumulators whose sums stay inside f16's range. That is the design "
-        "(README, low-bit dtypes): the bound follows the accumulator the probes measure (11 bits), and the "
+        "(docs/reference/ops.md, low-bit dtypes): the bound follows the accumulator the probes measure (11 bits), and the "
         "catalogue's policy rejects it. fp4 cannot be probed (its values cannot hold the probes' exponent gaps), "
         "so there the bound assumes f32 and only bound_ratio can catch the f16 accumulator: it does wherever the "
         "accumulator moves an output farther than a correct kernel's error may reach; a run where it moves one "

@@ -3,7 +3,7 @@
 configs.toml names this function (`impl = "my_kernels:my_gemm"`). e2egen imports this module from the
 catalogue's folder (then PYTHONPATH, then installed packages), so it may import your package freely.
 
-The contract (the full one: README "Kernel contract: testing your own kernel" of e2egen):
+The contract (the full one: e2egen's docs/reference/kernel-contract.md):
 - e2egen calls my_gemm(a, b) once per case: C[m, n] = A[m, k] @ B[k, n] (3-d a and b: a batched gemm).
 - a and b are on the device the run uses (CUDA when present, else the CPU), in the case's dtype
   (torch.float32, torch.float16 or torch.bfloat16), in the case's layout: for "nt" b is stored transposed

@@ -14,8 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from e2egen.generator.execute import explain_command
 from e2egen.nightly.records import CaseRecord
 from e2egen.nightly.report.compare_runs import RunComparison
+from e2egen.runner.arithmetic.requirements import UNEXPLAINED_FINDING
 
 ONE_LINE = 160  # characters of a one-line reason; the rest is in the details
 
@@ -30,7 +32,6 @@ PHASE_WORDS = {
 _REQUIREMENT = re.compile(r'the case requires (?:rounding to )?(\S+?)(?: kept)? \(require\.(\w+) = "([^"]*)"\)')
 _NAN = re.compile(r"the kernel returned NaN(?: in (\S+))? where the reference is a number \((\d+) elements?, first at (\([^)]*\))\)")
 _RAISED = re.compile(r"error while running the case: ([A-Za-z_][\w.]*(?:\([^)]*\))?): (.*)")
-_UNEXPLAINED = "crafted sums came back wrong"
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,8 @@ class FailureItem:
 
     @property
     def explain(self) -> str:
-        """The command that reruns the case under reference variants and names the likely cause (as the
-        `next:` line of generator.execute.next_steps)."""
-        return self.record.repro.replace(" run ", " explain ", 1) if " run " in self.record.repro else ""
+        """The command that reruns the case under reference variants and names the likely cause."""
+        return explain_command(self.record.repro)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def one_line_reason(record: CaseRecord) -> str:
         reason = reason.removeprefix("crashed: ")  # the recorder's word for a crash, which PHASE_WORDS says already
         return clip(f"{PHASE_WORDS[record.phase]}: {reason}" if reason else PHASE_WORDS[record.phase])
     parts = []
-    if _UNEXPLAINED in reason:
+    if UNEXPLAINED_FINDING in reason:
         parts.append("the arithmetic probes got results no rounding explains (a kernel bug)")
     parts += [_requirement_words(key, needed, required, record.arithmetic)
               for needed, key, required in _REQUIREMENT.findall(reason)]

@@ -25,10 +25,14 @@ class Violation:
     measured_bits: int = 0  # the significand bits the kernel was measured to keep (inputs, acc, compute)
 
 
+# How a probe outcome no arithmetic explains is named, before its values (reasons and reports count on it).
+UNEXPLAINED_FINDING: Final = "the probes' crafted sums came back wrong, which no rounding explains"
+
+
 def violations(required: Requirements, arithmetic: Arithmetic, dtype: str) -> list[Violation]:
     """Each requirement the measured arithmetic breaks, with its cause in words. Outcomes of the probes
     that no arithmetic explains always count (key "exact": no [[accept]] entry can excuse a bug)."""
-    found = [Violation(UNEXPLAINED, f"the probes' crafted sums came back wrong, which no rounding explains (a kernel bug): {text}")
+    found = [Violation(UNEXPLAINED, f"{UNEXPLAINED_FINDING} (a kernel bug): {text}")
              for text in arithmetic.unexplained]
     if required.inputs != ANY and arithmetic.inputs != EXACT:
         needed = dtype if required.inputs == EXACT else required.inputs

@@ -99,3 +99,24 @@ def test_torchs_bf16_accumulating_bwd_weight_fails_on_rocmlirs_rms_gate(tmp_path
         assert outcome.status == "failed" and outcome.reason.startswith("rocMLIR's verifier fails ([0 1 1]): RMS")
     else:
         assert outcome.passed, outcome.reason
+
+
+GROUPED_NHWC = '''
+directory = "Nightly"
+prefix = "rocmlir-gen"
+suffix = "--arch %arch %pv %random_data -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk | rocmlir-driver -c"
+[[suite]]
+name = "s"
+[[suite.test]]
+config = "-t f32 -groupsize=2 -batchsize=1 -in_channels=4 -out_channels=8 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3"
+[[suite.test]]
+config = "-t f32 -groupsize=1 -batchsize=1 -in_channels=4 -out_channels=8 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3"
+'''
+
+
+def test_a_grouped_nhwc_conv_takes_g_after_n_as_todays_rocmlir_gen(tmp_path, capsys):
+    cases = _import(tmp_path, GROUPED_NHWC)
+    assert {(c.params.get("groups", 1), c.layout) for c in cases} == {(2, "nghwc-gkyxc-nghwk"), (1, "nhwc")}
+    assert "puts g after n (addGToLayout)" in capsys.readouterr().err
+    for case in cases:
+        assert execute(case, device="cpu").passed

@@ -149,11 +149,12 @@ def _kernel_name(kernel: Callable[..., Any] | str | None) -> Iterator[str | None
         yield own
         return
     from e2egen import lent_kernels
+    from e2egen.runner.kernels import LENT_KERNELS_MODULE
 
     name = f"{re.sub(r'[^A-Za-z0-9_]', '_', getattr(kernel, '__name__', 'kernel'))}_{next(_LENT_NAMES)}"
     setattr(lent_kernels, name, kernel)
     try:
-        yield f"{lent_kernels.__name__}:{name}"
+        yield f"{LENT_KERNELS_MODULE}:{name}"
     finally:
         delattr(lent_kernels, name)
 
@@ -175,7 +176,9 @@ def _importable_name(kernel: Callable[..., Any]) -> str | None:
 def _repro(kernel: Any, impl: str | None, op: str, shape: Mapping[str, Any], dtype: str, direction: str,
            layout: str, data_range: tuple[float, float], integer_data: bool, seed: int) -> str:
     """The call that reruns this case (the tables given, if any, go with it as they were passed)."""
-    if kernel is None or isinstance(kernel, str) or (impl is not None and not impl.startswith("e2egen.lent_kernels:")):
+    from e2egen.runner.kernels import is_lent
+
+    if kernel is None or isinstance(kernel, str) or not is_lent(impl):
         kernel_text = repr(kernel) if kernel is None or isinstance(kernel, str) else repr(impl)
     else:
         kernel_text = getattr(kernel, "__qualname__", "kernel")

@@ -79,9 +79,17 @@ from e2egen.runner.problem import Problem, check_direction, lookup_op
 # Seconds the last call_kernel spent in the kernel itself (and waiting for the device): its time without the
 # copying and checking around it, which runs record.
 last_call_s = 0.0
+# Where e2egen.api lends a lambda or closure for one call, under a fresh name: such a name outlives the call in
+# no cache (a later call's kernel may carry it), so its findings are never written or read back.
+LENT_KERNELS_MODULE = "e2egen.lent_kernels"
 _IMPL_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # How torch says an op has no kernel for a dtype/device: a missing capability, not a bug.
 _NOT_IMPLEMENTED = re.compile(r"not implemented for|not supported|NotImplementedError|no kernel", re.IGNORECASE)
+
+
+def is_lent(impl: str | None) -> bool:
+    """Whether `impl` names a kernel lent for one call (LENT_KERNELS_MODULE)."""
+    return impl is not None and impl.startswith(LENT_KERNELS_MODULE + ":")
 
 
 def case_kernel(problem: Any, impl: str | None = None) -> Callable[..., Any]:

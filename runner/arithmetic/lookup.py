@@ -16,7 +16,7 @@ from e2egen.runner.dtypes import FLOAT4, INTEGER_DTYPES
 from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.isolation import changes_during, flushes_subnormals
 from e2egen.runner.kernel_paths import cuda_versions, dispatch_versions
-from e2egen.runner.kernels import TORCH_IMPL
+from e2egen.runner.kernels import TORCH_IMPL, is_lent
 from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.problem import Problem
 
@@ -115,7 +115,7 @@ def measured_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, 
     known = _memo.get((key, cell))
     if known is not None:
         return known
-    for profile in find_profiles(key):
+    for profile in ([] if is_lent(impl) else find_profiles(key)):
         found = profile.get(cell)
         if found is not None:
             where = "shipped profile" if profile.shipped else "cached profile"
@@ -136,8 +136,10 @@ def measured_arithmetic(problem: Problem, kernel: Kernel, device: torch.device, 
         unclean = "the kernel changed global state while the probes ran: " + ", ".join(changed)
     if unclean is not None:  # neither cached nor remembered: a later case, in a clean state, probes afresh
         return Measured(findings, cell, key, f"probed now (not cached: {unclean})", probed_now=True)
-    if findings.unexplained:  # not cached: the next run probes a fixed kernel afresh
-        result = Measured(findings, cell, key, "probed now (not cached: unexplained outcomes)", probed_now=True)
+    uncached = ("unexplained outcomes" if findings.unexplained  # the next run probes a fixed kernel afresh
+                else "a kernel lent for one call has no name that outlives it" if is_lent(impl) else None)
+    if uncached is not None:  # remembered in this process only
+        result = Measured(findings, cell, key, f"probed now (not cached: {uncached})", probed_now=True)
         _memo[(key, cell)] = result
         return result
     path = record_in_cache(key, cell, findings)

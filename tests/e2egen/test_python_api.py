@@ -13,6 +13,7 @@ from e2egen.generator.errors import CatalogueError
 from e2egen.generator.execute import execute
 from e2egen.generator.loader import parse_catalogue
 from e2egen.runner import KernelDeclined
+from e2egen.runner.arithmetic import lookup
 
 
 def _sibling(name):
@@ -151,3 +152,26 @@ def test_a_mistake_names_the_argument_and_the_bad_value(call, argument, named):
     (line,) = str(raised.value).splitlines()[:1]
     assert line.startswith(f"e2egen.judge(): {argument}"), line
     assert named in line
+
+
+def _f16_running_sum(x, dim):
+    """A correct-looking sum whose running total is kept in f16."""
+    total = torch.zeros_like(x.select(dim[0], 0), dtype=torch.float16)
+    for element in x.unbind(dim[0]):
+        total = total + element.half()
+    return total.to(x.dtype)
+
+
+def test_a_lent_kernel_s_findings_are_its_own_and_never_cached(fresh_profiles, monkeypatch):
+    """A lambda is lent under a name another call's kernel may carry later (another process counts from the
+    same start): its findings neither come from the profile cache nor go to it."""
+    shape = {"shape": [3, 64], "axis": 1}
+    monkeypatch.setattr("e2egen.api._LENT_NAMES", iter(range(1, 100)))
+    wide = e2egen.judge(lambda x, dim: x.double().sum(dim).to(x.dtype), "sum", shape, "f32")
+    assert wide.arithmetic.arithmetic.acc_bits > 24
+    assert "not cached: a kernel lent for one call" in wide.report
+    assert not any("lent" in path.name for path in fresh_profiles.glob("*"))
+    lookup.forget()  # as a new process starts
+    monkeypatch.setattr("e2egen.api._LENT_NAMES", iter(range(1, 100)))  # the same lent name again
+    narrow = e2egen.judge(lambda x, dim: _f16_running_sum(x, dim), "sum", shape, "f32")
+    assert narrow.arithmetic.arithmetic.acc_bits == 11

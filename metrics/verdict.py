@@ -13,7 +13,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from e2egen.metrics.names import ALLOWANCE_NAMES, INTEGER_METRIC_NAMES, TOLERANCE_KEYS, unknown_name_error
+from e2egen.metrics.names import (ALLOWANCE_NAMES, BOUND_RMS_MIN_ELEMENTS, INTEGER_METRIC_NAMES, TOLERANCE_KEYS,
+                                  unknown_name_error)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Row:
     ratio: float | None
     passed: bool
     worst: Any  # WorstElement or None
+    not_judged: str = ""  # why a tolerance given was not applied (too few elements for an aggregate)
 
 
 def _ratio(value: float, tolerance: float) -> float:
@@ -134,6 +136,10 @@ def check(comparison, tolerances: Mapping[str, float]) -> "Verdict":
             rows.append(Row(name, value, None, None, True, worst))
             continue
         ratio = _ratio(value, tolerance)
+        if name == "bound_rms" and comparison.compared < BOUND_RMS_MIN_ELEMENTS:
+            rows.append(Row(name, value, tolerance, ratio, True, worst,
+                            f"not judged: {comparison.compared} compared, fewer than {BOUND_RMS_MIN_ELEMENTS}"))
+            continue
         passed = value <= tolerance
         rows.append(Row(name, value, tolerance, ratio, passed, worst))
         if not passed:
@@ -187,8 +193,8 @@ class Verdict:
         for row in self.rows:
             tolerance = "-" if row.tolerance is None else f"{row.tolerance:g}"
             margin = "-" if row.ratio is None else f"{row.ratio:.3g}"
-            status = "" if row.tolerance is None else ("ok" if row.passed else "FAIL")
-            worst = row.worst.describe() if row.worst is not None else ""
+            status = "" if row.tolerance is None else ("-" if row.not_judged else "ok" if row.passed else "FAIL")
+            worst = row.not_judged or (row.worst.describe() if row.worst is not None else "")
             lines.append(f"  {row.metric:<18}{_fmt(row.value):<14}{tolerance:<12}{margin:<10}{status:<6}{worst}")
         if not c.is_integer:
             total = max(c.compared, 1)

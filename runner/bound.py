@@ -84,9 +84,9 @@ from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
-           "SubnormalRounding", "SumOfBounds",
+           "SquaredBound", "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
            "magnitude", "magnitude_bound", "product_sum_bound", "product_sum_parts", "relative_factor", "unit_roundoff"]
 
@@ -331,6 +331,54 @@ class IndependentRoundings:
         if model.strict:
             return self.worst * unit
         return torch.minimum(self.worst, self.rms * model.lam).mul_(unit)
+
+
+@dataclass(frozen=True, eq=False)
+class CommonValueSum:
+    """The share of a sum's rounding errors that the summands' common value can make systematic.
+
+    G(n)'s random walk assumes the roundings are independent with mean zero. Summands that share a large
+    common value μ break that: the partial sums grow by about μ at each step, and when the summands' spread is
+    below the partial sums' spacing w every rounding drops about the same low part (a sequential f32 sum of
+    65,536 values in [1000, 1001] errs by ~N·u·Σx/16, 50x λ√N·u·Σx). Writing each partial sum of n summands
+    as n·μ + (its deviations), the first-order error Σ δ·(partial sum) splits into Σ δ·n·μ and the
+    deviations' share, which G(n)'s term keeps. The common share is at most u·|μ|·Σ n over the partial sums,
+    and Σ n <= N(N+1)/2 in any order (a sequential sum reaches it), so
+
+        proven    u · |Σx| · (N+1)/2
+
+    When the summands were drawn independently at random (`spread` given: max - min of each output's
+    summands) and the kernel rounds to nearest even, a rounding of L + x, x a fresh draw with a density at
+    most 1/spread, has a mean of at most w²/(8·spread) over the draw (ρ integrates to zero over each period w
+    of the grid; what is left of a period is at most w²/8), w <= 2u·Σ|x| the spacing of the largest partial
+    sum; the rest is independent with mean zero, which G(n)'s term bounds (Azuma-Hoeffding). Ties round to
+    either neighbour as the grid's parity falls, which the draw makes even odds once spread >= 2w. So
+
+        drawn     N · w² / (8·spread)        where spread >= 2w, else the proven term
+
+    and the bound takes the smaller. With the strict growth (λN) or a truncating kernel (2N) the growth term
+    is linear already and covers this one: 0 then. docs/concepts/reduction-bound.md derives and tests it."""
+
+    count: "float | torch.Tensor"  # N per output (a tensor for prefix sums)
+    dtype: str
+    signed_sum: torch.Tensor  # |Σx| per output
+    absolute_sum: torch.Tensor  # Σ|x| per output
+    spread: torch.Tensor | None  # max - min of the summands per output; None: not drawn independently
+    scale: float = 1.0  # what the output is of the sum (1/N for a mean)
+    source: str = "the summands' common value"
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        arithmetic = effective_arithmetic(model, self.dtype)
+        if model.strict or arithmetic.truncates:
+            return torch.zeros_like(self.signed_sum)
+        unit = arithmetic.acc_unit_roundoff
+        proven = self.signed_sum * ((self.count + 1) / 2 * unit * self.scale)
+        if self.spread is None or arithmetic.rounding != "nearest-even":
+            return proven
+        spacing = self.absolute_sum * (2 * unit)
+        wide = (self.spread > 0) & (self.spread >= 2 * spacing)
+        drawn = spacing.square().mul_(self.count * self.scale).div_(torch.where(wide, self.spread, 1.0).mul(8))
+        return torch.where(wide, torch.minimum(proven, drawn), proven)
 
 
 @dataclass(frozen=True, eq=False)
@@ -614,16 +662,20 @@ def compute_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], ref: t
 
 
 # -- pieces of the reductions' bounds (runner/ops/reductions/bound.py) ---------------------------
-@dataclass(frozen=True)
-class SquaredCoefficient:
-    """(Σ_j c_j(model))²: an error that enters squared, such as a two-pass variance's mean error ε
-    (Σ_i (x_i - μ - ε)² = Σ_i (x_i - μ)² + N·ε², since Σ_i (x_i - μ) = 0), bounded by the sum of the
-    coefficients of its own parts."""
+@dataclass(frozen=True, eq=False)
+class SquaredBound:
+    """factor · (Σ parts)²: an error that enters squared, such as a two-pass variance's mean error ε
+    (Σ_i (x_i - μ - ε)² = Σ_i (x_i - μ)² + N·ε², since Σ_i (x_i - μ) = 0), bounded by its own parts' bound."""
 
-    terms: tuple["Coefficient", ...]
+    parts: tuple[ErrorBound, ...]
+    factor: float
+    source: str
 
-    def __call__(self, model: BoundModel) -> float:
-        return sum(term(model) for term in self.terms) ** 2
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        total = self.parts[0].evaluate(model, ref)
+        for part in self.parts[1:]:
+            total = total.add_(part.evaluate(model, ref))
+        return total.square_().mul_(self.factor)
 
 
 @dataclass(frozen=True)

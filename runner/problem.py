@@ -114,6 +114,12 @@ class Problem:
         if not is_int(self.seed) or not 0 <= self.seed < _SEED_LIMIT:
             raise ProblemError("seed", self.seed, f"expected an integer in [0, 2**64), got {self.seed!r}")
 
+    def drawn_independently(self, name: str) -> bool:
+        """Whether input `name`'s elements are drawn independently at random (uniform reals or integers), not
+        set (a pattern, ones, rocmlir-gen's constant beside its random inputs): the premise bounds may rest on."""
+        kind, random = split_input_data(self.input_data)
+        return kind in RANDOM_DATA and (not random or name in random)
+
     # -- what the op says about this problem ---------------------------------
     @property
     def spec(self) -> Op:

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e2egen.metrics import compare, get_format, round_to
-from e2egen.metrics.names import METRIC_NAMES, TOLERANCE_KEYS
+from e2egen.metrics.verdict import check
+from e2egen.metrics.names import BOUND_RMS_MIN_ELEMENTS, METRIC_NAMES, TOLERANCE_KEYS
 
 try:
     from tests.test_metrics_compare import BACKENDS, FLOAT_NAMES, cases
@@ -275,3 +276,19 @@ def test_rounding_rms_is_the_distance_from_the_correctly_rounded_result(backend)
     assert compare(ref, nearest, "f16", backend=backend).rounding_rms == 0.0
     up_one = torch.nextafter(nearest, torch.full_like(nearest, math.inf))  # one f16 value above, everywhere
     assert compare(ref, up_one, "f16", backend=backend).rounding_rms == pytest.approx(1.0, rel=0.01)
+
+
+@pytest.mark.parametrize("elements", [1, 2, BOUND_RMS_MIN_ELEMENTS - 1, BOUND_RMS_MIN_ELEMENTS])
+def test_bound_rms_is_judged_only_over_enough_elements(elements):
+    """Over one or two outputs the rms is the elements' own ratio, and 0.5 would halve bound_ratio's 1."""
+    ref = torch.linspace(1.0, 2.0, elements, dtype=torch.float64)
+    bound = torch.full_like(ref, 1e-3)
+    out = (ref + 0.8e-3).to(torch.float32)  # every element at 0.8 of its bound
+    verdict = check(compare(ref, out, "f32", bound=bound), {"bound_ratio": 1.0, "bound_rms": 0.5})
+    row = next(row for row in verdict.rows if row.metric == "bound_rms")
+    assert row.value > 0.5
+    if elements < BOUND_RMS_MIN_ELEMENTS:
+        assert verdict.passed and row.not_judged.startswith(f"not judged: {elements} compared")
+        assert "not judged" in str(verdict)
+    else:
+        assert not verdict.passed and [f.metric for f in verdict.failures] == ["bound_rms"]

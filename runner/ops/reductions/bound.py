@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.runner.bound import (ComputeRoundings, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
-                                 PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredCoefficient,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
+                                 PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
 from e2egen.runner.problem import Problem
@@ -45,44 +45,63 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
         exact = torch.ones(params.out_shape, dtype=torch.bool, device=x.device)
         return ExactWhere(exact, SumOfBounds((output,)))
     if reduction == "var":
-        return var_bound(x, axes, count, params.divisor, dtype, output)
+        return var_bound(problem, x, axes, count, params.divisor, dtype, output)
     absolute_sum = x.abs().sum(dim=axes)
+    signed_sum = x.sum(dim=axes)
+    spread = _spread(x, axes) if problem.drawn_independently("x") else None
     if reduction == "sum":
-        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"), output))
-    mean = x.mean(dim=axes)
-    mean_abs = absolute_sum / count
+        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"),
+                            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread), output))
     if reduction == "mean":
         return SumOfBounds((
-            ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
-            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean.abs(), "division by N"),
+            ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum / count, "sum"),
+            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, scale=1 / count),
+            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), signed_sum.abs() / count, "division by N"),
             output,
         ))
     raise ValueError(f"unknown reduction {reduction!r}")
 
 
+def _spread(x: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:
+    """max - min of the reduced elements of each output."""
+    return x.amax(dim=axes) - x.amin(dim=axes)
+
+
 def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
     """The bound of every prefix sum of x (float64, logical shape) along the problem's axis."""
-    params = problem.params
-    prefix_magnitudes = x.abs().cumsum(dim=params.axis)
+    params, axis = problem.params, problem.params.axis
+    prefix_magnitudes = x.abs().cumsum(dim=axis)
+    counts = torch.arange(1, params.length + 1, dtype=x.dtype, device=x.device)
+    counts = counts.reshape([-1 if dim == axis % x.dim() else 1 for dim in range(x.dim())])
+    spread = None
+    if problem.drawn_independently("x"):
+        spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
     return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"),
+                        CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread),
                         OutputRounding(problem.out_dtype)))
 
 
-def var_bound(x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,
+def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,
               output: OutputRounding) -> SumOfBounds:
     """var = Σ(x - μ)² / divisor over `axes` (count elements each): the bound of docs/concepts/reduction-bound.md."""
     mean = x.mean(dim=axes, keepdim=True)
     deviations = x - mean
     variance = deviations.square().sum(dim=axes) / divisor
-    spread = deviations.abs().amax(dim=axes)  # D
-    mean_abs = x.abs().sum(dim=axes) / count  # m
-    mean_error = SquaredCoefficient((ProductSumCoefficient(count, dtype),
-                                     ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype)))
-    running_means = (mean.abs().reshape(spread.shape) + spread).mul_(spread).mul_((count + 1) / divisor)
+    largest_deviation = deviations.abs().amax(dim=axes)  # D
+    absolute_sum = x.abs().sum(dim=axes)
+    mean_abs = absolute_sum / count  # m
+    spread = _spread(x, axes) if problem.drawn_independently("x") else None
+    mean_error = SquaredBound((  # the mean's own bound, squared
+        ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
+        CommonValueSum(count, dtype, mean.abs().reshape(mean_abs.shape) * count, absolute_sum, spread, scale=1 / count),
+        ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
+    ), count / divisor, "mean's error (second order)")
+    running_means = ((mean.abs().reshape(largest_deviation.shape) + largest_deviation).mul_(largest_deviation)
+                     .mul_((count + 1) / divisor))
     return SumOfBounds((
         ScaledMagnitude(PositiveSumCoefficient(count, dtype), variance, "sum of squares"),
         ScaledMagnitude(ComputeRoundings(VAR_ELEMENT_ROUNDINGS, dtype), variance, "centring, squares, division"),
-        ScaledMagnitude(mean_error, mean_abs.square().mul_(count / divisor), "mean's error (second order)"),
+        mean_error,
         ScaledMagnitude(PositiveSumCoefficient(count, dtype, per_step=2), running_means, "running means (updates)"),
         ScaledMagnitude(ComputeSubnormalRounding(dtype), torch.full_like(variance, count / divisor + 1),
                         "underflowing squares"),

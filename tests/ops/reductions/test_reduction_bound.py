@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from e2egen.runner import BoundModel, make_problem
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
-from e2egen.runner.bound import ComputeSubnormalRounding, ComputeRoundings, SquaredCoefficient
+from e2egen.runner.bound import CommonValueSum, ComputeSubnormalRounding, ComputeRoundings, ScaledMagnitude, SquaredBound
 from e2egen.runner.dtypes import storage_dtype
 from e2egen.runner.inputs import round_to_storage
 from e2egen.runner.ops.reductions import kernels as k
@@ -133,10 +134,13 @@ def test_max_is_exact_and_the_division_counts_twice():
     assert ComputeRoundings(2, "f32")(BoundModel()) == 2 * 2.0 ** -24
 
 
-def test_squared_coefficient_adds_then_squares():
+def test_squared_bound_adds_then_squares():
     model = BoundModel(acc="f16")
-    parts = (ComputeRoundings(1, "f32"), ComputeRoundings(3, "f32"))
-    assert SquaredCoefficient(parts)(model) == pytest.approx((4 * 2.0 ** -11) ** 2)
+    magnitude = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    parts = (ScaledMagnitude(ComputeRoundings(1, "f32"), magnitude, "one"),
+             ScaledMagnitude(ComputeRoundings(3, "f32"), magnitude, "three"))
+    squared = SquaredBound(parts, 2.0, "both").evaluate(model)
+    assert torch.allclose(squared, 2 * (4 * 2.0 ** -11 * magnitude) ** 2)
 
 
 @pytest.mark.parametrize("acc, expected", [("f32", 2.0 ** -150), ("f16", 2.0 ** -25), ("bf16", 2.0 ** -134)])
@@ -148,3 +152,64 @@ def test_an_unnamed_accumulator_width_takes_f16s_coarse_spacing():
     model = BoundModel(arithmetic=Arithmetic(acc_bits=13))
     assert ComputeSubnormalRounding("f32")(model) == 2.0 ** -25
     assert math.isclose(ComputeRoundings(1, "f32")(model), 2.0 ** -13)
+
+
+def _sequential_f32(x64: torch.Tensor) -> torch.Tensor:
+    """A plain sequential f32 sum over the last dim (numpy's accumulate adds one element after the other)."""
+    values = x64.to(torch.float32).numpy()
+    return torch.from_numpy(np.add.accumulate(values, axis=-1, dtype=np.float32)[..., -1].copy()).double()
+
+
+def _ratios(op: str, problem, x64: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
+    """(bound_ratio, the ratio the bound gives without its common-value part)."""
+    ref = problem.numerics.reference(problem, {"x": x64})["out"]
+    bound = reduction_bound(op, problem, x64)
+    model = BoundModel(acc="f32")
+    without = sum(part.evaluate(model, ref) for part in bound.parts if not isinstance(part, CommonValueSum))
+    error = (out - ref).abs()
+    return float((error / bound.evaluate(model, ref)).max()), float((error / without).max())
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("n", [2 ** 15, 2 ** 16])
+def test_a_sequential_sum_of_values_sharing_a_large_common_value_stays_within_the_bound(op, n):
+    """[1000, 1001] in f32: every rounding of the running sum drops about the same low part, so the errors
+    add linearly (~N·u·Σx/16) where λ√N assumes a random walk: the common-value term covers them."""
+    x64 = draw(2, n, "f32", 1000.5, 0.5, False, 7)
+    problem = make_problem(op, "fwd", "f32", "contiguous", {"shape": [2, n], "axis": 1}, (1000.0, 1001.0), 0)
+    out = _sequential_f32(x64) / (n if op == "mean" else 1)
+    ratio, without_common_value = _ratios(op, problem, x64, out.float().double())
+    assert ratio <= 0.5
+    assert without_common_value > 1  # the random-walk term alone is exceeded: the data are adversarial
+
+
+@pytest.mark.parametrize("offset, spread", [(1.5, 0.5), (0.5, 0.5), (1000.5, 0.5)])
+def test_sorted_rows_not_drawn_independently_get_the_proven_term(offset, spread):
+    """Sorted data are no independent draws: the bound takes u·|Σx|·(N+1)/2, which holds in any order."""
+    n = 2 ** 15
+    x64 = draw(2, n, "f32", offset, spread, True, 5)
+    problem = make_problem("sum", "fwd", "f32", "contiguous", {"shape": [2, n], "axis": 1}, (-1.0, 1.0), 0, "pattern")
+    ratio, _ = _ratios("sum", problem, x64, _sequential_f32(x64))
+    assert ratio <= 0.5
+    common = next(part for part in reduction_bound("sum", problem, x64).parts if isinstance(part, CommonValueSum))
+    assert common.spread is None
+    proven = x64.sum(dim=1).abs() * ((n + 1) / 2 * 2.0 ** -24)
+    assert torch.allclose(common.evaluate(BoundModel(acc="f32")), proven)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 5000), offset=st.floats(-1e4, 1e4), spread=st.floats(1e-6, 10.0), seed=st.integers(0, 2 ** 31),
+       acc=st.sampled_from(("f32", "f16", "bf16")))
+def test_the_drawn_common_value_term_never_exceeds_the_proven_one(n, offset, spread, seed, acc):
+    x64 = draw(3, n, "f32", offset, spread, False, seed)
+    absolute, signed = x64.abs().sum(dim=1), x64.sum(dim=1).abs()
+    drawn = CommonValueSum(n, "f32", signed, absolute, x64.amax(dim=1) - x64.amin(dim=1))
+    proven = CommonValueSum(n, "f32", signed, absolute, None)
+    model = BoundModel(acc=acc)
+    assert bool((drawn.evaluate(model) <= proven.evaluate(model)).all())
+    assert torch.equal(proven.evaluate(model), signed * ((n + 1) / 2 * 2.0 ** -FORMAT_BITS[acc]))
+    assert not proven.evaluate(BoundModel(acc=acc, strict=True)).any()  # λN covers it
+    truncating = BoundModel(arithmetic=Arithmetic(acc_bits=24, rounding="toward-zero"))
+    assert not drawn.evaluate(truncating).any()  # 2N covers it
+    faithful = BoundModel(arithmetic=Arithmetic(acc_bits=24, rounding="faithful"))
+    assert torch.equal(drawn.evaluate(faithful), proven.evaluate(faithful))  # ties may all go one way

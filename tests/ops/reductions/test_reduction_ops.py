@@ -219,3 +219,27 @@ def test_a_kernel_that_ignores_channels_last_strides_is_unexplained():
     verdict, broken = execute("sum", "unit_stride_sum", "f32", "channels_last", {"shape": [2, 32, 14, 14], "axis": 1},
                               ZERO_MEAN)
     assert any(v.key == "exact" for v in broken)
+
+
+def _sequential_f32_mean(x, dim):
+    """A correct mean whose f32 running sum adds one element after the other (numpy's accumulate)."""
+    import numpy as np
+
+    axis = dim[0]
+    values = x.float().movedim(axis, -1).numpy()
+    total = torch.from_numpy(np.add.accumulate(values, axis=-1, dtype=np.float32)[..., -1].copy())
+    return (total / x.shape[axis]).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("n", [2 ** 15, 2 ** 16])
+def test_a_sequential_f32_mean_of_long_offset_rows_passes_by_default(dtype, n):
+    """A correct kernel meeting require.acc = "f32": its same-sign roundings add linearly on [1000, 1001]
+    (f32 error ~4,000 ulps), which the bound's common-value term allows; before it, every run failed."""
+    import e2egen
+
+    outcome = e2egen.judge(_sequential_f32_mean, "mean", {"shape": [2, n], "axis": 1}, dtype,
+                           data_range=OFFSET, require={"acc": "f32"})
+    assert outcome.passed, outcome.report
+    if dtype == "f32":
+        assert outcome.comparison.max_ulp_diff > 1000  # the error is real, not rounded away

@@ -255,7 +255,7 @@ def _confirmed_bug(ex) -> Finding | None:
     if not probe_wrong and not unexplained:
         return None
     evidence = [probe.describe()] if probe_wrong else []
-    evidence += [f"the arithmetic probes' crafted sums came back with values no rounding explains: {text}"
+    evidence += [f"the arithmetic probes' crafted inputs came back with values no rounding explains: {text}"
                  for text in unexplained[:3]]
     if probe_wrong:
         headline = "kernel bug: wrong results where the arithmetic is exact"

@@ -83,7 +83,7 @@ def not_probed(problem: Problem) -> str | None:
     if problem.dtype in FLOAT4:
         return "assumed (fp4's values, 0.5 to 6, cannot hold the probes' exponent gaps)"
     if problem.spec.probe_params(problem.params, problem.direction) is None:
-        return f"assumed ({problem.op} has no probes)"
+        return f"assumed ({problem.spec.unprobed_reason(problem.params, problem.direction)})"
     return None
 
 

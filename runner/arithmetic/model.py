@@ -222,9 +222,10 @@ class Arithmetic:
 
     def describe_intermediate(self) -> str:
         if self.intermediate == "exact":
-            return "the intermediate (P) stays in the compute format"
+            return "the intermediate (attention's P, a chain's first product) stays in the compute format"
         how = "" if self.intermediate_rounding == "nearest" else " toward zero"
-        return f"the intermediate (P) is rounded to {self.intermediate}{how} before the second product"
+        return (f"the intermediate (attention's P, a chain's first product) is rounded to {self.intermediate}{how} "
+                f"before the second product")
 
     def describe_accumulation(self) -> str:
         if self.groups == "none":

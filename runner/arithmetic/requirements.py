@@ -26,7 +26,7 @@ class Violation:
 
 
 # How a probe outcome no arithmetic explains is named, before its values (reasons and reports count on it).
-UNEXPLAINED_FINDING: Final = "the probes' crafted sums came back wrong, which no rounding explains"
+UNEXPLAINED_FINDING: Final = "the probes' crafted inputs came back wrong, which no rounding explains"
 
 
 def violations(required: Requirements, arithmetic: Arithmetic, dtype: str) -> list[Violation]:

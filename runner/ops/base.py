@@ -190,6 +190,10 @@ class Op(ABC, Generic[ParamsT]):
         op has no probes (its arithmetic is then assumed from the dtype, and the report says so)."""
         return None
 
+    def unprobed_reason(self, params: ParamsT, direction: Direction) -> str:
+        """Why probe_params gave no problem, as a report says it after "assumed"."""
+        return f"{self.name} has no probes"
+
     # -- hooks added by the op families (each with its default) ----------------
     def lowered_dims(self, params: ParamsT, direction: Direction) -> tuple[int, int, int, int] | None:
         """(G, M, R, Ncol) of the op written as one batched matrix product (OpNumerics.lowered), from the

@@ -401,7 +401,7 @@ def test_one_line_reason_says_what_broke_in_words(record, expected):
 def test_a_probe_dump_stays_in_the_details(tmp_path):
     from e2egen.nightly.report.failures import ONE_LINE, one_line_reason
 
-    record = failed("s/gemm/a/fwd/f16/nn/r0", "arithmetic: the probes' crafted sums came back wrong, which no rounding "
+    record = failed("s/gemm/a/fwd/f16/nn/r0", "arithmetic: the probes' crafted inputs came back wrong, which no rounding "
                     f"explains (a kernel bug): {PROBE_DUMP}; FAIL: rms 0.01 > 1e-05 (1e+03x)",
                     failures=[metric_failure("rms", 1e-2, 1e-5)])
     line = one_line_reason(record)

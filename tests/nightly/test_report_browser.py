@@ -46,7 +46,7 @@ def report(tmp_path_factory) -> Path:
     with nightly_store(tmp / "e2e.sqlite", 3) as store:
         store.add_record(failed("s/gemm/old/fwd/f16/nn/r0", "rms over", run_id="n2", failures=[metric_failure("rms", 1.0, 1e-3)]))
         store.add_record(failed(
-            "s/gemm/old/fwd/f16/nn/r0", "arithmetic: the probes' crafted sums came back wrong, which no rounding explains "
+            "s/gemm/old/fwd/f16/nn/r0", "arithmetic: the probes' crafted inputs came back wrong, which no rounding explains "
             f"(a kernel bug): {PROBE_DUMP}", run_id="n3", failures=[metric_failure("rms", 1.0, 1e-3)],
             arithmetic=arithmetic(FWD_CELL, "probed now", acc_bits=11, unexplained=(PROBE_DUMP,))))
         store.add_record(failed(

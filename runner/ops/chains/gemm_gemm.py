@@ -122,3 +122,14 @@ class GemmGemmOp(Op[GemmGemmParams]):
     def flops(self, params: GemmGemmParams, direction: str) -> int:
         rows = max(params.batch, 1) * params.m
         return 2 * rows * params.n * (params.k + params.o)
+
+    def shape_class(self, params: GemmGemmParams, direction: str) -> str:
+        """A step between the products is another kernel (and has no probes): its own cell."""
+        return f"step-{params.between}" if params.has_step else ""
+
+    def probe_params(self, params: GemmGemmParams, direction: str) -> GemmGemmParams | None:
+        """The case's own geometry (runner/ops/chains/probes.py); none with a step between the products."""
+        return None if params.has_step else params
+
+    def unprobed_reason(self, params: GemmGemmParams, direction: str) -> str:
+        return "gemm_gemm's probes cannot pass crafted values through an element-wise step between the products"

@@ -12,6 +12,9 @@ Alternates (correct) and planted bugs:
     gg_c_transposed     reads C's memory transposed
     gg_unrounded_scale  the result 0.4 % too large
     gg_dropped_last_k   the first product leaves out its last k
+    gg_intermediate_bf16    A·B rounded to bf16, not the dtype, before ·C
+    gg_first_sum_in_dtype   A·B's running sum kept in the dtype (f16, bf16)
+    gg_second_sum_in_dtype  R(A·B)·C's running sum kept in the dtype
     cg_rows_shifted     the conv output's rows shifted by one before the gemm
     cg_nchw_view        the conv output's NCHW memory read as (n·ho·wo, k) rows
 """
@@ -88,3 +91,26 @@ def cg_nchw_view(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor, *, stride: S
                  dilation: Sequence[int]) -> torch.Tensor:
     y = conv2d_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1)
     return torch.matmul(y.reshape(-1, y.shape[1]), c)
+
+
+def gg_intermediate_bf16(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """A·B rounded to bf16 (not the dtype) before ·C."""
+    product = torch.matmul(a.float(), b.float()).to(torch.bfloat16)
+    return torch.matmul(product.float(), c.float()).to(a.dtype)
+
+
+def gg_second_sum_in_dtype(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """R(A·B)·C with its running sum over n kept in the dtype (f16 or bf16 cases), one term after the other."""
+    product = torch.matmul(a, b)
+    total = torch.zeros(*product.shape[:-1], c.shape[-1], dtype=a.dtype, device=a.device)
+    for index in range(product.shape[-1]):
+        total = total + (product[..., index:index + 1].float() * c[..., index:index + 1, :].float()).to(a.dtype)
+    return total
+
+
+def gg_first_sum_in_dtype(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """A·B with its running sum over k kept in the dtype, one term after the other."""
+    total = torch.zeros(*a.shape[:-1], b.shape[-1], dtype=a.dtype, device=a.device)
+    for index in range(a.shape[-1]):
+        total = total + (a[..., index:index + 1].float() * b[..., index:index + 1, :].float()).to(a.dtype)
+    return torch.matmul(total, c)

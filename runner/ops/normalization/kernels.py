@@ -10,7 +10,7 @@ CORRECT (other algorithms, every step in f32, each torch f32 operation rounding 
 and online softmax, exp2 of an fma; Welford or two-pass variance, rsqrt or 1/sqrt; backward passes in f32.
 WRONG (one bug each, the bugs kernel teams make): no max subtraction, a sum in the input format, m + log l
 stored, softmax backward with the wrong sign or without its Σ term, a biased/unbiased variance mix-up,
-reductions in f16, eps outside the sqrt, E[x²] - mean² on large means.
+reductions in f16, eps outside the sqrt or left out, E[x²] - mean² on large means.
 """
 from __future__ import annotations
 
@@ -296,6 +296,26 @@ def layer_norm_eps_outside(x: torch.Tensor, weight: torch.Tensor | None, bias: t
     return _affine((rows - mean) / (torch.sqrt(var) + eps), x, weight, bias)
 
 
+def layer_norm_no_eps(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,
+                      normalized_shape: tuple[int, ...], eps: float) -> torch.Tensor:
+    """eps left out: x̂ = (x - μ)/σ."""
+    rows = _norm_rows(x, normalized_shape)
+    mean, var = two_pass(rows)
+    return _affine((rows - mean) * torch.rsqrt(var), x, weight, bias)
+
+
+def rms_norm_no_eps(x: torch.Tensor, weight: torch.Tensor | None, *, normalized_shape: tuple[int, ...],
+                    eps: float) -> torch.Tensor:
+    rows = _norm_rows(x, normalized_shape)
+    return _affine(rows * torch.rsqrt(sequential_sum(rows * rows) / rows.shape[-1]), x, weight, None)
+
+
+def rms_norm_eps_outside(x: torch.Tensor, weight: torch.Tensor | None, *, normalized_shape: tuple[int, ...],
+                         eps: float) -> torch.Tensor:
+    rows = _norm_rows(x, normalized_shape)
+    return _affine(rows / (torch.sqrt(sequential_sum(rows * rows) / rows.shape[-1]) + eps), x, weight, None)
+
+
 def layer_norm_one_pass_variance(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,
                                  normalized_shape: tuple[int, ...], eps: float) -> torch.Tensor:
     rows = _norm_rows(x, normalized_shape)
@@ -330,6 +350,12 @@ def _norm_backward_f32(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tens
 def layer_norm_backward_f32(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *,
                             normalized_shape: tuple[int, ...], eps: float) -> NormBackward:
     return _norm_backward_f32(grad_y, x, weight, normalized_shape, eps, centered=True)
+
+
+def layer_norm_backward_no_eps(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *,
+                              normalized_shape: tuple[int, ...], eps: float) -> NormBackward:
+    """The f32 backward with eps left out of 1/σ."""
+    return _norm_backward_f32(grad_y, x, weight, normalized_shape, 0.0, centered=True)
 
 
 def rms_norm_backward_f32(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *,

@@ -1,6 +1,7 @@
 """The normalisations' numerics (the torch half of runner/ops/normalization/spec.py): their input kinds (offset
 rows, backward inputs that a forward pass can give), how a layout stores each input, the kernel call under
-the contracts, the float64 reference (normalization_math.py) and the bounds (bound.py)."""
+the contracts, the float64 reference (normalization_math.py), the bounds (bound.py) and layer_norm's and
+rms_norm's eps probe (probes.py)."""
 from __future__ import annotations
 
 from typing import Mapping, TypeVar
@@ -18,6 +19,7 @@ from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets,
                                                                 norm_float64, norm_forward_float64, norm_rows,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.params import NormParams, SoftmaxParams
+from e2egen.runner.ops.normalization.probes import probe_eps
 from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
@@ -113,3 +115,6 @@ class NormNumerics(_TensorNumerics[NormOp]):
         if problem.direction == "fwd":
             return {"y": norm_forward_bound(problem, inputs64, self.spec.centered)}
         return norm_backward_bounds(problem, inputs64, self.spec.centered)
+
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_eps(problem, kernel, device, label)

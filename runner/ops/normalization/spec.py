@@ -30,6 +30,7 @@ alternates and planted bugs) kernels.py.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping, TypeVar
 
 from e2egen.runner.dtypes import output_dtype_name
@@ -43,6 +44,7 @@ PER_FEATURE_INPUTS = ("weight", "bias")  # of the normalised shape: they keep th
 # Operations per element, for throughput figures: max, exp, sum, divide; mean, variance, scale and shift.
 _SOFTMAX_FLOPS = {"fwd": 4, "bwd_data": 4}
 _NORM_FLOPS = {"fwd": 8, "bwd_data": 12}
+PROBE_ROWS, PROBE_ROW_LENGTH = 4, 64  # the eps probe's problem: each leading dim, each normalised dim at most
 
 
 TensorParamsT = TypeVar("TensorParamsT", SoftmaxParams, NormParams)
@@ -148,6 +150,13 @@ class NormOp(_TensorOp[NormParams]):
 
     def flops(self, params: NormParams, direction: str) -> int:
         return _NORM_FLOPS[direction] * math.prod(params.shape)
+
+    def probe_params(self, params: NormParams, direction: str) -> NormParams:
+        """The eps probe's problem (runner/ops/normalization/probes.py): the same rank, normalised dims, eps and
+        affine; at most PROBE_ROWS rows of at most PROBE_ROW_LENGTH elements each dim; no offset."""
+        leading = len(params.shape) - params.normalized_dims
+        shape = tuple(min(size, PROBE_ROWS if dim < leading else PROBE_ROW_LENGTH) for dim, size in enumerate(params.shape))
+        return replace(params, shape=shape, offset=0.0)
 
 
 NORMALIZATION_OPS = (SoftmaxOp(log=False), SoftmaxOp(log=True), NormOp(centered=True), NormOp(centered=False))

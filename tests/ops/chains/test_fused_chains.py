@@ -160,3 +160,51 @@ def test_the_fused_evidence_study_passes_every_correct_kernel_and_catches_every_
     runs = [line.split("|") for line in text.splitlines() if line.startswith("| ") and "planted bug" in line]
     assert len(runs) == len(fused_evidence.KERNELS) - correct
     assert all(int(row[4]) == 0 for row in runs)  # no planted bug passed
+
+
+# -- gemm→gemm's probes (runner/ops/chains/probes.py) -------------------------------------------------------
+CHAINS = "e2egen.runner.ops.chains.kernels:"
+PROBED = {"m": 24, "n": 40, "k": 64, "o": 32}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("kernel", ["torch", "gg_blocked"])
+def test_the_chain_probes_find_a_correct_kernel_s_arithmetic(kernel, dtype):
+    import e2egen
+
+    outcome = e2egen.judge(None if kernel == "torch" else CHAINS + kernel, "gemm_gemm", PROBED, dtype,
+                           layout="ntn")
+    found = outcome.arithmetic.arithmetic
+    assert outcome.passed, outcome.report
+    assert found.acc_bits >= 24 and found.unexplained == ()
+    assert found.intermediate == ("exact" if dtype == "f32" else dtype)
+    assert any(note.startswith("A·B accumulator") for note in found.notes)
+    assert any(note.startswith("R(A·B)·C accumulator") for note in found.notes)
+
+
+@pytest.mark.parametrize("kernel, dtype, finding, broken", [
+    ("gg_intermediate_bf16", "f16", "bf16", "inputs"),
+    ("gg_intermediate_bf16", "f32", "bf16", "inputs"),
+    ("gg_first_sum_in_dtype", "f16", 11, "acc"),
+    ("gg_first_sum_in_dtype", "bf16", 8, "acc"),
+    ("gg_second_sum_in_dtype", "f16", 11, "acc"),
+    ("gg_second_sum_in_dtype", "bf16", 8, "acc"),
+])
+def test_the_chain_probes_name_a_narrow_intermediate_or_accumulator(kernel, dtype, finding, broken):
+    """Bugs the bound alone passed (the issue's 10/10 and 15/32 misses) fail the default requirements."""
+    import e2egen
+
+    outcome = e2egen.judge(CHAINS + kernel, "gemm_gemm", PROBED, dtype)
+    found = outcome.arithmetic.arithmetic
+    assert outcome.status == "failed"
+    assert (found.intermediate if broken == "inputs" else found.acc_bits) == finding
+    assert broken in outcome.broken
+
+
+def test_a_dropped_product_is_unexplained_and_a_step_case_is_not_probed():
+    import e2egen
+
+    dropped = e2egen.judge(CHAINS + "gg_dropped_last_k", "gemm_gemm", PROBED, "f16")
+    assert dropped.status == "failed" and "a dropped or doubled product" in dropped.arithmetic.arithmetic.unexplained[0]
+    stepped = e2egen.judge(None, "gemm_gemm", {**PROBED, "between": "gelu"}, "f16")
+    assert stepped.passed and "cannot pass crafted values through an element-wise step" in stepped.arithmetic.origin

@@ -11,6 +11,8 @@ Small shapes, fixed seeds: deterministic, so these are plain assertions.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -20,6 +22,7 @@ from e2egen.generator.defaults import DEFAULT_TOLERANCES
 from e2egen.runner import BoundModel, make_problem, run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs
+from e2egen.runner.kernels import resolve_impl
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
@@ -185,3 +188,42 @@ def test_the_reference_is_torch_in_float64(op, direction, params):
     assert list(ours) == list(problem.output_names)
     for name, value in zip(problem.output_names, theirs):
         torch.testing.assert_close(ours[name], value, rtol=1e-10, atol=1e-10)
+
+
+# -- the eps probe (runner/ops/normalization/probes.py) -------------------------------------------------
+EPS_BUGS = [("layer_norm", "fwd", "layer_norm_no_eps", "leaves eps out"),
+            ("layer_norm", "fwd", "layer_norm_eps_outside", "uses eps otherwise"),
+            ("rms_norm", "fwd", "rms_norm_no_eps", "leaves eps out"),
+            ("rms_norm", "fwd", "rms_norm_eps_outside", "uses eps otherwise"),
+            ("layer_norm", "bwd_data", "layer_norm_backward_no_eps", "leaves eps out")]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("op, direction, kernel, reading", EPS_BUGS, ids=[bug[2] for bug in EPS_BUGS])
+def test_the_eps_probe_catches_eps_misused_on_unit_variance_rows(op, direction, kernel, reading, dtype):
+    """On drawn rows of variance ~1/3 eps moves y by ~1.5e-5, below the bound; the probe's rows of variance
+    eps show it, and the case fails naming the reading."""
+    import e2egen
+
+    outcome = e2egen.judge(IMPL + kernel, op, {"shape": [6, 256]}, dtype, direction=direction)
+    assert outcome.status == "failed"
+    unexplained = outcome.arithmetic.arithmetic.unexplained
+    assert len(unexplained) == 1 and reading in unexplained[0] and "eps" in unexplained[0]
+    assert "a kernel bug" in outcome.reason
+
+
+@pytest.mark.parametrize("op, direction, kernel", [
+    ("layer_norm", "fwd", "torch"), ("layer_norm", "fwd", "layer_norm_welford_rsqrt"),
+    ("layer_norm", "fwd", "layer_norm_two_pass_recip"), ("rms_norm", "fwd", "torch"),
+    ("rms_norm", "fwd", "rms_norm_sequential"), ("layer_norm", "bwd_data", "torch"),
+    ("layer_norm", "bwd_data", "layer_norm_backward_f32"), ("rms_norm", "bwd_data", "rms_norm_backward_f32")])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_the_eps_probe_passes_correct_kernels(op, direction, kernel, dtype):
+    from e2egen.runner.ops.normalization.probes import probe_eps
+
+    problem = make_problem(op, direction, dtype, "contiguous", {"shape": [6, 256], "normalized_dims": 1},
+                           (-1.0, 1.0), 0)
+    probe = replace(problem, params=problem.spec.probe_params(problem.params, direction))
+    kernel_callable = resolve_impl(op, direction, None if kernel == "torch" else IMPL + kernel)
+    found = probe_eps(probe, kernel_callable, torch.device("cpu"), kernel)
+    assert found.unexplained == () and "eps checked" in found.notes[0]

@@ -1,0 +1,101 @@
+"""The eps probe of layer_norm and rms_norm (forward and backward): rows whose variance (rms_norm: mean square)
+equals eps, where eps decides the result.
+
+On unit-variance rows eps moves y by about eps/2 relative (5e-6 for layer_norm's default), less than the bound's
+variance term, so a kernel that leaves eps out, or adds it to σ instead of σ², passes every drawn case. On rows
+x = ±a with a² ≈ eps (a = √eps in the input format) the contract's y = x/√(a² + eps) is about ±0.71, leaving eps
+out gives ±1 and adding it to σ about ±0.997: a gap of 40 % against a probe tolerance of PROBE_TOLERANCE, far
+beyond any rounding of f32, f16 or bf16 (inputs exact, so the float64 reference of the probe is exact too). The
+backward's grad_x carries 1/σ and x̂ alike.
+
+A kernel off by more than the tolerance there is `unexplained` (a kernel bug: the case fails, naming it), with
+the nearest reading, from rows of ±eps (variance eps², where eps left out gives ±1 and eps added to σ ±1/2):
+eps left out (the float64 result with eps = 0 matches), or eps used otherwise. The probe
+measures nothing else: the accumulator and rounding stay the dtype's assumed ones, and a note says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from e2egen import metrics
+from e2egen.runner.arithmetic.model import Arithmetic, assumed_arithmetic
+from e2egen.runner.dtypes import input_format_name
+from e2egen.runner.kernels import call_on_values
+from e2egen.runner.ops.numerics import Kernel
+from e2egen.runner.problem import Problem
+
+PROBE_TOLERANCE = 0.05  # relative to the row's largest |result|: 8x below the gap eps makes, above any rounding
+GRAD_PATTERN = (1.0, -0.5, 0.25, 0.75, -1.0, 0.5)  # the backward's grad_y, exact in every float format
+
+
+def probe_eps(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+    """layer_norm's or rms_norm's eps on `problem` (NormOp.probe_params: small rows, offset 0)."""
+    params = problem.params
+    fmt = input_format_name(problem.dtype)
+    side = float(metrics.round_to(torch.tensor([math.sqrt(params.eps)], dtype=torch.float64), fmt)[0])
+    inputs = _inputs(problem, side)
+    got = call_on_values(problem, kernel, inputs, device, label=label)[problem.primary_output]
+    expected = problem.numerics.reference(problem, inputs)[problem.primary_output]
+    notes = (f"eps checked on rows of ±{side:.4g} (variance {side * side:.4g}, eps {params.eps:g}); accumulator and "
+             f"rounding not probed: the dtype's assumed",)
+    arithmetic = replace(assumed_arithmetic(problem.dtype), probed_with=problem.describe(), notes=notes)
+    off = _relative_gap(got, expected)
+    if off <= PROBE_TOLERANCE:
+        return arithmetic
+    reading = _reading(problem, kernel, device, label, fmt) or _reading(problem, kernel, device, label, fmt, side)
+    what = (f"{problem.op} {problem.direction} on rows of ±{side:.4g} (variance {side * side:.4g} ≈ eps {params.eps:g}) came "
+            f"back {_worst(got, expected)}: {off:.0%} off, where eps decides the result; the kernel {reading}")
+    return replace(arithmetic, unexplained=(what,))
+
+
+def _reading(problem: Problem, kernel: Kernel, device: torch.device, label: str, fmt: str,
+             side: float | None = None) -> str:
+    """How a kernel off on the eps rows uses eps, from rows of ±eps (variance eps², where eps left out gives
+    ±1 and eps added to σ ±1/2; or rows of ±`side`): "" when those rows cannot be had (eps is 0 in the input
+    format, or the result without eps overflows the output format)."""
+    if side is None:
+        side = float(metrics.round_to(torch.tensor([problem.params.eps], dtype=torch.float64), fmt)[0])
+        if side == 0:
+            return ""
+    inputs = _inputs(problem, side)
+    without_eps = replace(problem, params=replace(problem.params, eps=0.0))
+    expected = without_eps.numerics.reference(without_eps, inputs)[problem.primary_output]
+    if float(expected.abs().max()) > metrics.get_format(problem.out_dtype).max / 2:
+        return ""  # the backward's 1/σ = 1/eps overflows an f16 output
+    got = call_on_values(problem, kernel, inputs, device, label=label)[problem.primary_output]
+    if _relative_gap(got, expected) <= PROBE_TOLERANCE:
+        return "leaves eps out"
+    return "uses eps otherwise than inside √(var + eps) (added to σ?)"
+
+
+def _inputs(problem: Problem, side: float) -> dict[str, torch.Tensor]:
+    """x alternating ±side along the normalised elements; weight 1, bias 0; grad_y GRAD_PATTERN."""
+    shapes = problem.input_shapes
+    count = math.prod(shapes["x"])
+    signs = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat((count + 1) // 2)[:count]
+    values = {"x": (signs * side).reshape(shapes["x"])}
+    if "grad_y" in shapes:
+        pattern = torch.tensor(GRAD_PATTERN, dtype=torch.float64)
+        values["grad_y"] = pattern.repeat(count // len(GRAD_PATTERN) + 1)[:count].reshape(shapes["grad_y"])
+    if "weight" in shapes:
+        values["weight"] = torch.ones(shapes["weight"], dtype=torch.float64)
+    if "bias" in shapes:
+        values["bias"] = torch.zeros(shapes["bias"], dtype=torch.float64)
+    return values
+
+
+def _relative_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |got - expected| / max |expected| (inf where got is not finite)."""
+    if not bool(torch.isfinite(got).all()):
+        return math.inf
+    scale = float(expected.abs().max())
+    return float((got - expected).abs().max()) / scale if scale > 0 else float(got.abs().max() > 0) * math.inf
+
+
+def _worst(got: torch.Tensor, expected: torch.Tensor) -> str:
+    gaps = torch.where(torch.isfinite(got), (got - expected).abs(), torch.full_like(got, math.inf))
+    index = int(gaps.reshape(-1).argmax())
+    return f"{float(got.reshape(-1)[index]):.6g}, expected {float(expected.reshape(-1)[index]):.6g}"

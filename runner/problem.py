@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, get_args
 
 from e2egen.metrics.formats import get_format
 
-from e2egen.runner.dtypes import DTYPES, element_size, input_format_name, operand_formats
+from e2egen.runner.dtypes import DTYPES, INTEGER_DTYPES, element_size, input_format_name, operand_formats
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops import OPS, Op, numerics_of
 from e2egen.runner.ops.base import UNKNOWN_LAYOUT, Shape, TensorSpec, is_int
@@ -222,6 +222,11 @@ def _check_range(value: Any, dtype: str, largest: float) -> None:
     lo, hi = value
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ProblemError("input_range", list(value), f"expected finite low < high, got [{lo:g}, {hi:g}]")
+    if dtype in INTEGER_DTYPES:  # two's complement: one more below zero (i8's -128 is a value kernels must meet)
+        if lo < -largest - 1 or hi > largest:
+            raise ProblemError("input_range", list(value),
+                               f"[{lo:g}, {hi:g}] goes beyond {dtype}'s range [{-largest - 1:g}, {largest:g}]: inputs would wrap")
+        return
     if max(abs(lo), abs(hi)) > largest:
         raise ProblemError("input_range", list(value),
                            f"[{lo:g}, {hi:g}] goes beyond {dtype}'s largest finite value {largest:g}: inputs would be inf")

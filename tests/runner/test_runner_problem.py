@@ -7,6 +7,7 @@ import pytest
 
 from e2egen import runner
 from e2egen.runner import OPS, ProblemError, make_problem
+from e2egen.runner.inputs import generate_inputs
 
 CONV2D = {"n": 2, "c": 8, "k": 6, "hw": [9, 7], "kernel": 3}
 
@@ -177,6 +178,16 @@ def test_bad_input_range(bad):
 def test_input_range_must_fit_the_dtype():
     assert error_of(input_range=(0.0, 1e5), dtype="f16").key == "input_range"
     make_problem("conv2d", "fwd", "f32", "nchw", conv2d(), (0.0, 1e5), 0)
+
+
+def test_an_i8_range_reaches_minus_128_and_no_further():
+    """Two's complement has one more value below zero: -128 is the value an i8 kernel's sign handling must meet."""
+    problem = make_problem("gemm", "fwd", "i8", "nn", {"m": 32, "n": 32, "k": 64}, (-128.0, 127.0), 3, "integers")
+    drawn = generate_inputs(problem)
+    assert min(float(t.min()) for t in drawn.values()) == -128.0
+    for outside in ((-129.0, 127.0), (-128.0, 128.0)):
+        with pytest.raises(ProblemError, match=r"i8's range \[-128, 127\]: inputs would wrap"):
+            make_problem("gemm", "fwd", "i8", "nn", {"m": 4, "n": 4, "k": 4}, outside, 0, "integers")
 
 
 @pytest.mark.parametrize("seed", [-1, 2 ** 64, 1.5, True])

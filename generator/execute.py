@@ -274,12 +274,36 @@ def _judge_outputs(case: Case, result: RunResult, repro: str, timings: dict[str,
     else:  # each output judged alone; the case passes when every output does
         reason = "; ".join(f"{name}: {outputs[name][1].summary}" for name in failed)
         report = "\n".join(f"output {name}:\n{v}" for name, (_, v) in outputs.items())
-    nans = [text for name in failed if (text := _unexpected_nans(result, name))]
-    if nans:  # what the kernel did, before the metrics it broke
-        reason = "; ".join(nans) + f"; {reason}"
+    seen = [text for name in failed for text in (_unexpected_nans(result, name), _flushed_results(result, name)) if text]
+    if seen:  # what the kernel did, before the metrics it broke
+        reason = "; ".join(seen) + f"; {reason}"
     return Outcome(case, "failed" if failed else "passed", reason, result.device, repro, report=report,
                    comparison=comparison, verdict=verdict, timings=dict(timings), outputs=outputs,
                    arithmetic=result.arithmetic, loosened=loosened)
+
+
+def _flushed_results(result: RunResult, name: str) -> str:
+    """"the kernel returned 0 where the exact result is subnormal in T (N elements, first at (i, j)): it flushes
+    subnormals ...", or "": a result that rounds to a nonzero subnormal of the output format came back 0. Not
+    said when the reference flushes too (reference.ftz), since compare then accepts those zeros."""
+    import torch
+
+    from e2egen import metrics
+
+    output = result.outputs[name]
+    out, ref = output.out, output.ref
+    if result.reference.ftz or not (out.is_floating_point() and ref.is_floating_point()) or out.shape != ref.shape:
+        return ""
+    fmt = metrics.get_format(output.dtype)
+    ref = ref.to("cpu")
+    subnormal = (ref.abs() < fmt.min_normal) & (ref.abs() > fmt.min_subnormal / 2)
+    where = subnormal & (out.detach().to("cpu", torch.float64) == 0)
+    count = int(where.sum())
+    if not count:
+        return ""
+    first = tuple(int(i) for i in where.nonzero()[0].tolist())
+    return (f"the kernel returned 0 where the exact result is subnormal in {output.dtype} ({count} element"
+            f"{'s' if count > 1 else ''}, first at {first}): it flushes subnormals (reference.ftz = true accepts that)")
 
 
 def _unexpected_nans(result: RunResult, name: str) -> str:

@@ -264,7 +264,11 @@ def _compare_floats(ref, out, bound: FlatBound, reported: Format, shape, options
     rel_l2 = _safe_ratio(root_sum_sq, math.sqrt(totals.sum_sq_ref))
     has_bound = bound.given
     bound_rms = math.sqrt(totals.sum_sq_bound / max(totals.compared, 1)) if has_bound else None
-    bias_z = max(abs(_z(totals.sum_s, totals.sum_sq_s)), abs(_z(totals.sum_t, totals.sum_sq_t)))
+    signed_z, magnitude_z = _z(totals.sum_s, totals.sum_sq_s), _z(totals.sum_t, totals.sum_sq_t)
+    bias_z = max(abs(signed_z), abs(magnitude_z))
+    bias_lean = ("" if bias_z == 0 else
+                 ("toward zero" if magnitude_z < 0 else "away from zero") if abs(magnitude_z) >= abs(signed_z)
+                 else "downward" if signed_z < 0 else "upward")
     rounding_rms = math.sqrt(totals.sum_sq_s / max(totals.compared, 1))
 
     # rms and rel_l2 point at the element with the largest difference
@@ -287,7 +291,7 @@ def _compare_floats(ref, out, bound: FlatBound, reported: Format, shape, options
         nan_mismatch=totals.counts["nan_mismatch"][0], inf_mismatch=totals.counts["inf_mismatch"][0],
         overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
-        worst=worst, backend=options.backend, rounding=options.rounding,
+        worst=worst, backend=options.backend, rounding=options.rounding, bias_lean=bias_lean,
     )
 
 

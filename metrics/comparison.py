@@ -62,6 +62,7 @@ class FloatComparison:
     worst: dict[str, WorstElement]
     backend: str
     rounding: str = "nearest-even"  # the rounding bias_z was centred for
+    bias_lean: str = ""  # where bias_z's larger z points: "toward zero", "away from zero", "upward", "downward"
 
     is_integer = False
 

@@ -87,6 +87,16 @@ def _count_reason(comparison, name: str, count: int, tolerance: float, worst) ->
     return text
 
 
+# What a systematic lean suggests, by where it points (FloatComparison.bias_lean).
+BIAS_CAUSES = {
+    "toward zero": "the outputs lean toward zero: rounding toward zero (truncation), or a factor below 1",
+    "away from zero": "the outputs lean away from zero: a factor above 1, or rounding away from zero",
+    "upward": "the outputs lean upward: an added term, or rounding up",
+    "downward": "the outputs lean downward: a dropped term, or rounding down",
+    "": "a scaled result, truncation, a dropped or added term",
+}
+
+
 def _metric_reason(comparison, name: str, value: float, tolerance: float, ratio: float, worst) -> str:
     where = f"; worst element {worst.describe()}" if worst is not None else ""
     text = f"{name} = {value:.6g} exceeds its tolerance {tolerance:g} ({ratio:.3g}x){where}"
@@ -95,7 +105,7 @@ def _metric_reason(comparison, name: str, value: float, tolerance: float, ratio:
     elif name == "bias_z":  # an aggregate: no element is to blame
         text += (f": the mean signed error in ulps is {value:.3g} standard errors away from what "
                  f"{getattr(comparison, 'rounding', 'nearest-even')} rounding gives, a systematic error "
-                 f"(a scaled result, truncation, a dropped or added term)")
+                 f"({BIAS_CAUSES.get(getattr(comparison, 'bias_lean', ''), BIAS_CAUSES[''])})")
     elif name == "bound_rms":
         text += ": the errors sit near their bounds on average, more than a correctly rounded result's do"
     return text

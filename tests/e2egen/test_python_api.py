@@ -175,3 +175,21 @@ def test_a_lent_kernel_s_findings_are_its_own_and_never_cached(fresh_profiles, m
     monkeypatch.setattr("e2egen.api._LENT_NAMES", iter(range(1, 100)))  # the same lent name again
     narrow = e2egen.judge(lambda x, dim: _f16_running_sum(x, dim), "sum", shape, "f32")
     assert narrow.arithmetic.arithmetic.acc_bits == 11
+
+
+def _exp_flushing_subnormals(x):
+    y = torch.exp(x.float())
+    return torch.where(y < torch.finfo(torch.float32).tiny, torch.zeros_like(y), y).to(x.dtype)
+
+
+def test_a_kernel_that_flushes_subnormal_results_is_told_so():
+    """JAX on a CPU flushes f32 subnormals: the reason names it first, where it said only bound_ratio 4.7e4."""
+    tiny = {"shape": [32, 32]}
+    flushed = e2egen.judge(_exp_flushing_subnormals, "exp", tiny, "f32", data_range=(-100.0, -80.0))
+    assert flushed.status == "failed"
+    assert flushed.reason.startswith("the kernel returned 0 where the exact result is subnormal in f32")
+    assert "reference.ftz = true" in flushed.reason
+    accepted = e2egen.judge(_exp_flushing_subnormals, "exp", tiny, "f32", data_range=(-100.0, -80.0),
+                            reference={"ftz": True})
+    assert "subnormal" not in (accepted.reason or "")
+    assert e2egen.judge(None, "exp", tiny, "f32", data_range=(-100.0, -80.0)).passed

@@ -292,3 +292,21 @@ def test_bound_rms_is_judged_only_over_enough_elements(elements):
         assert "not judged" in str(verdict)
     else:
         assert not verdict.passed and [f.metric for f in verdict.failures] == ["bound_rms"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode, lean", [("toward-zero", "toward zero"), ("up", "upward"), ("down", "downward")])
+def test_bias_z_says_where_a_directed_rounding_leans(backend, mode, lean):
+    ref = _data(seed=6)
+    comparison = compare(ref, _directed(ref, mode), "f32", backend=backend)
+    assert comparison.bias_z > 6 and comparison.bias_lean == lean
+    reason = check(comparison, {"bias_z": 6.0}).failures[0].reason
+    assert f"the outputs lean {lean}" in reason
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bias_z_says_a_factor_above_one_leans_away_from_zero(backend):
+    ref = _data(seed=7)
+    comparison = compare(ref, (ref * (1 + 2.0 ** -22)).to(torch.float32), "f32", backend=backend)
+    assert comparison.bias_lean == "away from zero" and comparison.bias_z > 6
+    assert compare(ref, ref.to(torch.float32), "f32", backend=backend).bias_lean == ""  # correctly rounded: no lean

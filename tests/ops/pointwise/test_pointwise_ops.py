@@ -114,3 +114,24 @@ def test_bad_parameters_name_the_key():
         make_problem("div", "fwd", "f16", "contiguous", {"shape": [4], "y_range": [2, 1]}, (-1.0, 1.0), 1)
     with pytest.raises(ProblemError, match="y_range"):
         make_problem("exp", "fwd", "f16", "contiguous", {"shape": [4], "y_range": [1, 2]}, (-1.0, 1.0), 1)
+
+
+def _exp_one_element_two_ulps_up(x):
+    """A correct f32-computed exp but for its first element, two output ulps up: a one-element bug."""
+    y = torch.exp(x.float()).to(x.dtype).reshape(-1).clone()
+    up = torch.tensor(float("inf"), dtype=y.dtype)
+    y[0] = torch.nextafter(torch.nextafter(y[0], up), up)
+    return y.reshape(x.shape)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_a_one_element_bug_is_no_compute_format(dtype):
+    """It missed the f32 interval at one index of every probe call: read as "computes in f16" before, which
+    widened the interval to f16's and passed the output check. Now unexplained: the bound stays f32's."""
+    import e2egen
+
+    outcome = e2egen.judge(_exp_one_element_two_ulps_up, "exp", {"shape": [8, 64]}, dtype)
+    found = outcome.arithmetic.arithmetic
+    assert outcome.status == "failed" and found.compute == "f32"
+    assert "flat index 0" in found.unexplained[0] and "a bug at that element" in found.unexplained[0]
+    assert "computes its math in" not in outcome.reason

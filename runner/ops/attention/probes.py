@@ -1,5 +1,5 @@
-"""Probes of an attention kernel's arithmetic: the P·V accumulator's width and the format P is
-rounded to before P·V. They run on the case's own geometry (sizes, masks, scale, path options),
+"""Probes of an attention kernel's arithmetic: the P·V accumulator's width, the row sum l's (the narrower
+of the two is acc_bits), and the format P is rounded to before P·V. They run on the case's own geometry (sizes, masks, scale, path options),
 because attention kernels pick their algorithm by shape (torch's SDPA keeps P in f32 on some shapes
 and rounds it on others). Each runs the kernel on crafted inputs whose exact output every hypothesis
 predicts; the findings fill the same `Arithmetic` as a product sum's (acc_bits: the P·V accumulator;
@@ -14,6 +14,8 @@ Accumulator: in the row that allows the most keys, three or four spread keys sco
 4) and V carries +1.5·2^E at the first, 2^(E-g) in the middle, -1.5·2^E at the last (and 0 at the
 fourth), one column per gap g: the output is 2^(E-g)/l, or 0 where an accumulator of fewer than g bits
 lost the small term.
+
+Row sum: _Probe.row_sum (one key of P = 1 first, every other key 2^-e; through lse when the case returns it).
 
 P's format: rows (of every head) that allow keys a and b score 0 on a and t_i < 0 on b; V = (-c, 1) on
 (a, b) in column i, with c = R_F(exp t_i) for a format F the input format holds. The output's diagonal is
@@ -52,9 +54,12 @@ def probe_attention(problem: Problem, kernel: Kernel, device: torch.device, labe
                    "P's formats f16 and bf16)")
     probe = _Probe(problem, kernel, device, label)
     acc_bits, acc_exact, notes = probe.accumulator()
+    row_sum_bits, row_sum_notes = probe.row_sum()
+    if row_sum_bits is not None and row_sum_bits < acc_bits:  # one acc_bits: the narrower sum's
+        acc_bits, acc_exact = row_sum_bits, True
     p_format, p_rounding, more = probe.p_format()
     return Arithmetic(intermediate=p_format, intermediate_rounding=p_rounding, acc_bits=acc_bits, acc_bits_exact=acc_exact,
-                      probed_with=problem.describe(), notes=tuple(notes + more))
+                      probed_with=problem.describe(), notes=tuple(notes + row_sum_notes + more))
 
 
 def _round(value: float, fmt: str, toward_zero: bool = False) -> float:
@@ -126,6 +131,54 @@ class _Probe:
                 kept[gap] = got != 0.0
         lost = [gap for gap in GAPS if not kept[gap]]
         return (lost[0], True, []) if lost else (GAPS[-1] + 1, False, [])
+
+    # -- the row sum l ----------------------------------------------------------------------------------
+    def row_sum(self) -> tuple[int | None, list[str]]:
+        """The row sum's width where it drops the small weights (None: it keeps them, or not probed), from the row allowing the most keys: its first key scores 0
+        (P = 1, v = 1 in column 0), every other key scores ln π (v = 0). l = 1 + L·π exactly; a running l of
+        fewer than e + 1 bits that holds 1 first drops every π = 2^-e (o = 1/l comes back 1, lse 0). With
+        lse (f32) e = 20: a running l in f16 or bf16 loses them even added 512 at a time, as a tile's sum;
+        with o alone e = 12 (per key or per pair), and L·π must show in o's format."""
+        if self.p.head_dim_qk < 2:
+            return None, ["row sum not probed: the scores need a second feature"]
+        row = int(self.allowed.sum(dim=1).argmax())
+        keys = self.allowed[row].nonzero().flatten().tolist()
+        lse = self.p.return_lse and "lse" in self.problem.output_names
+        exponent = 20 if lse else 12
+        unit_out = float(metrics.ulp(torch.tensor([1.0], dtype=torch.float64), self.problem.out_dtype)[0])
+        if len(keys) < 2 or (not lse and (len(keys) - 1) * 2.0 ** -exponent < 4 * unit_out):
+            return None, [f"row sum not probed: {len(keys) - 1} small keys cannot show 2^-{exponent} each in "
+                          f"{self.problem.out_dtype} (return_lse shows more)"]
+        kept = self._row_sum_kept(row, keys, exponent, lse)
+        if kept is None:
+            return None, [f"row sum: the outputs fit neither l = 1 + {len(keys) - 1}·2^-{exponent} nor l = 1; not measured"]
+        if kept:  # at least exponent + 1 bits: no narrower than the P·V accumulator's finding says
+            return None, []
+        # how many keys a kernel adds before it rounds l decides which width drops them: the width is not
+        # measured, only that it is below e + 1 bits; the input format is what such kernels store l in
+        fmt = self.in_fmt if self.in_fmt in ("f16", "bf16") else "f16"
+        return FORMAT_BITS[fmt], [f"row sum: 1 + {len(keys) - 1}·2^-{exponent} came back 1: l runs in fewer than "
+                                  f"{exponent + 1} bits, taken as {fmt}"]
+
+    def _row_sum_kept(self, row: int, keys: list[int], exponent: int, lse: bool) -> bool | None:
+        """Whether the small weights reached l (None: the outputs fit neither reading)."""
+        first, small = keys[0], keys[1:]
+        values = self.tensors(keys)
+        q1 = self.exact_input(-exponent * math.log(2.0) / self.sigma)
+        values["q"][self.batch, :, row, 1] = q1
+        values["k"][self.batch, :, small, 1] = 1.0
+        values["v"][self.batch, :, first, 0] = 1.0
+        outputs = call_on_values(self.problem, self.kernel, values, self.device, label=self.label)
+        row_sum = 1.0 + len(small) * math.exp(self.sigma * q1)
+        if lse:
+            got, kept, lost = float(outputs["lse"][self.batch, 0, row]), math.log(row_sum), 0.0
+        else:
+            got, kept, lost = float(outputs["o"][self.batch, 0, row, 0]), 1.0 / row_sum, 1.0
+        if abs(got - kept) <= abs(kept - lost) / 4:
+            return True
+        if abs(got - lost) <= abs(kept - lost) / 4:
+            return False
+        return None
 
     # -- P's format ---------------------------------------------------------------------------------
     def p_format(self) -> tuple[str, str, list[str]]:

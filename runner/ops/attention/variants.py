@@ -30,6 +30,8 @@ result, or, for the two numerical bugs, the arithmetic it gets wrong):
     scale_missing          Q·Kᵀ unscaled                                     a row of >= 2 keys, or lse
     pv_f16_accumulation    P·V into a half running sum, rounded every 4 keys  a row of > 4 keys, or f32
                            (f16; bf16 for bf16 inputs; one pass)
+    row_sum_in_half        the running row sum l stored in f16 (bf16 for bf16 inputs) after every block of 64
+                                                                            a row of > 4 keys, or f32
     last_kv_block_dropped  the last block of 64 keys (seq_k <= 64: the last key) ignored   a row allows one
     lse_off_by_max         lse = log l (the max not added back)             return_lse, a row max != 0
     kv_cache_wrong_row     batch b masked with batch (b + 1) % batch's length  kv_lengths, the masks differ
@@ -309,6 +311,25 @@ def _pv_f16_accumulation(call: Call):
     return normalise(acc.float(), m, l)
 
 
+def _row_sum_in_half(call: Call):
+    """flash_b64 with its running row sum l stored in f16 (bf16 for bf16 inputs) after every block."""
+    s, v = scores_f32(call), values(call)
+    half, compute = _half_of(call.dtype), s.dtype
+    rows = s.shape[:-1]
+    m = torch.full((*rows, 1), -math.inf, dtype=compute, device=s.device)
+    l = torch.zeros((*rows, 1), dtype=compute, device=s.device)
+    acc = torch.zeros((*rows, v.shape[-1]), dtype=compute, device=s.device)
+    for start in range(0, s.shape[-1], 64):
+        s_blk = s[..., start:start + 64]
+        m_new = torch.maximum(m, s_blk.amax(dim=-1, keepdim=True))
+        alpha = torch.exp(m - _safe(m_new))
+        p = torch.exp(s_blk - _safe(m_new))
+        l = (l * alpha + p.sum(dim=-1, keepdim=True)).to(half).to(compute)
+        acc = acc * alpha + torch.matmul(p.to(call.dtype).to(compute), v[..., start:start + 64, :].to(compute))
+        m = m_new
+    return normalise(acc, m, l)
+
+
 def _last_kv_block_dropped(call: Call):
     """The loop over KV blocks of 64 stops one block early (seq_k <= 64: the last key is left out)."""
     params = call.params
@@ -418,6 +439,7 @@ WRONG: dict[str, WrongKernel] = {
     "scale_twice": _wrong(_scale_twice, _scale_shows(lambda scale: scale * scale)),
     "scale_missing": _wrong(_scale_missing, _scale_shows(lambda scale: 1.0)),
     "pv_f16_accumulation": _wrong(_pv_f16_accumulation, _shows_accumulation),
+    "row_sum_in_half": _wrong(_row_sum_in_half, _shows_accumulation),
     "last_kv_block_dropped": _wrong(_last_kv_block_dropped, _shows_dropped),
     "lse_off_by_max": _wrong(_lse_off_by_max, _shows_lse),
     "kv_cache_wrong_row": _wrong(_kv_cache_wrong_row, _shows_kv_row),
@@ -430,6 +452,7 @@ wrong_gqa_mapping = WRONG["wrong_gqa_mapping"].kernel
 scale_twice = WRONG["scale_twice"].kernel
 scale_missing = WRONG["scale_missing"].kernel
 pv_f16_accumulation = WRONG["pv_f16_accumulation"].kernel
+row_sum_in_half = WRONG["row_sum_in_half"].kernel
 last_kv_block_dropped = WRONG["last_kv_block_dropped"].kernel
 lse_off_by_max = WRONG["lse_off_by_max"].kernel
 kv_cache_wrong_row = WRONG["kv_cache_wrong_row"].kernel

@@ -54,6 +54,7 @@ FAILING = [
     ("scale_missing", "bf16", "bhsd", {"seq_q": 16, "seq_k": 32, "head_dim_qk": 32}, 4),
     ("pv_f16_accumulation", "f32", "bhsd", {"seq_q": 16, "seq_k": 64, "head_dim_qk": 32}, 5),
     ("pv_f16_accumulation", "f16", "bhsd", {"seq_q": 64, "seq_k": 128, "head_dim_qk": 64, "q_gain": 8.0}, 7),
+    ("row_sum_in_half", "f32", "bhsd", {"seq_q": 64, "seq_k": 256, "head_dim_qk": 64}, 1),  # the bound alone: 3 of 5 seeds
     ("last_kv_block_dropped", "f16", "bhsd", {"seq_q": 16, "seq_k": 100, "head_dim_qk": 32}, 6),
     ("last_kv_block_dropped", "bf16", "bhsd", {"seq_q": 16, "seq_k": 40, "head_dim_qk": 32}, 6),
     ("lse_off_by_max", "f16", "bhsd", {"seq_q": 16, "seq_k": 32, "head_dim_qk": 32, "return_lse": True}, 8),
@@ -109,6 +110,21 @@ def test_a_half_precision_accumulator_breaks_the_accumulator_requirement(dtype):
     _, broken = execute("pv_f16_accumulation", dtype, "bhsd", {"seq_q": 16, "seq_k": 40, "head_dim_qk": 32}, 3,
                         measure=True)
     assert [v.key for v in broken] == ["acc"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_a_row_sum_kept_in_half_precision_breaks_the_accumulator_requirement(dtype):
+    """The running l stored in f16 (bf16) after every block of 64 keys: the bound alone passes it in f16 and bf16;
+    the row-sum probe, through the lse, finds it and [require] acc = "f32" fails the case."""
+    params = {"seq_q": 16, "seq_k": 256, "head_dim_qk": 32, "return_lse": True}
+    _, broken = execute("row_sum_in_half", dtype, "bhsd", params, 3, measure=True)
+    assert [v.key for v in broken] == ["acc"]
+    problem = make_problem("attention", "fwd", dtype, "bhsd", params, (-1.0, 1.0), 3)
+    found = run(problem, impl=IMPL + "row_sum_in_half", device="cpu", bound=BoundModel()).arithmetic.arithmetic
+    assert found.acc_bits == (8 if dtype == "bf16" else 11)
+    assert any(note.startswith("row sum: 1 + 255·2^-20 came back 1") for note in found.notes)
+    _, kept = execute("flash_b64", dtype, "bhsd", params, 3, measure=True)
+    assert not kept
 
 
 @pytest.mark.parametrize("kernel, dtype, layout, params, seed", FAILING,

@@ -198,8 +198,9 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
                 problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))  # elsewhere still gets a location
                 continue
             figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size),
-                                                     problem.spec.shared_rounding(problem.params), integer_output(problem))
-        tolerances = applicable_tolerances(tolerances, figures[3], figures[4])
+                                                     problem.spec.shared_rounding(problem.params), integer_output(problem),
+                                                     problem.spec.judged_by_intervals(problem.params))
+        tolerances = applicable_tolerances(tolerances, figures[3], figures[4], figures[5])
         bound = None
         if any(name in tolerances for name in BOUND_METRIC_NAMES):
             bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
@@ -219,22 +220,23 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
     return cases
 
 
-def applicable_tolerances(tolerances: dict[str, Any], shared_rounding: str, integer_output: bool = False) -> dict[str, Any]:
+def applicable_tolerances(tolerances: dict[str, Any], shared_rounding: str, integer_output: bool = False,
+                          intervals: str = "") -> dict[str, Any]:
     """The tolerances that apply to a problem.
 
     bias_z assumes independent per-element errors, so it is left out where the op says a correct kernel may
-    share one rounding across many elements (Op.shared_rounding). An integer output has no rounding for the
-    model's metrics to bound: they are left out and, unless the catalogue gives another, it must be exact
-    (defaults.INTEGER_TOLERANCES)."""
+    share one rounding across many elements (Op.shared_rounding). Where the op's bound is an acceptance
+    interval (Op.judged_by_intervals: element-wise math), membership alone decides: bound_rms and bias_z are
+    left out. An integer output has no rounding for the model's metrics to bound: they are left out and,
+    unless the catalogue gives another, it must be exact (defaults.INTEGER_TOLERANCES)."""
     from e2egen.generator.defaults import INTEGER_TOLERANCES
     from e2egen.metrics.names import MODEL_TOLERANCES
 
     if integer_output:
         kept = {name: limit for name, limit in tolerances.items() if name not in MODEL_TOLERANCES}
         return kept or dict(INTEGER_TOLERANCES)
-    if not shared_rounding:
-        return tolerances
-    return {name: limit for name, limit in tolerances.items() if name != "bias_z"}
+    dropped = {"bound_rms", "bias_z"} if intervals else {"bias_z"} if shared_rounding else set()
+    return {name: limit for name, limit in tolerances.items() if name not in dropped}
 
 
 def integer_output(problem: Any) -> bool:

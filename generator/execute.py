@@ -410,7 +410,7 @@ def policy_loosened(case: Case, problem: Problem) -> list[str]:
     from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 
     kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params),
-                                 integer_output(problem))
+                                 integer_output(problem), problem.spec.judged_by_intervals(problem.params))
     return loosened(case.tolerances, case.require, set(DEFAULT_TOLERANCES) - set(kept))
 
 

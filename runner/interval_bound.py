@@ -54,7 +54,8 @@ class AcceptanceInterval:
         interval = self.interval(model)
         below = (ref - interval.lo.to(ref.device)).clamp_(min=0)
         above = (interval.hi.to(ref.device) - ref).clamp_(min=0)
-        undefined = torch.isnan(ref)  # outside the domain: compare matches NaN with NaN, no bound needed
+        # outside the domain, or a pole (log1p(-1) = -inf): compare matches NaN and inf itself, no bound needed
+        undefined = ~torch.isfinite(ref)
         return below.masked_fill_(undefined, 0.0), above.masked_fill_(undefined, 0.0)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:

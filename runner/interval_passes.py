@@ -210,7 +210,7 @@ if numba_kernels.AVAILABLE:
     @numba.njit(cache=True, nogil=True, error_model="numpy")
     def _output_side(lo, hi, ref, out, bound, start, stop):
         """interval_bound's bound for the output: hi - ref where out >= ref, else ref - lo, each clamped at 0
-        as torch's clamp_(min=0) does (NaN and -0 stay), 0 where ref is NaN."""
+        as torch's clamp_(min=0) does (NaN and -0 stay), 0 where ref is NaN or infinite."""
         _align_stack()
         lo_c, hi_c, ref_c, out_c, bound_c = lo[start:stop], hi[start:stop], ref[start:stop], out[start:stop], \
             bound[start:stop]
@@ -221,7 +221,7 @@ if numba_kernels.AVAILABLE:
             below = 0.0 if below < 0.0 else below
             above = 0.0 if above < 0.0 else above
             side = above if out_c[i] >= r else below
-            bound_c[i] = 0.0 if r != r else side
+            bound_c[i] = 0.0 if r != r or r == np.inf or r == -np.inf else side
 
 
 def _on_cpu(*tensors: torch.Tensor) -> bool:

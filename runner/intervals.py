@@ -14,7 +14,8 @@ end out by F64_SLACK relative.
 
 Allowances live in one table, ALLOWANCES: primitive -> compute format -> Allowance. The figures are
 the CTS's where it has them (exp, log, division, inverse square root; sqrt inherits from 1 / rsqrt
-and pow from exp(y·log x), as there); tanh, which the CTS leaves out, gets twice the maximum error
+and pow from exp(y·log x), as there); log1p, which the CTS leaves out, 3 ulps relative everywhere (near 0
+too: the reason to call it instead of log(1 + x)); tanh, which the CTS leaves out, gets twice the maximum error
 CUDA's math library documents for tanhf (2 ulp); erf 2 ulps plus an absolute 2^-20
 (16 ulps of 1: torch's own vectorised f32 erf needs 2^-21 near -1). add, sub and mul are correctly
 rounded. A catalogue overrides them with `bound.ulps` / `bound.abs_error` (every inexact primitive).
@@ -76,6 +77,8 @@ ALLOWANCES: Mapping[str, Mapping[str, Allowance]] = {
     "log": _per_format(Allowance(3, absolute=2.0 ** -21, absolute_inside=(0.5, 2.0)),
                        Allowance(3, absolute=2.0 ** -7, absolute_inside=(0.5, 2.0)),
                        Allowance(3, absolute=2.0 ** -4, absolute_inside=(0.5, 2.0))),
+    # log1p: relative everywhere, near 0 too (what tells it from log(1 + x)); libm's log1pf is within 1-2 ulps
+    "log1p": _per_format(Allowance(3), Allowance(3)),
     "div": _per_format(Allowance(2.5), Allowance(2.5)),
     "rsqrt": _per_format(Allowance(2), Allowance(2)),
     "tanh": _per_format(Allowance(4), Allowance(2)),
@@ -247,6 +250,10 @@ def exp(a: Interval, context: IntervalContext) -> Interval:
 
 def log(a: Interval, context: IntervalContext) -> Interval:
     return monotone(a, torch.log, "log", context)
+
+
+def log1p(a: Interval, context: IntervalContext) -> Interval:
+    return monotone(a, torch.log1p, "log1p", context)
 
 
 def tanh(a: Interval, context: IntervalContext) -> Interval:

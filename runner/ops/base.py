@@ -138,6 +138,11 @@ class Op(ABC, Generic[ParamsT]):
         independent per-element errors, so it does not apply there (generator.cases.applicable_tolerances)."""
         return ""
 
+    def judged_by_intervals(self, params: ParamsT) -> str:
+        """Why the op's bound is an acceptance interval that membership alone decides ("" when it is an error
+        bound): bound_rms and bias_z then mean nothing and do not apply (generator.cases.applicable_tolerances)."""
+        return ""
+
     def input_ranges(self, params: ParamsT, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         """Inputs drawn from a range of their own (a divisor near zero, pow's exponent) instead of the
         case's; by default every input takes the case's range."""

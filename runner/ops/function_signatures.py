@@ -13,8 +13,8 @@ class FunctionSignature:
     domain: str  # where the function is defined, in words ("" for every real)
 
 
-UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu")
-_DOMAINS = {"log": "x > 0", "rsqrt": "x > 0", "sqrt": "x > 0", "div": "y != 0", "pow": "x > 0"}
+UNARY = ("exp", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu")
+_DOMAINS = {"log": "x > 0", "log1p": "x > -1", "rsqrt": "x > 0", "sqrt": "x > 0", "div": "y != 0", "pow": "x > 0"}
 SIGNATURES: Mapping[str, FunctionSignature] = {
     **{name: FunctionSignature(name, ("x",), _DOMAINS.get(name, "")) for name in UNARY},
     **{name: FunctionSignature(name, ("x", "y"), _DOMAINS[name]) for name in ("div", "pow")},

@@ -113,6 +113,7 @@ def _square(x: torch.Tensor) -> torch.Tensor:
 FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(SIGNATURES[name], *parts) for name, parts in (
     ("exp", (_torch("exp"), _primitive("exp"), _torch("exp"))),
     ("log", (_torch("log"), _primitive("log"), _torch("log"))),
+    ("log1p", (_torch("log1p"), _primitive("log1p"), _torch("log1p"))),
     ("tanh", (_torch("tanh"), _primitive("tanh"), _torch("tanh"))),
     ("sigmoid", (_torch("sigmoid"), _sigmoid_interval, _torch("sigmoid"))),
     ("silu", (_silu, _silu_interval, _silu)),

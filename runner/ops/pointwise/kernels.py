@@ -20,6 +20,7 @@ WRONG (one bug each):
     rsqrt_4ulp         the correctly rounded rsqrt moved 4 ulps of the output format up (2 are allowed)
     gelu_tanh_form     GELU's tanh approximation where the erf form is asked
     sigmoid_overflow   exp(x) / (1 + exp(x)): inf / inf = NaN once exp(x) overflows f32 (x > 88.7)
+    log1p_as_log       log(1 + x) in f32: 1 + x drops x's low bits, so near 0 it is far off relatively
 """
 from __future__ import annotations
 
@@ -114,3 +115,8 @@ def gelu_tanh_form(x: torch.Tensor) -> torch.Tensor:
 def sigmoid_overflow(x: torch.Tensor) -> torch.Tensor:
     e = torch.exp(_f32(x))
     return (e / (1.0 + e)).to(x.dtype)
+
+
+def log1p_as_log(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + x) in f32: loses x's low bits in 1 + x, so near 0 it is off by up to 2^-24/|x| relative."""
+    return torch.log(1.0 + _f32(x)).to(x.dtype)

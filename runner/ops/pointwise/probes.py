@@ -29,7 +29,7 @@ from e2egen.runner.problem import Problem
 
 # (x range, y range): inside the domain, results inside f16's range, and steep enough to show rounding
 PROBE_RANGES: dict[str, tuple[tuple[float, float], tuple[float, float] | None]] = {
-    "exp": ((-8.0, 8.0), None), "log": ((2.0 ** -6, 64.0), None), "tanh": ((-4.0, 4.0), None),
+    "exp": ((-8.0, 8.0), None), "log": ((2.0 ** -6, 64.0), None), "log1p": ((-0.5, 8.0), None), "tanh": ((-4.0, 4.0), None),
     "sigmoid": ((-8.0, 8.0), None), "silu": ((-8.0, 8.0), None), "gelu": ((-5.0, 5.0), None),
     "gelu_tanh": ((-5.0, 5.0), None), "rsqrt": ((2.0 ** -6, 64.0), None), "sqrt": ((2.0 ** -6, 64.0), None),
     "square": ((-16.0, 16.0), None), "relu": ((-8.0, 8.0), None), "div": ((-8.0, 8.0), (0.5, 8.0)), "pow": ((0.5, 4.0), (-3.0, 3.0)),

@@ -91,6 +91,11 @@ class PointwiseOp(Op[PointwiseParams]):
     def flops(self, params: PointwiseParams, direction: str) -> int:
         return math.prod(params.shape)
 
+    def judged_by_intervals(self, params: PointwiseParams) -> str:
+        return ("element-wise math is judged by acceptance intervals: membership decides; bound_rms means nothing "
+                "there (a result one rounding away sits at its interval's end by construction) and a libm's sub-ulp "
+                "lean to one side (bias_z) is inside its allowance")
+
     # -- arithmetic probes: which format the kernel computes in ---------------------------
     def probe_params(self, params: PointwiseParams, direction: str) -> PointwiseParams:
         # rank 3 with odd sizes: every layout stores it with the strides of a real case, and vectorised

@@ -97,3 +97,7 @@ class ConvGemmOp(Op[ConvGemmParams]):
 
     def flops(self, params: ConvGemmParams, direction: str) -> int:
         return _CONV2D.flops(params.conv, "fwd") + 2 * params.rows * params.conv.k * params.o
+
+    def probe_params(self, params: ConvGemmParams, direction: str) -> ConvGemmParams:
+        """The case's own geometry (runner/ops/chains/probes.py: the second sum and the intermediate)."""
+        return params

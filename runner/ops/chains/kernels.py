@@ -15,6 +15,8 @@ Alternates (correct) and planted bugs:
     gg_intermediate_bf16    A·B rounded to bf16, not the dtype, before ·C
     gg_first_sum_in_dtype   A·B's running sum kept in the dtype (f16, bf16)
     gg_second_sum_in_dtype  R(A·B)·C's running sum kept in the dtype
+    cg_intermediate_bf16    the conv output rounded to bf16, not the dtype, before ·C
+    cg_second_sum_in_dtype  R(Y)·C's running sum kept in the dtype
     cg_rows_shifted     the conv output's rows shifted by one before the gemm
     cg_nchw_view        the conv output's NCHW memory read as (n·ho·wo, k) rows
 """
@@ -114,3 +116,20 @@ def gg_first_sum_in_dtype(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> 
     for index in range(a.shape[-1]):
         total = total + (a[..., index:index + 1].float() * b[..., index:index + 1, :].float()).to(a.dtype)
     return torch.matmul(total, c)
+
+
+def cg_intermediate_bf16(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor, *, stride: Sequence[int], padding: Padding,
+                         dilation: Sequence[int]) -> torch.Tensor:
+    """The conv output rounded to bf16 (not the dtype) before ·C."""
+    y = conv2d_fwd(x.float(), w.float(), stride=stride, padding=padding, dilation=dilation, groups=1).to(torch.bfloat16)
+    return torch.matmul(as_matrix(y).float(), c.float()).to(x.dtype)
+
+
+def cg_second_sum_in_dtype(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor, *, stride: Sequence[int], padding: Padding,
+                           dilation: Sequence[int]) -> torch.Tensor:
+    """R(Y)·C with its running sum over k kept in the dtype, one term after the other."""
+    y = as_matrix(conv2d_fwd(x, w, stride=stride, padding=padding, dilation=dilation, groups=1))
+    total = torch.zeros(y.shape[0], c.shape[-1], dtype=x.dtype, device=x.device)
+    for index in range(y.shape[-1]):
+        total = total + (y[:, index:index + 1].float() * c[index:index + 1, :].float()).to(x.dtype)
+    return total

@@ -16,7 +16,7 @@ from e2egen.runner.ops.chains.conv_gemm import ConvGemmOp, ConvGemmParams
 from e2egen.runner.ops.chains.gemm_gemm import OPERANDS, GemmGemmOp, GemmGemmParams
 from e2egen.runner.ops.chains.intermediates import exact_intermediate, exact_product, exact_step
 from e2egen.runner.ops.chains.kernels import torch_conv_gemm, torch_gemm_gemm
-from e2egen.runner.ops.chains.probes import probe_gemm_gemm
+from e2egen.runner.ops.chains.probes import probe_conv_gemm, probe_gemm_gemm
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import stored_transposed
 from e2egen.runner.problem import Problem
@@ -73,6 +73,9 @@ class ConvGemmNumerics(OpNumerics[ConvGemmOp]):
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
                     arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
         return {"out": conv_gemm_bound(problem, inputs64)}
+
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_conv_gemm(problem, kernel, device, label)
 
 
 __all__ = ["ConvGemmNumerics", "GemmGemmNumerics"]

@@ -208,3 +208,27 @@ def test_a_dropped_product_is_unexplained_and_a_step_case_is_not_probed():
     assert dropped.status == "failed" and "a dropped or doubled product" in dropped.arithmetic.arithmetic.unexplained[0]
     stepped = e2egen.judge(None, "gemm_gemm", {**PROBED, "between": "gelu"}, "f16")
     assert stepped.passed and "cannot pass crafted values through an element-wise step" in stepped.arithmetic.origin
+
+
+CONV_PROBED = {"n": 2, "c": 8, "k": 48, "hw": 10, "kernel": 3, "pad": 1, "o": 32}
+
+
+@pytest.mark.parametrize("kernel, dtype, finding, broken", [
+    ("torch", "f16", "f16", None), ("torch", "f32", "exact", None),
+    ("cg_intermediate_bf16", "f16", "bf16", "inputs"),
+    ("cg_second_sum_in_dtype", "bf16", 8, "acc"),
+])
+def test_the_conv_chain_probes_find_the_intermediate_and_the_second_sum(kernel, dtype, finding, broken):
+    import e2egen
+
+    outcome = e2egen.judge(None if kernel == "torch" else CHAINS + kernel, "conv_gemm", CONV_PROBED, dtype)
+    found = outcome.arithmetic.arithmetic
+    assert (found.acc_bits if broken == "acc" else found.intermediate) == finding
+    assert outcome.passed if broken is None else broken in outcome.broken
+
+
+def test_a_conv_chain_reading_the_wrong_rows_is_unexplained():
+    import e2egen
+
+    outcome = e2egen.judge(CHAINS + "cg_rows_shifted", "conv_gemm", CONV_PROBED, "f16")
+    assert outcome.status == "failed" and "a dropped or doubled product" in outcome.arithmetic.arithmetic.unexplained[0]

@@ -251,6 +251,7 @@ dtypes = ["f32"]
 layouts = ["nn"]
 ranges = ["r0"]
 impl = "arithmetic_kernels:f16_acc"
+tolerances = { bias_z = false }
 
 [[suite.config]]
 name = "m32"
@@ -288,7 +289,9 @@ def test_a_generated_suite_ends_with_what_was_accepted_what_was_loosened_and_wha
     assert summary[2].startswith("torch CPU paths: ATen ")
     [accepted] = [line for line in summary if "rsqrt/fwd/*" in line]
     assert accepted.split()[:4] == ["1", "cases", "require.compute", "rsqrt/fwd/*:"]
-    assert "tolerances.bound_rms off (default 0.5)" in ran.stdout and "tolerances.bias_z off (default 6)" in ran.stdout
+    assert "tolerances.bias_z off (default 6)" in ran.stdout
+    # element-wise math leaves bound_rms out itself (Op.judged_by_intervals): turning it off loosens nothing
+    assert "tolerances.bound_rms off" not in ran.stdout
     assert "failed: 1 requirement broken by the measured arithmetic (numerics within the bound)" in summary
     [step] = [line for line in summary if line.strip().startswith("next: ")]
     assert "explain mine/gemm/m32/fwd/f32/nn/r0" in step

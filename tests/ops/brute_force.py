@@ -28,7 +28,7 @@ def _sigmoid(x: float) -> float:
 
 
 ELEMENTWISE: dict[str, Callable[..., float]] = {
-    "exp": math.exp, "log": math.log, "tanh": math.tanh, "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x),
+    "exp": math.exp, "log": math.log, "log1p": math.log1p, "tanh": math.tanh, "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x),
     "gelu": _gelu, "gelu_tanh": _gelu_tanh, "rsqrt": lambda x: 1 / math.sqrt(x), "sqrt": math.sqrt,
     "square": lambda x: x * x, "relu": lambda x: max(x, 0.0), "div": lambda x, y: x / y, "pow": math.pow,
 }

@@ -77,6 +77,15 @@ def _softmax(log: bool, p, x: torch.Tensor) -> torch.Tensor:
     return moved.movedim(-1, axis)
 
 
+def _logsumexp(p, x: torch.Tensor) -> torch.Tensor:
+    rows, kept_shape = _rows(x, (p.axis % x.dim(),))
+    values = []
+    for row in rows.tolist():
+        top = max(row)
+        values.append(top + math.log(math.fsum(math.exp(v - top) for v in row)))
+    return torch.tensor(values, dtype=torch.float64).reshape(kept_shape)
+
+
 def _norm(centered: bool, p, tensors) -> torch.Tensor:
     x = tensors["x"]
     axes = tuple(range(x.dim() - p.normalized_dims, x.dim()))
@@ -138,6 +147,8 @@ def brute_force(problem, tensors) -> dict[str, torch.Tensor]:
         return {name: _cumsum(p, tensors["x"])}
     if op in ("softmax", "log_softmax") and direction == "fwd":
         return {name: _softmax(op == "log_softmax", p, tensors["x"])}
+    if op == "logsumexp":
+        return {name: _logsumexp(p, tensors["x"])}
     if op in ("layer_norm", "rms_norm") and direction == "fwd":
         return {name: _norm(op == "layer_norm", p, tensors)}
     raise AssertionError(f"no brute-force definition of {op} {direction}: add one to tests/ops/brute_force.py")

@@ -99,6 +99,25 @@ def log_softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
     ))
 
 
+def logsumexp_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
+    """y = m + log l:  |δy| <= Σ_k y_k E_k + G(n)·u·(rescale + 1)  (the relative error of l, absolute in log l)
+                              + u·(LOG_ULPS·|log l| + |m + log l|)  (the log, the final add)
+                              + u_F·(1 + |log l|)  (l and log l stored in format F, as log_softmax's)."""
+    params, dtype = problem.params, problem.dtype
+    x_rows = softmax_rows(x, params)
+    rows = softmax_float64(x_rows)
+    t = _softmax_terms(x_rows, rows)
+    final = t.log_sum.abs().mul(LOG_ULPS) + (rows.row_max + t.log_sum).abs()
+    out = lambda rows_: rows_.squeeze(-1).contiguous()  # noqa: E731 - rows keep the other dims' order
+    return SumOfBounds((
+        ScaledMagnitude(ComputeRoundings(1, dtype), out(t.weighted), "exp and its argument, through log l"),
+        ScaledMagnitude(PositiveSumCoefficient(params.row_length, dtype), out(t.rescale + 1), "row sum, online rescaling"),
+        ScaledMagnitude(ComputeRoundings(1, dtype), out(final), "log, m + log l"),
+        ScaledMagnitude(IntermediateRounding(dtype), out(t.log_sum.abs() + 1), "row sum and log l stored"),
+        OutputRounding(problem.out_dtype),
+    ))
+
+
 def softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, y: torch.Tensor) -> SumOfBounds:
     """dx_j = y_j·(g_j - Σ g_k y_k):  |δ| <= F(n)·y_j·Σ|g_k y_k| + 2u·y_j·(|g_j| + |Σ g y|) + u·|dx_j|."""
     params, dtype = problem.params, problem.dtype

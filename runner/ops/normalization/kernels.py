@@ -8,7 +8,7 @@ norms' through autograd from the input.
 
 CORRECT (other algorithms, every step in f32, each torch f32 operation rounding once): sequential, blocked
 and online softmax, exp2 of an fma; Welford or two-pass variance, rsqrt or 1/sqrt; backward passes in f32.
-WRONG (one bug each, the bugs kernel teams make): no max subtraction, a sum in the input format, m + log l
+WRONG (one bug each, the bugs kernel teams make): no max subtraction (softmax, logsumexp), a sum in the input format, m + log l
 stored, softmax backward with the wrong sign or without its Σ term, a biased/unbiased variance mix-up,
 reductions in f16, eps outside the sqrt or left out, E[x²] - mean² on large means.
 """
@@ -25,6 +25,23 @@ NormBackward = torch.Tensor | tuple[torch.Tensor, ...]  # grad_x alone, or with 
 
 
 # -- torch's own ---------------------------------------------------------------------------------
+def torch_logsumexp(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    return torch.logsumexp(x, dim=dim)
+
+
+def logsumexp_no_max(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """log Σ exp(x) in f32 without the max subtracted: exp overflows for x > 88.7."""
+    return torch.log(torch.exp(x.float()).sum(dim=dim)).to(x.dtype)
+
+
+def logsumexp_sum_in_input_format(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """m + log Σ exp(x - m) with the row sum a running sum in the input format (f16, bf16; f32 for f32)."""
+    m = x.amax(dim=dim, keepdim=True)
+    weights = torch.exp((x - m).float()).to(x.dtype)
+    total = sequential_sum(weights.movedim(dim, -1)).squeeze(-1)
+    return (m.squeeze(dim).float() + torch.log(total.float())).to(x.dtype)
+
+
 def torch_softmax(x: torch.Tensor, *, dim: int) -> torch.Tensor:
     return torch.softmax(x, dim=dim)
 

@@ -11,7 +11,7 @@ import torch
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.bound import ErrorBound
 from e2egen.runner.ops.normalization import kernels
-from e2egen.runner.ops.normalization.bound import (log_softmax_backward_bound, log_softmax_forward_bound,
+from e2egen.runner.ops.normalization.bound import (log_softmax_backward_bound, log_softmax_forward_bound, logsumexp_bound,
                                                    norm_backward_bounds, norm_forward_bound, softmax_backward_bound,
                                                    softmax_forward_bound)
 from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets, from_softmax_rows,
@@ -20,7 +20,7 @@ from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.params import NormParams, SoftmaxParams
 from e2egen.runner.ops.normalization.probes import probe_eps
-from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, NormOp, SoftmaxOp
+from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, LogSumExpOp, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
 from e2egen.runner.problem import Problem
@@ -74,6 +74,26 @@ class SoftmaxNumerics(_TensorNumerics[SoftmaxOp]):
             return {"y": forward(problem, inputs64["x"])}
         backward = log_softmax_backward_bound if self.spec.log else softmax_backward_bound
         return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
+
+
+class LogSumExpNumerics(_TensorNumerics[LogSumExpOp]):
+    def adjust_inputs(self, params: SoftmaxParams, drawn: dict[str, torch.Tensor]) -> None:
+        add_row_offsets(softmax_rows(drawn["x"], params), params.offset)
+
+    def default_kernel(self, direction: str) -> Kernel:
+        return kernels.torch_logsumexp
+
+    def call(self, kernel: Kernel, direction: str, params: SoftmaxParams,
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return kernel(tensors["x"], dim=params.axis)
+
+    def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        rows = softmax_float64(softmax_rows(inputs64["x"], problem.params))
+        return {"y": (rows.row_max + rows.log_sum).squeeze(-1).contiguous()}
+
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        return {"y": logsumexp_bound(problem, inputs64["x"])}
 
 
 # -- layer_norm, rms_norm ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The normalisations: softmax, log_softmax (over one axis), layer_norm, rms_norm (over the trailing dims),
-forward and backward.
+forward and backward; and logsumexp (over one axis, forward), softmax's log-normaliser.
 
 Catalogue parameters (runner/ops/normalization/params.py): `shape` (1 to 5 dims) and `offset` (default
 0, a large common value added to every row of the input); softmax and log_softmax `axis` (one dim,
@@ -9,6 +9,7 @@ and for layer_norm a bias, of the normalised shape).
 
 Kernel contracts (tensors on the device in the case's dtype; outputs in it too, like torch):
     softmax, log_softmax  fwd      f(x, *, dim) -> y
+    logsumexp             fwd      f(x, *, dim) -> y   (y without the dim: log Σ exp(x) over it)
                           bwd_data f(grad_y, y, *, dim) -> grad_x   (y: the forward's output; for
                                    log_softmax its log-probabilities, as torch's _log_softmax_backward_data)
     layer_norm            fwd      f(x, weight, bias, *, normalized_shape, eps) -> y
@@ -109,6 +110,44 @@ class SoftmaxOp(_TensorOp[SoftmaxParams]):
         return _SOFTMAX_FLOPS[direction] * math.prod(params.shape)
 
 
+class LogSumExpOp(_TensorOp[SoftmaxParams]):
+    """logsumexp over `axis`: y = m + log Σ exp(x - m), one value per row (the axis removed), forward only."""
+
+    name = "logsumexp"
+    directions = ("fwd",)
+    param_names = ("shape",)
+    optional_params = frozen_mapping(SOFTMAX_DEFAULTS)
+    numerics = "e2egen.runner.ops.normalization.numerics:LogSumExpNumerics"
+
+    def __repr__(self) -> str:
+        return "LogSumExpOp(logsumexp)"
+
+    @property
+    def params_type(self) -> type:
+        return SoftmaxParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> SoftmaxParams:
+        return build_softmax_params(raw)
+
+    def shared_rounding(self, params: SoftmaxParams) -> str:
+        return ""  # one output per row: no rounding is shared between outputs
+
+    def input_shapes(self, params: SoftmaxParams, direction: str) -> dict[str, Shape]:
+        return {"x": params.shape}
+
+    def output_names(self, params: SoftmaxParams, direction: str) -> tuple[str, ...]:
+        return ("y",)
+
+    def output_shape(self, params: SoftmaxParams, direction: str) -> Shape:
+        return tuple(size for dim, size in enumerate(params.shape) if dim != params.axis)
+
+    def output_shapes(self, params: SoftmaxParams, direction: str) -> dict[str, Shape]:
+        return {"y": self.output_shape(params, direction)}
+
+    def flops(self, params: SoftmaxParams, direction: str) -> int:
+        return 3 * math.prod(params.shape)  # max, exp, sum
+
+
 # -- layer_norm, rms_norm ---------------------------------------------------------------------------
 class NormOp(_TensorOp[NormParams]):
     """layer_norm (centered=True: subtracts the mean, has a bias) or rms_norm (centered=False)."""
@@ -159,4 +198,5 @@ class NormOp(_TensorOp[NormParams]):
         return replace(params, shape=shape, offset=0.0)
 
 
-NORMALIZATION_OPS = (SoftmaxOp(log=False), SoftmaxOp(log=True), NormOp(centered=True), NormOp(centered=False))
+NORMALIZATION_OPS = (SoftmaxOp(log=False), SoftmaxOp(log=True), LogSumExpOp(), NormOp(centered=True),
+                     NormOp(centered=False))

@@ -227,3 +227,29 @@ def test_the_eps_probe_passes_correct_kernels(op, direction, kernel, dtype):
     kernel_callable = resolve_impl(op, direction, None if kernel == "torch" else IMPL + kernel)
     found = probe_eps(probe, kernel_callable, torch.device("cpu"), kernel)
     assert found.unexplained == () and "eps checked" in found.notes[0]
+
+
+# -- logsumexp ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("params", [{"shape": [16, 1024]}, {"shape": [16, 1024], "offset": 100.0},
+                                    {"shape": [4, 30, 7], "axis": 1}], ids=["rows", "offset-rows", "middle-axis"])
+def test_logsumexp_passes_torch_and_its_output_drops_the_axis(dtype, params):
+    import e2egen
+
+    outcome = e2egen.judge(None, "logsumexp", params, dtype)
+    assert outcome.passed, outcome.reason
+    shape = params["shape"]
+    axis = params.get("axis", -1) % len(shape)
+    assert outcome.comparison.shape == tuple(size for dim, size in enumerate(shape) if dim != axis)
+
+
+@pytest.mark.parametrize("kernel, dtype, params", [
+    ("logsumexp_no_max", "f32", {"shape": [16, 1024], "offset": 100.0}),
+    ("logsumexp_no_max", "bf16", {"shape": [16, 1024], "offset": 100.0}),
+    ("logsumexp_sum_in_input_format", "f16", {"shape": [16, 1024]}),
+    ("logsumexp_sum_in_input_format", "bf16", {"shape": [16, 1024]}),
+])
+def test_logsumexp_bugs_fail_where_they_show(kernel, dtype, params):
+    import e2egen
+
+    assert e2egen.judge(IMPL + kernel, "logsumexp", params, dtype).status == "failed"

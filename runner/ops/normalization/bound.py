@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
+from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.exp_log_pieces import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
 
@@ -154,26 +155,97 @@ def log_softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, z: torch.
 # -- layer_norm, rms_norm -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Split:
-    """An error bound as F(n)-part · F(n) + u-part · u, per element (the row's reduction and the roundings)."""
+    """An error bound as F(n)-part · F(n) + u-part · u, per element (the row's reduction and the roundings), plus
+    the rows' common-value errors (CommonValueSum: a long sum of nearly equal terms, whose roundings add up
+    linearly): mean_cv · δμ_cv (absolute, per row) + moment_cv · ρ_cv (relative to the second moment, per row)."""
 
     f: torch.Tensor | float
     u: torch.Tensor | float
+    mean_cv: torch.Tensor | float = 0.0
+    moment_cv: torch.Tensor | float = 0.0
 
     def __add__(self, other: "Split") -> "Split":
-        return Split(self.f + other.f, self.u + other.u)
+        return Split(self.f + other.f, self.u + other.u, self.mean_cv + other.mean_cv, self.moment_cv + other.moment_cv)
 
     def __mul__(self, scale: torch.Tensor | float) -> "Split":
-        return Split(self.f * scale, self.u * scale)
+        return Split(self.f * scale, self.u * scale, self.mean_cv * scale, self.moment_cv * scale)
 
     def mean(self) -> "Split":
-        return Split(_row_mean(self.f), _row_mean(self.u))
+        return Split(_row_mean(self.f), _row_mean(self.u), _row_mean(self.mean_cv), _row_mean(self.moment_cv))
 
-    def terms(self, n: int, dtype: str, source: str, shape: torch.Size,
-              logical: tuple[int, ...]) -> tuple[ScaledMagnitude, ScaledMagnitude]:
-        """The two pieces, each magnitude expanded to `shape` (rows) and stored in the output's logical shape."""
-        return (ScaledMagnitude(ProductSumCoefficient(n, dtype), _full(self.f, shape).reshape(logical),
-                                f"{source}: row reduction"),
-                ScaledMagnitude(ComputeRoundings(1, dtype), _full(self.u, shape).reshape(logical), f"{source}: roundings"))
+    def terms(self, n: int, dtype: str, source: str, shape: torch.Size, logical: tuple[int, ...],
+              common: "RowCommonValues") -> tuple:
+        """The pieces, each magnitude expanded to `shape` (rows) and stored in the output's logical shape."""
+        pieces: list = [ScaledMagnitude(ProductSumCoefficient(n, dtype), _full(self.f, shape).reshape(logical),
+                                        f"{source}: row reduction"),
+                        ScaledMagnitude(ComputeRoundings(1, dtype), _full(self.u, shape).reshape(logical), f"{source}: roundings")]
+        for magnitude, per_row, what in ((self.mean_cv, common.mean_error, "the mean's"),
+                                         (self.moment_cv, common.moment_error, "the second moment's")):
+            if isinstance(magnitude, torch.Tensor) or magnitude:
+                pieces.append(RowScaled(per_row, _full(magnitude, shape), logical, f"{source}: {what} common value"))
+        return tuple(pieces)
+
+
+@dataclass(frozen=True, eq=False)
+class RowCommonValues:
+    """The rows' common-value errors under a model (CommonValueSum, runner/bound.py): the mean's, absolute, and
+    the second moment's, relative; each (rows, 1). rms_norm has no mean; layer_norm's deviations squared are
+    spread from 0 to D², so their sum's term is the proven one only where they were not drawn."""
+
+    mean_sum: CommonValueSum | None
+    moment_sum: CommonValueSum
+    moment: torch.Tensor  # Σ of the second moment's terms, (rows, 1)
+
+    def mean_error(self, model: BoundModel) -> torch.Tensor:
+        if self.mean_sum is None:
+            return torch.zeros_like(self.moment)
+        return self.mean_sum.evaluate(model)
+
+    def moment_error(self, model: BoundModel) -> torch.Tensor:
+        return self.moment_sum.evaluate(model) / torch.where(self.moment > 0, self.moment, 1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class RowScaled:
+    """magnitude · per_row(model), a per-row error (rows, 1) spread over its row's elements, in `logical` shape."""
+
+    per_row: "Callable[[BoundModel], torch.Tensor]"
+    magnitude: torch.Tensor  # rows, expanded
+    logical: tuple[int, ...]
+    source: str
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return (self.magnitude * self.per_row(model)).reshape(self.logical)
+
+
+@dataclass(frozen=True, eq=False)
+class RowSummed:
+    """Σ_rows magnitude · per_row(model) (grad_weight's sum over rows of its per-row errors), in `logical` shape."""
+
+    per_row: "Callable[[BoundModel], torch.Tensor]"
+    magnitude: torch.Tensor  # (rows, n)
+    logical: tuple[int, ...]
+    source: str
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return (self.magnitude * self.per_row(model).reshape(-1, 1)).sum(dim=0).reshape(self.logical)
+
+
+def row_common_values(problem: Problem, norm: NormRows) -> RowCommonValues:
+    """The rows' common-value sums: Σx for the mean, Σ(x - μ)² (rms_norm: Σx²) for the second moment."""
+    n, dtype = norm.x.shape[-1], problem.dtype
+    drawn = problem.drawn_independently("x")
+
+    def spread(values: torch.Tensor) -> torch.Tensor | None:
+        return values.amax(dim=-1, keepdim=True) - values.amin(dim=-1, keepdim=True) if drawn else None
+
+    squares = norm.deviations.square()
+    moment = squares.sum(dim=-1, keepdim=True)
+    mean_sum = None
+    if norm.centered:
+        mean_sum = CommonValueSum(n, dtype, norm.x.sum(dim=-1, keepdim=True).abs(), norm.x.abs().sum(dim=-1, keepdim=True),
+                                  spread(norm.x), scale=1 / n)
+    return RowCommonValues(mean_sum, CommonValueSum(n, dtype, moment, moment, spread(squares)), moment)
 
 
 def _row_mean(value: torch.Tensor | float) -> torch.Tensor | float:
@@ -197,20 +269,22 @@ class _NormErrors:
 
 
 def _norm_errors(norm: NormRows, eps: float) -> _NormErrors:
-    """δμ = (F + u)·mean|x|. The second moment, relative: F + u (its division) for rms_norm; for layer_norm
-    F + 3u (the deviations squared and the division) + 2·δμ·mean|x - μ|/σ² (a kernel that subtracts an
-    approximate mean as it goes, Welford's, drops the first-order cancellation of δμ). r = (σ² + eps)^-½:
+    """δμ = (F + u)·mean|x| + δμ_cv. The second moment, relative: F + u (its division) + ρ_cv for rms_norm; for
+    layer_norm F + 3u (the deviations squared and the division) + ρ_cv + 2·δμ·mean|x - μ|/σ² (a kernel that
+    subtracts an approximate mean as it goes, Welford's, drops the first-order cancellation of δμ). δμ_cv and
+    ρ_cv: the rows' common-value errors (row_common_values). r = (σ² + eps)^-½:
     half of it times σ²/(σ² + eps), plus RSQRT_ROUNDINGS·u. δx̂_j = r·δμ + |x̂_j|·(δr/r + 2u)."""
     variance_plus_eps = norm.second_moment + eps
     damping = norm.second_moment / variance_plus_eps
     if norm.centered:
         abs_mean = norm.x.abs().mean(dim=-1, keepdim=True)
-        mean_error = Split(abs_mean, abs_mean)
-        drift = 2 * abs_mean * norm.deviations.abs().mean(dim=-1, keepdim=True) / variance_plus_eps
-        relative_moment = Split(damping + drift, 3 * damping + drift)
+        mean_error = Split(abs_mean, abs_mean, mean_cv=1.0)
+        per_mean_error = 2 * norm.deviations.abs().mean(dim=-1, keepdim=True) / variance_plus_eps
+        drift = abs_mean * per_mean_error
+        relative_moment = Split(damping + drift, 3 * damping + drift, mean_cv=per_mean_error, moment_cv=damping)
     else:
         mean_error = Split(0.0, 0.0)
-        relative_moment = Split(damping, damping)
+        relative_moment = Split(damping, damping, moment_cv=damping)
     rstd_error = relative_moment * 0.5 + Split(0.0, float(RSQRT_ROUNDINGS))
     x_hat_abs = norm.x_hat.abs()
     x_hat_error = mean_error * norm.rstd + (rstd_error + Split(0.0, float(X_HAT_ROUNDINGS))) * x_hat_abs
@@ -234,7 +308,8 @@ def norm_forward_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], c
         y = y + inputs64["bias"].reshape(-1)
     total = errors.x_hat_error * w_abs + Split(0.0, (norm.x_hat * w_abs).abs() + y.abs())
     shape = norm.x.shape
-    return SumOfBounds((*total.terms(params.row_length, problem.dtype, "x̂·w + b", shape, params.shape),
+    common = row_common_values(problem, norm)
+    return SumOfBounds((*total.terms(params.row_length, problem.dtype, "x̂·w + b", shape, params.shape, common),
                         OutputRounding(problem.out_dtype)))
 
 
@@ -259,7 +334,9 @@ def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor],
     roundings = Split(0.0, r * (3 * h_abs + mean_h + 3 * a_abs + x_hat_abs * mean_hx + 4 * x_hat_abs * c_abs)
                       + 2 * grad_x_abs)
     grad_x = statistics + reductions + roundings
-    bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, params.shape), OutputRounding(problem.outputs["grad_x"].dtype)))}
+    common = row_common_values(problem, norm)
+    bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, params.shape, common),
+                                     OutputRounding(problem.outputs["grad_x"].dtype)))}
     if weight is None:
         return bounds
     reduced_rows = params.rows
@@ -270,9 +347,15 @@ def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor],
                             (errors.x_hat_error.f, errors.x_hat_error.u)))
     weight_shape = torch.Size((n,))
     normalized_shape = params.normalized_shape
+    common_values = tuple(
+        RowSummed(per_row, _full(magnitude, shape).reshape(flat).mul(g_abs), normalized_shape, f"x̂: {what} common value")
+        for magnitude, per_row, what in ((errors.x_hat_error.mean_cv, common.mean_error, "the mean's"),
+                                         (errors.x_hat_error.moment_cv, common.moment_error, "the second moment's"))
+        if isinstance(magnitude, torch.Tensor) or magnitude)
     bounds["grad_weight"] = SumOfBounds((
         ScaledMagnitude(ProductSumCoefficient(reduced_rows, dtype), gx.reshape(normalized_shape), "Σ_rows g·x̂"),
-        *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", weight_shape, normalized_shape)),
+        *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", weight_shape, normalized_shape, common)),
+        *common_values,
         OutputRounding(problem.outputs["grad_weight"].dtype),
     ))
     if centered:

@@ -129,3 +129,19 @@ def test_an_fp8_conv_writes_the_output_format_it_is_asked_for(direction, out_dty
     assert metrics.compare(result.ref, result.out, out_dtype, bound=result.bound).bound_ratio <= 1.0
     with pytest.raises(ProblemError, match="out_dtype applies to fp8 and fp4"):
         make_problem("conv2d", direction, "f16", "nhwc", params, (-2.0, 2.0), 3)
+
+
+def _gemm_in_i16(a, b):
+    """An i8 gemm whose running sums are kept in i16: they wrap once |partial sum| passes 32767."""
+    return torch.matmul(a.to(torch.int16), b.to(torch.int16)).to(torch.int32)
+
+
+def test_an_i16_accumulator_shows_only_on_i8_s_whole_range():
+    """rocMLIR's -5..4 data never wraps an i16 sum; [-128, 127] (now a valid i8 range) does."""
+    import e2egen
+
+    shape = {"m": 32, "n": 32, "k": 256}
+    assert e2egen.judge(_gemm_in_i16, "gemm", shape, "i8", data_range=(-5, 4), integer_data=True).passed
+    wrapped = e2egen.judge(_gemm_in_i16, "gemm", shape, "i8", data_range=(-128, 127), integer_data=True)
+    assert wrapped.status == "failed" and "max_abs_diff" in wrapped.reason
+    assert e2egen.judge(None, "gemm", shape, "i8", data_range=(-128, 127), integer_data=True).passed

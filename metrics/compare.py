@@ -269,6 +269,8 @@ def _compare_floats(ref, out, bound: FlatBound, reported: Format, shape, options
     bias_lean = ("" if bias_z == 0 else
                  ("toward zero" if magnitude_z < 0 else "away from zero") if abs(magnitude_z) >= abs(signed_z)
                  else "downward" if signed_z < 0 else "upward")
+    leaned = totals.sum_t if abs(magnitude_z) >= abs(signed_z) else totals.sum_s
+    bias_ulps = abs(leaned) / max(totals.compared, 1)
     rounding_rms = math.sqrt(totals.sum_sq_s / max(totals.compared, 1))
 
     # rms and rel_l2 point at the element with the largest difference
@@ -292,6 +294,7 @@ def _compare_floats(ref, out, bound: FlatBound, reported: Format, shape, options
         overflow=totals.counts["overflow"][0], ftz_allowed=totals.ftz_allowed,
         histogram=dict(zip(HISTOGRAM_BUCKETS, totals.histogram)),
         worst=worst, backend=options.backend, rounding=options.rounding, bias_lean=bias_lean,
+        bias_ulps=bias_ulps,
     )
 
 

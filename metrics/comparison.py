@@ -63,6 +63,7 @@ class FloatComparison:
     backend: str
     rounding: str = "nearest-even"  # the rounding bias_z was centred for
     bias_lean: str = ""  # where bias_z's larger z points: "toward zero", "away from zero", "upward", "downward"
+    bias_ulps: float = 0.0  # the mean deviation, in ulps, in that direction (the lean's size, >= 0)
 
     is_integer = False
 

@@ -13,8 +13,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from e2egen.metrics.names import (ALLOWANCE_NAMES, BOUND_RMS_MIN_ELEMENTS, INTEGER_METRIC_NAMES, TOLERANCE_KEYS,
-                                  unknown_name_error)
+from e2egen.metrics.names import (ALLOWANCE_NAMES, BIAS_MIN_ULPS, BOUND_RMS_MIN_ELEMENTS, INTEGER_METRIC_NAMES,
+                                  TOLERANCE_KEYS, unknown_name_error)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,11 @@ def check(comparison, tolerances: Mapping[str, float]) -> "Verdict":
         if name == "bound_rms" and comparison.compared < BOUND_RMS_MIN_ELEMENTS:
             rows.append(Row(name, value, tolerance, ratio, True, worst,
                             f"not judged: {comparison.compared} compared, fewer than {BOUND_RMS_MIN_ELEMENTS}"))
+            continue
+        lean = getattr(comparison, "bias_ulps", math.inf)
+        if name == "bias_z" and value > tolerance and lean < BIAS_MIN_ULPS:
+            rows.append(Row(name, value, tolerance, ratio, True, worst,
+                            f"not judged: a lean of {lean:.3g} ulp {comparison.bias_lean}, below {BIAS_MIN_ULPS:g}"))
             continue
         passed = value <= tolerance
         rows.append(Row(name, value, tolerance, ratio, passed, worst))

@@ -239,6 +239,8 @@ def calibrate(catalogue: Catalogue, cases: Sequence[Case], evidence: Evidence, *
         for metric, current in case.tolerances.items():
             if isinstance(current, bool):
                 continue
+            if metric not in resolved:  # the op's own default (an integer output's exactness): not the catalogue's
+                continue
             if metric not in metrics.METRIC_NAMES:
                 not_calibrated[metric] += 1
                 continue

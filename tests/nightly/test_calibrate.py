@@ -242,3 +242,33 @@ def test_write_adds_an_override_to_a_table_written_in_pieces():
     rms = {(c.dtype, c.direction): c.tolerances["rms"] for c in expand(parse_catalogue(written, "configs.toml"))}
     assert rms[("f16", "bwd_weight")] == 5e-3 and rms[("f16", "bwd_data")] == 2e-3 and rms[("f16", "fwd")] == 1e-3
     assert written.startswith(text.split("[tolerances.f16]")[0])  # everything before the edit is kept byte for byte
+
+
+def test_an_integer_output_s_own_exactness_is_not_calibrated(tmp_path):
+    """A catalogue of one's own with an i8 gemm and no tolerances.i8: its cases are exact by the op's own default
+    (max_abs_diff = 0), which no catalogue table holds; calibrate once died on it with a KeyError."""
+    from e2egen.generator.cases import expand
+    from e2egen.generator.loader import parse_catalogue
+    from e2egen.nightly.calibrate import calibrate
+    from e2egen.nightly.evidence import Evidence
+
+    catalogue = parse_catalogue("""
+seed = 1
+[ranges]
+ints = { range = [-128, 127], data = "integers" }
+[[suite]]
+name = "mine"
+op = "gemm"
+dtypes = ["i8"]
+layouts = ["nn"]
+ranges = ["ints"]
+[[suite.config]]
+name = "small"
+m = 8
+n = 8
+k = 16
+""")
+    cases = expand(catalogue)
+    assert cases[0].tolerances == {"max_abs_diff": 0}
+    result = calibrate(catalogue, cases, Evidence(runs=(), asked=1, cases={}))
+    assert not result.changes and not result.states

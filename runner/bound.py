@@ -84,7 +84,7 @@ from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "summand_quantum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SquaredBound", "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -333,6 +333,20 @@ class IndependentRoundings:
         return torch.minimum(self.worst, self.rms * model.lam).mul_(unit)
 
 
+def summand_quantum(x: torch.Tensor, dims: int | tuple[int, ...] = -1, keepdim: bool = False,
+                    prefix: bool = False) -> torch.Tensor:
+    """The largest power of two every element of x (float64) over `dims` is a multiple of (inf where every element
+    is 0): each value's lowest set bit, the smallest of them. `prefix`: for each prefix along the one dim `dims`,
+    the running one (cumsum's)."""
+    mantissa, exponent = torch.frexp(x)  # x = mantissa · 2^exponent, |mantissa| in [0.5, 1)
+    bits = (mantissa.abs() * 2.0 ** 53).to(torch.int64)  # exact: float64's 53 significand bits as an integer
+    lowest = (bits & -bits).clamp_(min=1).to(torch.float64)
+    per_value = torch.where(x == 0, math.inf, torch.ldexp(lowest, (exponent - 53).to(torch.int64)))
+    if prefix:
+        return torch.cummin(per_value, dim=dims).values
+    return per_value.amin(dim=dims, keepdim=keepdim)
+
+
 @dataclass(frozen=True, eq=False)
 class CommonValueSum:
     """The share of a sum's rounding errors that the summands' common value can make systematic.
@@ -357,7 +371,8 @@ class CommonValueSum:
         drawn     N · w² / (8·spread)        where spread >= 2w, else the proven term
 
     and the bound takes the smaller. With the strict growth (λN) or a truncating kernel (2N) the growth term
-    is linear already and covers this one: 0 then. docs/concepts/reduction-bound.md derives and tests it."""
+    is linear already and covers this one: 0 then; 0 too where the sum is exact (_unless_exact).
+    docs/concepts/reduction-bound.md derives and tests it."""
 
     count: "float | torch.Tensor"  # N per output (a tensor for prefix sums)
     dtype: str
@@ -366,6 +381,7 @@ class CommonValueSum:
     spread: torch.Tensor | None  # max - min of the summands per output; None: not drawn independently
     scale: float = 1.0  # what the output is of the sum (1/N for a mean)
     source: str = "the summands' common value"
+    quantum: torch.Tensor | None = None  # a power of two every summand is a multiple of, per output (None: unknown)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         arithmetic = effective_arithmetic(model, self.dtype)
@@ -374,11 +390,22 @@ class CommonValueSum:
         unit = arithmetic.acc_unit_roundoff
         proven = self.signed_sum * ((self.count + 1) / 2 * unit * self.scale)
         if self.spread is None or arithmetic.rounding != "nearest-even":
-            return proven
+            return self._unless_exact(proven, arithmetic)
         spacing = self.absolute_sum * (2 * unit)
         wide = (self.spread > 0) & (self.spread >= 2 * spacing)
         drawn = spacing.square().mul_(self.count * self.scale).div_(torch.where(wide, self.spread, 1.0).mul(8))
-        return torch.where(wide, torch.minimum(proven, drawn), proven)
+        return self._unless_exact(torch.where(wide, torch.minimum(proven, drawn), proven), arithmetic)
+
+    def _unless_exact(self, term: torch.Tensor, arithmetic: Arithmetic) -> torch.Tensor:
+        """0 where the sum is exact in any order: every partial sum is a multiple of the quantum q at most Σ|x|
+        in magnitude, so it is held exactly by an accumulator of p bits when Σ|x| <= q·2^p and q is no finer
+        than the accumulator's smallest subnormal (sums of bf16 values near 1000 in f32, a pattern's sums)."""
+        fmt = {bits: name for name, bits in FORMAT_BITS.items() if name in ("f32", "f16", "bf16")}.get(arithmetic.acc_bits)
+        if self.quantum is None or fmt is None:  # an unnamed width ("at least 29 bits"): not worth the case
+            return term
+        held = (self.absolute_sum <= self.quantum * 2.0 ** arithmetic.acc_bits) & (
+            self.quantum >= metrics.get_format(fmt).min_subnormal)
+        return term.masked_fill(held, 0.0)
 
 
 @dataclass(frozen=True, eq=False)

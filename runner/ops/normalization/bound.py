@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, summand_quantum, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
@@ -241,11 +241,15 @@ def row_common_values(problem: Problem, norm: NormRows) -> RowCommonValues:
 
     squares = norm.deviations.square()
     moment = squares.sum(dim=-1, keepdim=True)
+    x_quantum = summand_quantum(norm.x, keepdim=True)
     mean_sum = None
     if norm.centered:
         mean_sum = CommonValueSum(n, dtype, norm.x.sum(dim=-1, keepdim=True).abs(), norm.x.abs().sum(dim=-1, keepdim=True),
-                                  spread(norm.x), scale=1 / n)
-    return RowCommonValues(mean_sum, CommonValueSum(n, dtype, moment, moment, spread(squares)), moment)
+                                  spread(norm.x), scale=1 / n, quantum=x_quantum)
+    # x² of values on a grid q lie on q²'s; deviations from the mean lie on no known grid
+    moment_quantum = None if norm.centered else x_quantum.square()
+    return RowCommonValues(mean_sum, CommonValueSum(n, dtype, moment, moment, spread(squares), quantum=moment_quantum),
+                           moment)
 
 
 def _row_mean(value: torch.Tensor | float) -> torch.Tensor | float:

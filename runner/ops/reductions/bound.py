@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, summand_quantum, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
                                  PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
@@ -49,13 +49,14 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
     absolute_sum = x.abs().sum(dim=axes)
     signed_sum = x.sum(dim=axes)
     spread = _spread(x, axes) if problem.drawn_independently("x") else None
+    quantum = summand_quantum(x, axes)
     if reduction == "sum":
         return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"),
-                            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread), output))
+                            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, quantum=quantum), output))
     if reduction == "mean":
         return SumOfBounds((
             ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum / count, "sum"),
-            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, scale=1 / count),
+            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, scale=1 / count, quantum=quantum),
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), signed_sum.abs() / count, "division by N"),
             output,
         ))
@@ -77,7 +78,8 @@ def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
     if problem.drawn_independently("x"):
         spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
     return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"),
-                        CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread),
+                        CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread,
+                                       quantum=summand_quantum(x, axis, prefix=True)),
                         OutputRounding(problem.out_dtype)))
 
 
@@ -93,7 +95,8 @@ def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: i
     spread = _spread(x, axes) if problem.drawn_independently("x") else None
     mean_error = SquaredBound((  # the mean's own bound, squared
         ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
-        CommonValueSum(count, dtype, mean.abs().reshape(mean_abs.shape) * count, absolute_sum, spread, scale=1 / count),
+        CommonValueSum(count, dtype, mean.abs().reshape(mean_abs.shape) * count, absolute_sum, spread, scale=1 / count,
+                       quantum=summand_quantum(x, axes)),
         ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
     ), count / divisor, "mean's error (second order)")
     running_means = ((mean.abs().reshape(largest_deviation.shape) + largest_deviation).mul_(largest_deviation)

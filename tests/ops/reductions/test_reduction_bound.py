@@ -213,3 +213,30 @@ def test_the_drawn_common_value_term_never_exceeds_the_proven_one(n, offset, spr
     assert not drawn.evaluate(truncating).any()  # 2N covers it
     faithful = BoundModel(arithmetic=Arithmetic(acc_bits=24, rounding="faithful"))
     assert torch.equal(drawn.evaluate(faithful), proven.evaluate(faithful))  # ties may all go one way
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 3000), exponent=st.integers(-30, 10), seed=st.integers(0, 2 ** 31))
+def test_a_sum_whose_partial_sums_fit_the_accumulator_has_no_common_value_term(n, exponent, seed):
+    """Every partial sum of multiples of q is a multiple of q of magnitude at most Σ|x|: when Σ|x| <= q·2^24 an f32
+    accumulator holds each exactly, in any order, so the sum is exact and the term is 0 (summand_quantum finds the
+    data's own q, the smallest lowest set bit, which is at least the q they were drawn on)."""
+    quantum = 2.0 ** exponent
+    generator = torch.Generator().manual_seed(seed)
+    limit = max(1, 2 ** 24 // n)  # integers whose magnitudes sum to at most 2^24
+    x64 = torch.randint(-limit, limit + 1, (2, n), generator=generator).double().mul_(quantum)
+    assert float(x64.abs().sum(dim=1).max()) <= quantum * 2 ** 24
+    assert torch.equal(_sequential_f32(x64), x64.sum(dim=1))  # the premise, on one order
+    problem = make_problem("sum", "fwd", "f32", "contiguous", {"shape": [2, n], "axis": 1}, (-1.0, 1.0), 0, "pattern")
+    common = next(part for part in reduction_bound("sum", problem, x64).parts if isinstance(part, CommonValueSum))
+    held = common.quantum * 2 ** 24 >= x64.abs().sum(dim=1)
+    assert bool(held.all()) and not common.evaluate(BoundModel(acc="f32")).any()
+
+
+def test_rocmlir_s_pattern_summed_in_f32_gets_no_common_value_term():
+    """f16 values 0.5, -1, 0.75 (quantum 2^-11) over 4096 elements: Σ|x| = 3072 <= 2^-11·2^24 in f32, not in f16."""
+    x64 = torch.tensor([0.5, -1.0, 0.75], dtype=torch.float64).repeat(1366)[:4096].reshape(1, 4096).repeat(2, 1)
+    problem = make_problem("sum", "fwd", "f16", "contiguous", {"shape": [2, 4096], "axis": 1}, (-1.0, 1.0), 0, "pattern")
+    common = next(part for part in reduction_bound("sum", problem, x64).parts if isinstance(part, CommonValueSum))
+    assert not common.evaluate(BoundModel(acc="f32")).any()
+    assert bool((common.evaluate(BoundModel(acc="f16")) > 0).all())

@@ -333,11 +333,20 @@ class IndependentRoundings:
         return torch.minimum(self.worst, self.rms * model.lam).mul_(unit)
 
 
-def summand_quantum(x: torch.Tensor, dims: int | tuple[int, ...] = -1, keepdim: bool = False,
-                    prefix: bool = False) -> torch.Tensor:
+HELD_BITS = 24  # the widest accumulator CommonValueSum._unless_exact names (f32)
+
+
+def summand_quantum(x: torch.Tensor, absolute_sum: torch.Tensor, dims: int | tuple[int, ...] = -1,
+                    keepdim: bool = False, prefix: bool = False) -> torch.Tensor:
     """The largest power of two every element of x (float64) over `dims` is a multiple of (inf where every element
     is 0): each value's lowest set bit, the smallest of them. `prefix`: for each prefix along the one dim `dims`,
-    the running one (cumsum's)."""
+    the running one (cumsum's). 0 everywhere when it cannot matter, found from one element per output: a sum
+    with Σ|x| (`absolute_sum`) is held only if the quantum is at least q_min = 2^ceil(log2(Σ|x| / 2^HELD_BITS)),
+    so an element that is no multiple of q_min (the largest, which drawn reals never are) rules it out."""
+    largest = torch.cummax(x, dim=dims).values if prefix else x.amax(dim=dims, keepdim=keepdim)
+    least = torch.exp2(torch.ceil(torch.log2(absolute_sum * 2.0 ** -HELD_BITS)))
+    if not bool(((absolute_sum == 0) | (torch.remainder(largest, least) == 0)).any()):
+        return torch.zeros_like(absolute_sum)
     mantissa, exponent = torch.frexp(x)  # x = mantissa · 2^exponent, |mantissa| in [0.5, 1)
     bits = (mantissa.abs() * 2.0 ** 53).to(torch.int64)  # exact: float64's 53 significand bits as an integer
     lowest = (bits & -bits).clamp_(min=1).to(torch.float64)
@@ -383,6 +392,18 @@ class CommonValueSum:
     source: str = "the summands' common value"
     quantum: torch.Tensor | None = None  # a power of two every summand is a multiple of, per output (None: unknown)
 
+    @classmethod
+    def over(cls, x: torch.Tensor, dims: int | tuple[int, ...], dtype: str, drawn: bool, *, scale: float = 1.0,
+             keepdim: bool = False, exact_when_held: bool = True) -> "CommonValueSum":
+        """The term of the sum of x (float64) over `dims` per output: its sums, its spread where the elements were
+        `drawn` independently, its quantum unless `exact_when_held` is off (summands the kernel computes on no
+        known grid, such as deviations from a mean)."""
+        absolute = x.abs().sum(dim=dims, keepdim=keepdim)
+        spread = x.amax(dim=dims, keepdim=keepdim) - x.amin(dim=dims, keepdim=keepdim) if drawn else None
+        count = math.prod(x.shape[d] for d in ((dims,) if isinstance(dims, int) else dims))
+        quantum = summand_quantum(x, absolute, dims, keepdim) if exact_when_held else None
+        return cls(count, dtype, x.sum(dim=dims, keepdim=keepdim).abs_(), absolute, spread, scale, quantum=quantum)
+
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
         arithmetic = effective_arithmetic(model, self.dtype)
         if model.strict or arithmetic.truncates:
@@ -403,7 +424,7 @@ class CommonValueSum:
         fmt = {bits: name for name, bits in FORMAT_BITS.items() if name in ("f32", "f16", "bf16")}.get(arithmetic.acc_bits)
         if self.quantum is None or fmt is None:  # an unnamed width ("at least 29 bits"): not worth the case
             return term
-        held = (self.absolute_sum <= self.quantum * 2.0 ** arithmetic.acc_bits) & (
+        held = (self.absolute_sum <= self.quantum * 2.0 ** arithmetic.acc_bits) & (  # acc_bits <= HELD_BITS here
             self.quantum >= metrics.get_format(fmt).min_subnormal)
         return term.masked_fill(held, 0.0)
 

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, summand_quantum, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
@@ -235,21 +235,11 @@ def row_common_values(problem: Problem, norm: NormRows) -> RowCommonValues:
     """The rows' common-value sums: Σx for the mean, Σ(x - μ)² (rms_norm: Σx²) for the second moment."""
     n, dtype = norm.x.shape[-1], problem.dtype
     drawn = problem.drawn_independently("x")
-
-    def spread(values: torch.Tensor) -> torch.Tensor | None:
-        return values.amax(dim=-1, keepdim=True) - values.amin(dim=-1, keepdim=True) if drawn else None
-
-    squares = norm.deviations.square()
-    moment = squares.sum(dim=-1, keepdim=True)
-    x_quantum = summand_quantum(norm.x, keepdim=True)
-    mean_sum = None
-    if norm.centered:
-        mean_sum = CommonValueSum(n, dtype, norm.x.sum(dim=-1, keepdim=True).abs(), norm.x.abs().sum(dim=-1, keepdim=True),
-                                  spread(norm.x), scale=1 / n, quantum=x_quantum)
-    # x² of values on a grid q lie on q²'s; deviations from the mean lie on no known grid
-    moment_quantum = None if norm.centered else x_quantum.square()
-    return RowCommonValues(mean_sum, CommonValueSum(n, dtype, moment, moment, spread(squares), quantum=moment_quantum),
-                           moment)
+    mean_sum = CommonValueSum.over(norm.x, -1, dtype, drawn, scale=1 / n, keepdim=True) if norm.centered else None
+    # the squares of x's grid values lie on a grid; the kernel's deviations from its mean lie on no known one
+    moment_sum = CommonValueSum.over(norm.deviations.square(), -1, dtype, drawn, keepdim=True,
+                                     exact_when_held=not norm.centered)
+    return RowCommonValues(mean_sum, moment_sum, moment_sum.absolute_sum)
 
 
 def _row_mean(value: torch.Tensor | float) -> torch.Tensor | float:

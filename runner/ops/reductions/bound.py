@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, summand_quantum, ComputeSubnormalRounding, ErrorBound, ExactWhere, OutputRounding,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
                                  PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
@@ -46,26 +46,19 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
         return ExactWhere(exact, SumOfBounds((output,)))
     if reduction == "var":
         return var_bound(problem, x, axes, count, params.divisor, dtype, output)
-    absolute_sum = x.abs().sum(dim=axes)
-    signed_sum = x.sum(dim=axes)
-    spread = _spread(x, axes) if problem.drawn_independently("x") else None
-    quantum = summand_quantum(x, axes)
+    drawn = problem.drawn_independently("x")
     if reduction == "sum":
-        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum, "sum"),
-                            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, quantum=quantum), output))
+        common = CommonValueSum.over(x, axes, dtype, drawn)
+        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), common.absolute_sum, "sum"), common, output))
     if reduction == "mean":
+        common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
         return SumOfBounds((
-            ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum / count, "sum"),
-            CommonValueSum(count, dtype, signed_sum.abs(), absolute_sum, spread, scale=1 / count, quantum=quantum),
-            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), signed_sum.abs() / count, "division by N"),
+            ScaledMagnitude(ProductSumCoefficient(count, dtype), common.absolute_sum / count, "sum"),
+            common,
+            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.signed_sum / count, "division by N"),
             output,
         ))
     raise ValueError(f"unknown reduction {reduction!r}")
-
-
-def _spread(x: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:
-    """max - min of the reduced elements of each output."""
-    return x.amax(dim=axes) - x.amin(dim=axes)
 
 
 def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
@@ -79,7 +72,7 @@ def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
         spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
     return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"),
                         CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread,
-                                       quantum=summand_quantum(x, axis, prefix=True)),
+                                       quantum=summand_quantum(x, prefix_magnitudes, axis, prefix=True)),
                         OutputRounding(problem.out_dtype)))
 
 
@@ -90,13 +83,11 @@ def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: i
     deviations = x - mean
     variance = deviations.square().sum(dim=axes) / divisor
     largest_deviation = deviations.abs().amax(dim=axes)  # D
-    absolute_sum = x.abs().sum(dim=axes)
-    mean_abs = absolute_sum / count  # m
-    spread = _spread(x, axes) if problem.drawn_independently("x") else None
+    common = CommonValueSum.over(x, axes, dtype, problem.drawn_independently("x"), scale=1 / count)
+    mean_abs = common.absolute_sum / count  # m
     mean_error = SquaredBound((  # the mean's own bound, squared
         ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
-        CommonValueSum(count, dtype, mean.abs().reshape(mean_abs.shape) * count, absolute_sum, spread, scale=1 / count,
-                       quantum=summand_quantum(x, axes)),
+        common,
         ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
     ), count / divisor, "mean's error (second order)")
     running_means = ((mean.abs().reshape(largest_deviation.shape) + largest_deviation).mul_(largest_deviation)

@@ -84,7 +84,7 @@ from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "summand_quantum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "DrawnSum", "chain_square_sum", "summand_quantum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SquaredBound", "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -427,6 +427,77 @@ class CommonValueSum:
         held = (self.absolute_sum <= self.quantum * 2.0 ** arithmetic.acc_bits) & (  # acc_bits <= HELD_BITS here
             self.quantum >= metrics.get_format(fmt).min_subnormal)
         return term.masked_fill(held, 0.0)
+
+
+def chain_square_sum(count: "float | torch.Tensor", mean: torch.Tensor, variance: torch.Tensor) -> torch.Tensor:
+    """Σ over the partial sums of a sequential sum of `count` summands of E[(partial sum)²], the summands
+    exchangeable with this mean and (population) variance: a partial sum of n of them has E = n²μ² + n·σ²·(N-n)/(N-1)
+    <= n²μ² + n·σ², summed over n = 1..N. Every summation tree's partial sums are subsets no larger than a
+    sequential sum's (N, N-1, ..., 2), so this is the largest of every order."""
+    return (mean.square() * (count * (count + 1) * (2 * count + 1) / 6)).add_(variance * (count * (count + 1) / 2))
+
+
+@dataclass(frozen=True, eq=False)
+class DrawnSum:
+    """The accumulation error of a sum of summands drawn independently at random, from its partial sums.
+
+    First order, a sum in any order errs by Σ_v δ_v·s_v over its additions v, s_v the exact partial sum and
+    |δ_v| <= u; with the roundings independent of mean zero, at most λ·u·sqrt(Σ_v s_v²) (Azuma-Hoeffding:
+    Ipsen & Zhou, "Probabilistic error analysis for inner products", 2020). The kernel's order is fixed before
+    the data are drawn, so its partial sums are the sums of random subsets of the summands, and Σ_v E[s_v²]
+    is largest in a sequential order (`chain_square_sum`). Taken with the summands' own mean and variance it
+    is N²σ²/2 + N³μ²/3: on data of mean zero about √N below λ√N·u·Σ|x| (G(N)'s term, which keeps
+    Σ|x| for every partial sum), so a dropped element or an output an ulp off stands out of a long sum.
+    The expectation over a subset's draw is 3x the sequential sum's own (σ²N²/6 without replacement) and
+    covers its spread: over 10^6 sequential f32 sums of 4 to 32,768 uniform values the largest error / W is
+    0.55 (docs/evidence/common-value.md). The summands' common value's systematic share is
+    CommonValueSum's. Where the premise fails (a pattern, sorted data) the op keeps G(N)'s term; the smaller
+    of the two is taken, and G(N)'s alone with `strict` or a truncating kernel (one-signed errors).
+
+    The walk takes u of the measured accumulator but never finer than the dtype's assumed one (f32 below
+    f64): the probes sum a few dozen values, and a kernel that scans blocks of 64 in float64 but carries their
+    totals in f32 measures ">= 29 bits" there. G(N)'s term at the measured width has the slack for that
+    carry; the walk would not."""
+
+    count: "float | torch.Tensor"  # N per output (a tensor for prefix sums)
+    dtype: str
+    absolute_sum: torch.Tensor  # Σ|x| per output: G(N)'s term
+    chain: torch.Tensor  # chain_square_sum per output
+    growth_count: int  # the N of G(N)'s term (a prefix sum's row length)
+    scale: float = 1.0  # what the output is of the sum (1/N for a mean)
+    source: str = "sum"
+
+    @classmethod
+    def over(cls, x: torch.Tensor, dims: int | tuple[int, ...], dtype: str, *, scale: float = 1.0,
+             keepdim: bool = False, source: str = "sum") -> "DrawnSum":
+        """The term of the sum of x (float64) over `dims` per output."""
+        count = math.prod(x.shape[d] for d in ((dims,) if isinstance(dims, int) else dims))
+        mean = x.mean(dim=dims, keepdim=keepdim)
+        variance = x.square().mean(dim=dims, keepdim=keepdim).sub_(mean.square()).clamp_(min=0)
+        return cls(count, dtype, x.abs().sum(dim=dims, keepdim=keepdim), chain_square_sum(count, mean, variance),
+                   count, scale, source)
+
+    @classmethod
+    def prefixes(cls, x: torch.Tensor, axis: int, dtype: str) -> "DrawnSum":
+        """The term of every prefix sum of x (float64) along `axis` (cumsum's)."""
+        length = x.shape[axis]
+        counts = torch.arange(1, length + 1, dtype=x.dtype, device=x.device)
+        counts = counts.reshape([-1 if dim == axis % x.dim() else 1 for dim in range(x.dim())])
+        mean = x.cumsum(dim=axis).div_(counts)
+        variance = x.square().cumsum(dim=axis).div_(counts).sub_(mean.square()).clamp_(min=0)
+        return cls(counts, dtype, x.abs().cumsum(dim=axis), chain_square_sum(counts, mean, variance), length,
+                   source="prefix sum")
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        anywhere = self.absolute_sum * (product_sum_factor(self.growth_count, self.dtype, model) * self.scale)
+        arithmetic = effective_arithmetic(model, self.dtype)
+        if model.strict or arithmetic.truncates:
+            return anywhere
+        unit = max(arithmetic.acc_unit_roundoff, arithmetic.inner_unit_roundoff)  # every addition, grouped or not
+        if model.acc == MEASURED:  # probes on short sums may not see the rounding between a long sum's blocks
+            unit = max(unit, assumed_arithmetic(self.dtype).acc_unit_roundoff)
+        walk = self.chain.sqrt().mul_(model.lam * unit).add_(self.absolute_sum, alpha=input_rounding(arithmetic))
+        return torch.minimum(anywhere, walk.mul_(self.scale))
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,21 +2,24 @@
 
 For one output reducing N inputs x_i (exact in float64), u the compute format's unit roundoff as measured
 (Arithmetic.acc_bits; bound.acc overrides), G(N) the growth (λ√N, or λN when strict, 2N when truncating),
-μ = Σx/N, D = max_i |x_i - μ|, m = Σ|x|/N:
+μ = Σx/N, D = max_i |x_i - μ|, m = Σ|x|/N, W the walk through the partial sums where x was drawn independently
+(DrawnSum; absent, the min is G(N)'s term):
 
-    sum    G(N)·u·Σ|x|                                        the product-sum piece with |b| = 1
+    sum    min(G(N)·u·Σ|x|, W)                                the product-sum piece with |b| = 1, or the walk
+           + C                                                the common value (CommonValueSum)
            + c_out·ulp_T(out)
-    mean   G(N)·u·m + 2u·|μ|                                  the sum, then the division by N (or ·1/N)
+    mean   min(G(N)·u·m, W/N) + C/N + 2u·|μ|                  the sum, then the division by N (or ·1/N)
            + c_out·ulp_T(out)
     max    0                                                  the output is one of the inputs
     var    (G(N) + 4)·u·var                                   sum of squares; centring, square, division
-           + (G(N)·u + 2u)² · m²·N/(N-c)                      the mean's error, second order (two-pass)
+           + (min(G(N)·u·m, W/N) + 2u·m + C/N)²·N/(N-c)       the mean's error, second order (two-pass)
            + 2·G(N)·u · (|μ| + D)·D·(N+1)/(N-c)               the running means' errors (Welford, blocked)
            + (N/(N-c) + 1) · tiny                             squares that underflow in the compute format
            + c_out·ulp_T(out)
 
 cumsum: out_i = Σ_{j<=i} x_j; each prefix is a sum of at most N = the row's length elements, so its bound is
-the sum's with G(N) and Σ|x| over the prefix: G(N)·u·Σ_{j<=i}|x_j| + c_out·ulp_T(out_i).
+the sum's with G(N) and Σ|x| over the prefix, the walk and C over the prefix's own summands:
+min(G(N)·u·Σ_{j<=i}|x_j|, W_i) + C_i + c_out·ulp_T(out_i).
 
 var's bound covers the two-pass algorithm and the updating ones (Welford, and blocks merged by Chan's
 formulas); it does not cover the one-pass E[x²] - E[x]², whose error grows with μ²/var where these terms
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, DrawnSum, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
                                  PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
@@ -49,16 +52,24 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
     drawn = problem.drawn_independently("x")
     if reduction == "sum":
         common = CommonValueSum.over(x, axes, dtype, drawn)
-        return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(count, dtype), common.absolute_sum, "sum"), common, output))
+        return SumOfBounds((_accumulation(x, axes, dtype, drawn, common), common, output))
     if reduction == "mean":
         common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
         return SumOfBounds((
-            ScaledMagnitude(ProductSumCoefficient(count, dtype), common.absolute_sum / count, "sum"),
+            _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
             common,
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.signed_sum / count, "division by N"),
             output,
         ))
     raise ValueError(f"unknown reduction {reduction!r}")
+
+
+def _accumulation(x: torch.Tensor, axes: tuple[int, ...], dtype: str, drawn: bool, common: CommonValueSum,
+                  scale: float = 1.0) -> DrawnSum | ScaledMagnitude:
+    """The sum's accumulation term: from its partial sums where x was drawn independently, else G(N)·u·Σ|x|."""
+    if drawn:
+        return DrawnSum.over(x, axes, dtype, scale=scale)
+    return ScaledMagnitude(ProductSumCoefficient(common.count, dtype), common.absolute_sum * scale, "sum")
 
 
 def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
@@ -70,7 +81,9 @@ def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
     spread = None
     if problem.drawn_independently("x"):
         spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
-    return SumOfBounds((ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"),
+    accumulation = (DrawnSum.prefixes(x, axis, problem.dtype) if spread is not None else
+                    ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"))
+    return SumOfBounds((accumulation,
                         CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread,
                                        quantum=summand_quantum(x, prefix_magnitudes, axis, prefix=True)),
                         OutputRounding(problem.out_dtype)))
@@ -86,7 +99,7 @@ def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: i
     common = CommonValueSum.over(x, axes, dtype, problem.drawn_independently("x"), scale=1 / count)
     mean_abs = common.absolute_sum / count  # m
     mean_error = SquaredBound((  # the mean's own bound, squared
-        ScaledMagnitude(ProductSumCoefficient(count, dtype), mean_abs, "sum"),
+        _accumulation(x, axes, dtype, problem.drawn_independently("x"), common, scale=1 / count),
         common,
         ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
     ), count / divisor, "mean's error (second order)")

@@ -4,6 +4,7 @@ data (zero-mean, offset, sorted, tiny, long rows), stay within the bound element
 whose accumulator is that format; the one-pass variance does not, on offset data."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 
 from e2egen.runner import BoundModel, make_problem
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
-from e2egen.runner.bound import CommonValueSum, ComputeSubnormalRounding, ComputeRoundings, ScaledMagnitude, SquaredBound
+from e2egen.runner.bound import (CommonValueSum, ComputeSubnormalRounding, ComputeRoundings, DrawnSum, ScaledMagnitude, SquaredBound,
+                                 chain_square_sum)
 from e2egen.runner.dtypes import storage_dtype
 from e2egen.runner.inputs import round_to_storage
 from e2egen.runner.ops.reductions import kernels as k
@@ -63,10 +65,12 @@ def draw(rows: int, n: int, dtype: str, offset: float, spread: float, sorted_row
     return round_to_storage(values, storage_dtype(dtype)).to(torch.float64)
 
 
-def worst_ratio(op: str, order: str, dtype: str, acc: str, x64: torch.Tensor, correction: int = 1) -> float:
-    """max |emulated - ref| / bound over the rows of x64 (rows, N), reduced over dim 1."""
+def worst_ratio(op: str, order: str, dtype: str, acc: str, x64: torch.Tensor, correction: int = 1,
+                sorted_rows: bool = False) -> float:
+    """max |emulated - ref| / bound over the rows of x64 (rows, N), reduced over dim 1; sorted rows are judged as
+    data not drawn independently (a pattern's), as a catalogue never draws them."""
     params = {"shape": list(x64.shape), "axis": 1, **({"correction": correction} if op == "var" else {})}
-    problem = make_problem(op, "fwd", dtype, "contiguous", params, (-1.0, 1.0), 0)
+    problem = make_problem(op, "fwd", dtype, "contiguous", params, (-1.0, 1.0), 0, "pattern" if sorted_rows else "uniform")
     ref = problem.numerics.reference(problem, {"x": x64})["out"]
     bound = reduction_bound(op, problem, x64).evaluate(BoundModel(acc=acc), ref)
     out = emulated(op, order, x64.to(TORCH[acc]), correction).to(TORCH[dtype]).to(torch.float64)
@@ -85,7 +89,7 @@ def test_emulated_kernels_stay_within_the_bound(op, arithmetic, n, offset, sprea
     assume(within_the_model(dtype, acc, n, offset, spread))
     order = data.draw(st.sampled_from(ORDERS[op]))
     x64 = draw(4, n, dtype, offset, spread, sorted_rows, seed)
-    assert worst_ratio(op, order, dtype, acc, x64, correction) <= 1.0
+    assert worst_ratio(op, order, dtype, acc, x64, correction, sorted_rows) <= 1.0
 
 
 @pytest.mark.parametrize("op, order", [("sum", "sequential"), ("sum", "pairwise"), ("mean", "sequential"),
@@ -240,3 +244,62 @@ def test_rocmlir_s_pattern_summed_in_f32_gets_no_common_value_term():
     common = next(part for part in reduction_bound("sum", problem, x64).parts if isinstance(part, CommonValueSum))
     assert not common.evaluate(BoundModel(acc="f32")).any()
     assert bool((common.evaluate(BoundModel(acc="f16")) > 0).all())
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 7])
+@pytest.mark.parametrize("offset", [0.0, 0.4, 3.0])
+def test_the_chain_square_sum_bounds_the_partial_sums_of_every_order_on_average(n, offset):
+    """DrawnSum's premise: over every order of the summands (all n! of them), the mean of Σ_k S_k² of a sequential
+    sum (the largest subsets) and of a pairwise one is at most chain_square_sum of the summands' mean and variance."""
+    x = draw(1, n, "f32", offset, 1.0, False, n)[0]
+    mean, variance = x.mean(), x.var(correction=0)
+    orders = torch.tensor(list(itertools.permutations(range(n))))
+    sequential = x[orders].cumsum(dim=1).square().sum(dim=1).mean()
+    pairwise = torch.zeros(())
+    for order in orders:
+        level = x[order]
+        while level.numel() > 1:
+            level = torch.cat([level, level.new_zeros(level.numel() % 2)]).reshape(-1, 2).sum(dim=1)
+            pairwise = pairwise + level.square().sum() / len(orders)
+    bound = chain_square_sum(n, mean, variance)
+    assert float(sequential) <= float(bound) and float(pairwise) <= float(bound)
+    exact = sum(m * m * mean ** 2 + m * variance * (n - m) / max(n - 1, 1) for m in range(1, n + 1))
+    assert math.isclose(float(sequential), float(exact), rel_tol=1e-9)  # the formula chain_square_sum bounds
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 5000), offset=st.floats(-100.0, 100.0), seed=st.integers(0, 2 ** 31),
+       acc=st.sampled_from(("f32", "f16", "bf16")))
+def test_the_walk_is_never_above_g_n_s_term_and_gives_way_to_it_when_strict_or_truncating(n, offset, seed, acc):
+    x64 = draw(3, n, "f32", offset, 1.0, False, seed)
+    walk = DrawnSum.over(x64, 1, "f32")
+    anywhere = ScaledMagnitude(ComputeRoundings(1, "f32"), x64.abs().sum(dim=1), "sum")  # u·Σ|x|
+    model = BoundModel(acc=acc)
+    g = model.lam * math.sqrt(n)
+    assert bool((walk.evaluate(model) <= anywhere.evaluate(model) * g * (1 + 1e-12)).all())
+    strict = BoundModel(acc=acc, strict=True)
+    assert torch.allclose(walk.evaluate(strict), anywhere.evaluate(strict) * model.lam * n)
+    truncating = BoundModel(arithmetic=Arithmetic(acc_bits=24, rounding="toward-zero"))
+    assert torch.allclose(walk.evaluate(truncating), x64.abs().sum(dim=1) * (2 * n * 2.0 ** -24))  # errors of one sign
+
+
+@pytest.mark.parametrize("n", [4096, 2 ** 16])
+def test_on_zero_mean_data_the_walk_is_sqrt_n_below_g_n_s_term(n):
+    """The point of the walk: about N·σ/√2 where G(N)'s term has √N·Σ|x| ≈ N^1.5·E|x|."""
+    x64 = draw(2, n, "f32", 0.0, 1.0, False, 3)
+    model = BoundModel(acc="f32")
+    walk = DrawnSum.over(x64, 1, "f32").evaluate(model)
+    g_term = x64.abs().sum(dim=1) * (model.lam * math.sqrt(n) * 2.0 ** -24)
+    assert bool((g_term / walk > 0.5 * math.sqrt(n)).all())
+
+
+def test_the_walk_takes_the_assumed_accumulator_where_the_probes_measured_a_wider_one():
+    """A scan that adds blocks in float64 and carries their totals in f32 measures >= 29 bits on short sums; the walk
+    keeps f32's u, G(N)'s term the measured one."""
+    x64 = draw(2, 4096, "f32", 0.0, 1.0, False, 4)
+    walk = DrawnSum.over(x64, 1, "f32")
+    wide = BoundModel(arithmetic=Arithmetic(acc_bits=29))
+    at_f32 = BoundModel(acc="f32")
+    measured_g_term = x64.abs().sum(dim=1) * (5 * 64 * 2.0 ** -29)
+    assert torch.allclose(walk.evaluate(wide), torch.minimum(walk.evaluate(at_f32), measured_g_term))
+    assert torch.allclose(walk.evaluate(BoundModel(acc="f16")), walk.evaluate(at_f32) * 2.0 ** 13)  # bound.acc rules

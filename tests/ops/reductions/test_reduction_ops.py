@@ -243,3 +243,57 @@ def test_a_sequential_f32_mean_of_long_offset_rows_passes_by_default(dtype, n):
     assert outcome.passed, outcome.report
     if dtype == "f32":
         assert outcome.comparison.max_ulp_diff > 1000  # the error is real, not rounded away
+
+
+def _sequential_f32_sum(x, dim):
+    """A correct sum: an f32 running sum, one element after the other (numpy's accumulate)."""
+    import numpy as np
+
+    values = x.float().movedim(dim[0], -1).numpy()
+    return torch.from_numpy(np.add.accumulate(values, axis=-1, dtype=np.float32)[..., -1].copy()).to(x.dtype)
+
+
+def _drops_element_40000(x, dim):
+    """WRONG past 40,000 elements: one element of each row left out (a tile past the probes' sizes never read)."""
+    if x.shape[dim[0]] > 40000:
+        x = x.clone()
+        x.select(dim[0], 40000).zero_()
+    return _sequential_f32_sum(x, dim)
+
+
+def _second_output_two_ulps_off(x, dim):
+    """WRONG: one output two ulps of its format away from zero, the rest correct."""
+    from e2egen import metrics
+
+    out = _sequential_f32_sum(x, dim)
+    flat = out.reshape(-1)
+    value = flat[1:2].double()
+    fmt = {torch.float16: "f16", torch.bfloat16: "bf16"}[x.dtype]
+    flat[1] = (value + 2 * metrics.ulp(value, fmt) * value.sign()).to(out.dtype)[0]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_element_dropped_from_a_long_zero_mean_row_fails_the_bound(seed):
+    """Issue 42's item 2: one of 65,536 elements dropped, an error far above any correct order's, passed under
+    G(N)'s term λ√N·u·Σ|x| (6 of 21 caught); the walk bounds the error through the partial sums instead."""
+    import e2egen
+
+    shape = {"shape": [2, 2 ** 16], "axis": 1}
+    correct = e2egen.judge(_sequential_f32_sum, "sum", shape, "f32", seed=seed)
+    assert correct.passed, correct.report
+    dropped = e2egen.judge(_drops_element_40000, "sum", shape, "f32", seed=seed)
+    assert not dropped.passed
+    assert dropped.comparison.bound_ratio > 5
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_an_f16_or_bf16_sum_two_ulps_off_fails(dtype):
+    """Issue 42's item 6: an f32-accumulating sum returns its outputs within an ulp; two ulps off is a bug."""
+    import e2egen
+
+    shape = {"shape": [8, 4096], "axis": 1}
+    assert e2egen.judge(_sequential_f32_sum, "sum", shape, dtype).passed
+    off = e2egen.judge(_second_output_two_ulps_off, "sum", shape, dtype)
+    assert not off.passed
+    assert off.comparison.bound_ratio > 1

@@ -73,3 +73,12 @@ def reusable_bytes() -> int:
 
 
 __all__ = ["retain_freed_memory", "retention_cap", "reusable_bytes"]
+
+
+def release_free_pages() -> None:
+    """Give the pages of every free block of the heap back to the kernel (glibc's malloc_trim(0)): the blocks stay
+    the process's and are faulted in again when reused. For a computation in chunks, whose chunk-sized temporaries
+    would otherwise stay resident in the holes the blocks kept between chunks leave."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -69,7 +69,7 @@ def kernel_bytes(problem: Problem) -> int:
     (runner.kernels.own_copies, made for each call), the outputs, the kernel's temporaries."""
     stored = _stored_inputs(problem)
     outputs = sum(math.prod(spec.shape) * element_size(spec.dtype) for spec in problem.outputs.values())
-    return 4 * stored + 2 * outputs
+    return 4 * stored + 2 * outputs + problem.spec.kernel_scratch_bytes(problem.params, problem.direction, problem.dtype)
 
 
 def _piece_temporaries(elements: int) -> int:

@@ -175,6 +175,12 @@ class Op(ABC, Generic[ParamsT]):
         computation again. runner/memory.py sizes the pre-run memory check with it. None by default."""
         return 0
 
+    def kernel_scratch_bytes(self, params: ParamsT, direction: Direction, dtype: str) -> int:
+        """Bytes the default kernel holds besides its inputs and outputs where that outgrows "as much again as
+        its outputs" (runner/memory.kernel_bytes): torch's attention with an lse or a score tensor holds its
+        f32 scores. 0 by default."""
+        return 0
+
     def owns_params(self, params: ParamsT) -> bool:
         """Whether `params` are this op's (conv1d's, not conv2d's)."""
         return isinstance(params, self.params_type)

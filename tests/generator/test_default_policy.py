@@ -312,5 +312,11 @@ def test_the_shipped_avx2_profile_agrees_with_a_real_avx2_machine_on_every_cell_
         k: v for k, v in shipped.key.versions if k not in ("onednn", "probes")}
     common = set(real.cells) & set(shipped.cells)
     assert len(common) == len(real.cells) >= 386
-    assert {cell: real.cells[cell].differences(shipped.cells[cell]) for cell in common
+    assert {cell: real.cells[cell].differences(shipped.cells[cell]) for cell in common - KERNEL_CHANGED_SINCE
             if real.cells[cell].differences(shipped.cells[cell])} == {}
+
+
+# Cells whose kernel changed after the real machine measured them: torch's default attention kernel computes P·V of
+# its lse path as an f32 matmul since issue 45 (ATen's f16/bf16 gemm, an AVX2 CPU's, ran ~200x slower); on K = 27
+# that gemm had measured 28 bits, the f32 matmul measures 24 (both paths re-probed under the emulation).
+KERNEL_CHANGED_SINCE = {f"attention/fwd/{dtype}/bhsd/b1-hq2-hkv2-sq128-sk27-d64-dv32-scale1-lse-ss-sb" for dtype in ("f16", "bf16")}

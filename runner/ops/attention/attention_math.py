@@ -14,15 +14,20 @@ from e2egen.runner.ops.attention.params import UNBOUNDED, AttentionParams
 from e2egen.runner.ops.shared_values import computed_once
 
 
-def allowed_keys(params: AttentionParams, device: torch.device) -> torch.Tensor | None:
-    """(batch, 1, seq_q, seq_k) bool: which keys each query may attend to; None when every key is allowed."""
+QueryRows = tuple[int, int]  # [start, stop) of the query rows a computation covers
+
+
+def allowed_keys(params: AttentionParams, device: torch.device, query_rows: QueryRows | None = None) -> torch.Tensor | None:
+    """(batch, 1, seq_q, seq_k) bool: which keys each query may attend to; None when every key is allowed.
+    query_rows: only those rows' (the rows of a chunk, runner/ops/attention/chunks.py)."""
     if not params.masked:
         return None
-    rows = torch.arange(params.seq_q, device=device).view(1, -1, 1)
+    start, stop = query_rows or (0, params.seq_q)
+    rows = torch.arange(start, stop, device=device).view(1, -1, 1)
     cols = torch.arange(params.seq_k, device=device).view(1, 1, -1)
     offset = torch.tensor(params.offsets(), device=device).view(-1, 1, 1)
     diagonal = rows + offset  # the key each query lines up with, per batch
-    allowed = torch.ones(params.batch, params.seq_q, params.seq_k, dtype=torch.bool, device=device)
+    allowed = torch.ones(params.batch, stop - start, params.seq_k, dtype=torch.bool, device=device)
     if params.kv_lengths is not None:
         allowed &= cols < torch.tensor(params.kv_lengths, device=device).view(-1, 1, 1)
     if params.causal:
@@ -148,18 +153,29 @@ def attention_float64(params: AttentionParams, inputs64: Mapping[str, torch.Tens
     return computed_once("attention rows", params, inputs64, lambda: attention_rows(params, inputs64))
 
 
-def attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor]) -> AttentionRows:
-    """The rows computed afresh (attention_float64 keeps them for the inputs' lifetime)."""
+QUERY_ROW_INPUTS = ("q", "score_scale", "score_bias")  # (batch, heads_q, seq_q, ...): one row per query
+
+
+def query_slice(inputs64: Mapping[str, torch.Tensor], query_rows: QueryRows) -> dict[str, torch.Tensor]:
+    """The inputs a chunk of query rows reads: q's and the score tensors' rows [start, stop) (views), k and v whole."""
+    start, stop = query_rows
+    return {name: tensor[..., start:stop, :] if name in QUERY_ROW_INPUTS else tensor for name, tensor in inputs64.items()}
+
+
+def attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor],
+                   query_rows: QueryRows | None = None) -> AttentionRows:
+    """The rows computed afresh (attention_float64 keeps them for the inputs' lifetime); query_rows: only those,
+    from inputs already sliced to them (query_slice)."""
     quantized = overflow = None
     if params.quantized:
         quantized = quantized_scores(params, inputs64)
         scores = quantized.chain.clone()
-        allowed = allowed_keys(params, scores.device)
+        allowed = allowed_keys(params, scores.device, query_rows)
         overflow = overflowed_rows(params, quantized, allowed)
         scores.masked_fill_(overflow, 0.0)  # rows without an exact result: finite stand-ins, marked below
     else:
         scores = scores_float64(params, inputs64)
-        allowed = allowed_keys(params, scores.device)
+        allowed = allowed_keys(params, scores.device, query_rows)
     if allowed is not None:
         scores.masked_fill_(~allowed, float("-inf"))
     row_max = scores.amax(dim=-1, keepdim=True)

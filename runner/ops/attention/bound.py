@@ -60,6 +60,7 @@ from e2egen.runner.bound import (BoundModel, ComputeRoundings, ExactWhere, Indep
 from e2egen.runner.exp_log_pieces import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
 from e2egen.runner.ops.attention.attention_math import AttentionRows, QuantizedScores, attention_float64, expand_kv, matmul_kv
 from e2egen.runner.problem import Problem
+from e2egen.runner.ops.shared_values import computed_once
 from e2egen.runner.softmax_passes import WeightTerms, weight_terms
 from e2egen.runner.magnitude import f32_sums_unproven
 from e2egen.runner.upper_matmul import (F32_FROM_ROWS, Magnitudes, UnwidenedProduct, f32_product_proven, magnitudes, rounded_up,
@@ -163,7 +164,8 @@ class SoftmaxTimesV:
         """(of(rows, o_abs), through_softmax of the product's errors (times |score_scale|), through_softmax
         of score_roundings): in one numba pass over the scores (runner/softmax_passes.py) where its products
         with |V| are proven in f32, else in torch's ops."""
-        v = magnitudes(rows.v)
+        # |V| and its f32 rounding up, made once for every chunk of query rows (rows.v is the input itself)
+        v = computed_once("attention |V|", rows.group, {"v": rows.v}, lambda: magnitudes(rows.v))
         fused = cls._fused(rows, o_abs, v, product, score_ops, score_scale, bias)
         if fused is not None:
             return fused
@@ -190,7 +192,9 @@ class SoftmaxTimesV:
                              score_scale=score_scale, bias=bias)
         if terms is None:
             return None
-        v_squared, v_squared_largest = rounded_up(rows.v.square())
+        # once for every chunk of query rows, as |V|
+        v_squared, v_squared_largest = computed_once("attention V²", rows.group, {"v": rows.v},
+                                                     lambda: rounded_up(rows.v.square()))
         if not f32_product_proven(sk, terms.largest, max(v.rounded_up[1], v_squared_largest)):
             return None
         first, second, weighted_v = _stacked_products(terms, v.rounded_up[0], sk)
@@ -261,8 +265,12 @@ def _stacked_products(terms: WeightTerms, v_up: torch.Tensor, seq_k: int) -> tup
 
 
 def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, ExactWhere]:
+    return rows_bound(problem, inputs64, attention_float64(problem.params, inputs64))
+
+
+def rows_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], rows: AttentionRows) -> dict[str, ExactWhere]:
+    """The bound of the query rows `rows` holds, from the inputs they were computed from (a chunk's: query_slice)."""
     params, dtype = problem.params, problem.dtype
-    rows = attention_float64(params, inputs64)
     if params.quantized:
         return _quantized_bound(problem, rows)
     # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from e2egen.runner.lowbit import FLOAT8_STORAGE, wrap_to_int32
-from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv
+from e2egen.runner.ops.attention.attention_math import allowed_keys, expand_kv, matmul_kv
 from e2egen.runner.ops.attention.params import Alignment, AttentionParams
 
 
@@ -70,16 +70,19 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Ten
 
 def _scores_in_f32(q: Tensor, k: Tensor, v: Tensor, params: AttentionParams, allowed: Tensor | None,
                    score_scale: Tensor | None, score_bias: Tensor | None) -> tuple[Tensor, Tensor]:
-    scores = torch.matmul(q.float(), expand_kv(k, params.group).float().mT) * params.softmax_scale
+    # matmul_kv: the q heads of a kv head as rows of one product, K and V never repeated per q head
+    scores = matmul_kv(q.float(), k.float().mT, params.group).mul_(params.softmax_scale)
     if score_scale is not None:
-        scores = scores * score_scale.float()
+        scores.mul_(score_scale.float())
     if score_bias is not None:
-        scores = scores + score_bias.float()
+        scores.add_(score_bias.float())
     if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores.masked_fill_(~allowed, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
-    p = torch.exp(scores - torch.where(torch.isneginf(lse), 0.0, lse).unsqueeze(-1))
-    o = torch.matmul(p.to(q.dtype), expand_kv(v, params.group)).to(q.dtype)
+    p = scores.sub_(torch.where(torch.isneginf(lse), 0.0, lse).unsqueeze(-1)).exp_()  # in place: one score-sized tensor
+    # P rounded to the input format, then P·V with f32 sums, as oneDNN's f16/bf16 gemm does; in f32 matmuls because
+    # ATen's own f16/bf16 gemm (an AVX2 CPU without oneDNN's) runs ~200x slower
+    o = matmul_kv(p.to(q.dtype).float(), v.float(), params.group).to(q.dtype)
     return o, lse
 
 

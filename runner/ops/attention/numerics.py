@@ -11,8 +11,9 @@ from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.bound import ErrorBound
 from e2egen.runner.ops.attention.attention_math import attention_float64
 from e2egen.runner.ops.attention.bound import attention_bound
+from e2egen.runner.ops.attention.chunks import chunked_attention
 from e2egen.runner.ops.attention.kernels import torch_attention
-from e2egen.runner.ops.attention.params import AttentionParams
+from e2egen.runner.ops.attention.params import AttentionParams, query_chunks
 from e2egen.runner.ops.attention.probes import probe_attention
 from e2egen.runner.ops.attention.spec import TRANSPOSABLE, AttentionOp, storage_order
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
@@ -66,6 +67,8 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
 
     # -- reference and bound ----------------------------------------------------------------
     def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if len(query_chunks(problem.params)) > 1:
+            return dict(chunked_attention(problem, inputs64).reference)
         rows = attention_float64(problem.params, inputs64)
         values = {"o": rows.o}
         if problem.params.return_lse:
@@ -74,6 +77,8 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
 
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
                     arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        if len(query_chunks(problem.params)) > 1:
+            return dict(chunked_attention(problem, inputs64).bounds)
         return attention_bound(problem, inputs64)
 
     # -- arithmetic probes (probes.py) ------------------------------------------------------

@@ -244,3 +244,20 @@ OPTIONAL_PARAMS = {"batch": 1, "heads_q": 1, "heads_kv": None, "head_dim_v": Non
                    "score_scale": False, "score_bias": False, "causal": False, "align": "top-left", "window": None,
                    "kv_lengths": None, "prefix_offset": None, "look_back": None, "return_lse": False, "q_gain": 1.0, "score_offset": 0.0,
                    "quantized": False, "quant_bias": None, "quant_scale": None}
+
+
+# -- chunks of query rows (runner/ops/attention/chunks.py) ------------------------------------------
+CHUNK_SCORES = 1 << 22  # score elements per chunk of the reference and the bound (32 MiB per float64 tensor)
+
+
+def query_chunks(params: AttentionParams) -> list[tuple[int, int]]:
+    """The [start, stop) query rows of each chunk: one chunk when the (batch, heads_q, seq_q, seq_k) scores fit
+    CHUNK_SCORES, else as many rows per chunk as fit (at least one)."""
+    rows = max(1, CHUNK_SCORES // (params.batch * params.heads_q * params.seq_k))
+    return [(start, min(start + rows, params.seq_q)) for start in range(0, params.seq_q, rows)]
+
+
+def chunk_rows(params: AttentionParams) -> int:
+    """Query rows in the largest chunk: what the reference and the bound hold score-sized tensors of at once."""
+    start, stop = query_chunks(params)[0]
+    return stop - start

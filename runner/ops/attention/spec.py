@@ -38,8 +38,8 @@ import itertools
 from dataclasses import replace
 from typing import Any, Mapping
 
-from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES, largest_finite, output_dtype_name
-from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params
+from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES, element_size, largest_finite, output_dtype_name
+from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params, chunk_rows
 from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
 
 TRANSPOSABLE = ("q", "k", "v")  # the inputs a layout may store with seq and dim exchanged
@@ -129,9 +129,18 @@ class AttentionOp(Op[AttentionParams]):
         return params.seq_k
 
     def scratch_elements(self, params: AttentionParams, direction: str) -> int:
-        """Score-sized (batch, heads_q, seq_q, seq_k) tensors held at once by the reference and the softmax
-        bound: scores, mask, exponentials, probabilities and their magnitudes (measured: tests/runner/test_runner_memory.py)."""
-        return 6 * params.batch * params.heads_q * params.seq_q * params.seq_k
+        """Score-sized (batch, heads_q, rows, seq_k) tensors held at once by the reference and the softmax
+        bound, rows those of a chunk (params.query_chunks): scores, mask, exponentials, probabilities and their magnitudes (measured: tests/runner/test_runner_memory.py)."""
+        return 6 * params.batch * params.heads_q * chunk_rows(params) * params.seq_k
+
+    def kernel_scratch_bytes(self, params: AttentionParams, direction: str, dtype: str) -> int:
+        """torch's SDPA streams its scores; the default kernel's lse and score-tensor path
+        (kernels._scores_in_f32) holds them in f32, their exponentials in place, and P rounded to the input
+        format and back to f32."""
+        if not (params.return_lse or params.score_scale or params.quantized):
+            return 0
+        per_score = 16 if params.quantized else 8 + min(element_size(dtype), 4)  # quantized: float64 products too
+        return per_score * params.batch * params.heads_q * params.seq_q * params.seq_k
 
     def flops(self, params: AttentionParams, direction: str) -> int:
         rows = params.batch * params.heads_q * params.seq_q * params.seq_k

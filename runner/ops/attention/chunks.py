@@ -1,0 +1,67 @@
+"""Attention's reference and bound over chunks of query rows, so their memory grows with seq_k, not seq_q·seq_k.
+
+Every output row depends on its own query row and every key: the float64 scores, weights and probabilities
+of a chunk of rows are all its reference and its bound need. A case whose (batch, heads_q, seq_q, seq_k)
+scores hold more than CHUNK_SCORES elements is computed chunk by chunk, each chunk's reference rows and bound
+built in one pass (params.query_chunks) (they share the chunk's AttentionRows as the unchunked case shares its own), its score-sized
+temporaries freed before the next. The rows are the same computation on fewer rows: the reference is the whole
+case's to the last bit, the bound the same terms, whose magnitude sums a product of fewer rows may take in f32
+(proven and widened) where the whole case's took float64: within 1e-5 relative
+(tests/ops/attention/test_attention_chunks.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from e2egen.runner.bound import BoundModel, ErrorBound
+from e2egen.runner.host_memory import release_free_pages
+from e2egen.runner.ops.attention.attention_math import QueryRows, attention_rows, query_slice
+from e2egen.runner.ops.attention.bound import rows_bound
+from e2egen.runner.ops.attention.params import query_chunks
+from e2egen.runner.ops.shared_values import computed_once
+from e2egen.runner.problem import Problem
+
+QUERY_DIM = {"o": -2, "lse": -1}  # where each output keeps its query rows
+
+
+@dataclass(frozen=True, eq=False)
+class QueryChunked:
+    """A bound made of its chunks' bounds: each evaluated on its rows of the reference, then joined."""
+
+    chunks: tuple[tuple[QueryRows, ErrorBound], ...]
+    query_dim: int
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        return torch.cat([bound.evaluate(model, ref.narrow(self.query_dim, start, stop - start))
+                          for (start, stop), bound in self.chunks], dim=self.query_dim)
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkedAttention:
+    reference: dict[str, torch.Tensor]
+    bounds: dict[str, QueryChunked]
+
+
+def chunked_attention(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> ChunkedAttention:
+    """The reference and the bound of a case too large for one chunk, computed once per set of inputs."""
+    return computed_once("attention chunks", problem, inputs64, lambda: _computed(problem, inputs64))
+
+
+def _computed(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> ChunkedAttention:
+    params = problem.params
+    names = ("o", "lse") if params.return_lse else ("o",)
+    values: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+    bounds: dict[str, list] = {name: [] for name in names}
+    for rows_range in query_chunks(params):
+        sliced = query_slice(inputs64, rows_range)
+        rows = attention_rows(params, sliced, rows_range)
+        for name, bound in rows_bound(problem, sliced, rows).items():
+            values[name].append(getattr(rows, name))
+            bounds[name].append((rows_range, bound))
+        del rows, sliced  # the chunk's score-sized tensors go before the next chunk's come
+        release_free_pages()
+    return ChunkedAttention({name: torch.cat(parts, dim=QUERY_DIM[name]) for name, parts in values.items()},
+                            {name: QueryChunked(tuple(parts), QUERY_DIM[name]) for name, parts in bounds.items()})

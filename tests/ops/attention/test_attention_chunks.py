@@ -1,0 +1,59 @@
+"""Attention's reference over chunks of query rows (runner/ops/attention/chunks.py) is the whole case's to the last
+bit, and its bound the whole case's to its magnitude sums' own rounding, with masks, GQA and score tensors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from e2egen.runner import BoundModel, make_problem
+from e2egen.runner.inputs import generate_inputs
+from e2egen.runner.ops.attention import params as attention_params
+from e2egen.runner.ops.attention.attention_math import attention_rows
+from e2egen.runner.ops.attention.bound import rows_bound
+
+SHAPES = {
+    "plain": {"batch": 2, "heads_q": 2, "heads_kv": 2, "seq_q": 37, "seq_k": 53, "head_dim_qk": 16, "head_dim_v": 8},
+    "causal bottom-right, lse": {"batch": 2, "heads_q": 2, "heads_kv": 2, "seq_q": 37, "seq_k": 53, "head_dim_qk": 16,
+                                 "head_dim_v": 8, "causal": True, "align": "bottom-right", "return_lse": True},
+    "gqa, window, kv lengths": {"batch": 2, "heads_q": 4, "heads_kv": 2, "seq_q": 29, "seq_k": 41, "head_dim_qk": 8,
+                                "head_dim_v": 8, "window": [5, 3], "kv_lengths": [41, 17], "return_lse": True},
+    "score tensors": {"batch": 1, "heads_q": 2, "heads_kv": 1, "seq_q": 21, "seq_k": 30, "head_dim_qk": 8,
+                      "head_dim_v": 8, "score_scale": True, "score_bias": True},
+    "quantized i8, causal": {"batch": 1, "heads_q": 2, "heads_kv": 2, "seq_q": 19, "seq_k": 19, "head_dim_qk": 8,
+                             "head_dim_v": 8, "quantized": True, "quant_bias": 3, "quant_scale": 0.0625,
+                             "causal": True, "return_lse": True},
+}
+DTYPE = {"quantized i8, causal": "i8"}
+
+
+def _problem(shape: dict, dtype: str = "f16"):
+    return make_problem("attention", "fwd", dtype, "bhsd", shape, (-1.0, 1.0), 3)
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_chunked_reference_and_bound_equal_the_whole_case_s(name, monkeypatch):
+    problem = _problem(SHAPES[name], DTYPE.get(name, "f16"))
+    inputs64 = {k: v.to(torch.float64) for k, v in generate_inputs(problem).items()}
+    whole = attention_rows(problem.params, inputs64)
+    whole_bounds = rows_bound(problem, inputs64, whole)
+    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 4 * problem.params.batch * problem.params.heads_q
+                        * problem.params.seq_k)  # 4 rows per chunk
+    assert len(attention_params.query_chunks(problem.params)) > 1
+    numerics = problem.numerics
+    chunked = numerics.reference(problem, inputs64)
+    bounds = numerics.error_bound(problem, inputs64)
+    model = BoundModel()
+    for output in chunked:
+        expected = getattr(whole, output)
+        assert torch.equal(chunked[output], expected)
+        got, want = bounds[output].evaluate(model, expected), whole_bounds[output].evaluate(model, expected)
+        # the same terms; their magnitude sums take f32 (proven, widened) or float64 by the rows a product has
+        assert torch.allclose(got, want, rtol=1e-5, atol=0)
+
+
+def test_a_long_context_case_is_cut_into_chunks_that_fit():
+    params = _problem({"batch": 1, "heads_q": 8, "heads_kv": 1, "seq_q": 4096, "seq_k": 32768, "head_dim_qk": 128,
+                       "head_dim_v": 128}).params
+    chunks = attention_params.query_chunks(params)
+    assert chunks[0] == (0, 16) and chunks[-1][1] == 4096 and len(chunks) == 256
+    assert attention_params.chunk_rows(params) * params.heads_q * params.seq_k <= attention_params.CHUNK_SCORES

@@ -35,7 +35,8 @@ from e2egen.metrics.formats import get_format  # noqa: E402
 
 KERNEL_SOURCE = ROOT / "metrics" / "fused_numba.py"
 # The directed modes' branch: from `if mode == 0:` to its last line, `kept = np.ceil(in_quanta)`.
-_DIRECTED_MODES = (r"if mode == 0:\n(?:.*\n)*?\s*kept = np\.ceil\(in_quanta\)", "kept = np.float64(quanta)", 1)
+_DIRECTED_MODES = (r"if mode == 0:\n(?:.*\n)*?\s*kept = np\.ceil\(in_quanta\)", "kept = np.rint(in_quanta)", 1)
+_NO_MODES = (_DIRECTED_MODES[0], "kept = in_quanta", 1)
 # part -> (pattern, replacement, how many times the kernel holds the pattern) that take it out (re.MULTILINE);
 # a count that no longer matches means the kernel changed and the part would no longer be what it says
 PARTS = {
@@ -43,7 +44,7 @@ PARTS = {
     "bias statistics (four sums)": [(r"^\s*sum_(?:s|sq_s|t|sq_t) \+= .*\n", "", 4)],
     "two divisions": [(r"= d / (ax|abs\(bound_value\))", r"= d * \1", 2)],
     "directed rounding modes": [_DIRECTED_MODES],
-    "rounding to the format": [(r"np\.int64\(np\.rint\(in_quanta\)\)", "np.int64(in_quanta)", 1), _DIRECTED_MODES],
+    "rounding to the format": [(r"_rint_small\(in_quanta\)", "_bits(in_quanta)", 1), _NO_MODES],
 }
 CHUNK = NUMBA_SMALLEST_CHUNK  # the chunk compare() gives small outputs, as these 16K elements
 

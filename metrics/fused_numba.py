@@ -107,6 +107,27 @@ if AVAILABLE:
 
     _classify = numba.njit(inline="always", error_model="numpy")(_classify)
 
+    # AVX2 has no packed conversion between int64 and float64 (AVX-512DQ's vcvtqq2pd, vcvttpd2qq): LLVM
+    # converts those lane by lane. Below 2^52 both go through 2^52's bits instead, which vectorise on AVX2
+    # and give the same values: an integer n below 2^52 is the float with 2^52's exponent and n as its
+    # significand, less 2^52; y in [0, 2^52) plus 2^52 is rounded by the addition to the nearest integer,
+    # ties to even, which its significand then holds (as np.rint(y)). Bit casts, not float arithmetic, on the
+    # way back, so `reassoc` cannot fold the addition away.
+    _TWO_52 = 2.0 ** 52
+    _TWO_52_BITS = 0x4330000000000000
+
+    def _small_to_float(n):
+        """float(n) for 0 <= n < 2^52."""
+        return _float(n | _TWO_52_BITS) - _TWO_52
+
+    _small_to_float = numba.njit(inline="always", error_model="numpy")(_small_to_float)
+
+    def _rint_small(y):
+        """int(rint(y)), ties to even, for 0 <= y < 2^52."""
+        return _bits(y + _TWO_52) - _TWO_52_BITS
+
+    _rint_small = numba.njit(inline="always", error_model="numpy")(_rint_small)
+
     def _measure(x, raw_out, bound_value, ftz, rel_floor_bits, m, bias, emin, emax, bits, max_pattern,
                  max_bits, min_normal_bits, mode):
         """What one element contributes to the maxima, sums and histogram (zeros unless compared)."""
@@ -127,7 +148,7 @@ if AVAILABLE:
         exponent_field = op >> m
         significand = (op & ((1 << m) - 1)) | (min(exponent_field, 1) << m)
         scale = _float((max(exponent_field, 1) - bias - m + 1023) << 52)
-        o = np.float64(significand) * scale
+        o = _small_to_float(significand) * scale
         o = -o if osign else o
         xs = x if compared else 0.0
         os = o if compared else 0.0
@@ -146,12 +167,12 @@ if AVAILABLE:
         # into the exponent field (rounding.rounded_pattern does it with shifts)
         quantum_exp = max(exponent, emin)
         in_quanta = ax * _float((m - quantum_exp + 1023) << 52)
-        quanta = np.int64(np.rint(in_quanta))
+        quanta = _rint_small(in_quanta)
         rounded = ((quantum_exp - emin) << m) + quanta
         # the deviation from the result rounded as the kernel rounds (partials.py), in ulps: in quanta
         # of T at x, nearest-even (0), toward zero (1), up (2) or down (3), back to a value exactly
         if mode == 0:
-            kept = np.float64(quanta)
+            kept = np.rint(in_quanta)
         elif mode == 1 or (mode == 2 and rsign) or (mode == 3 and not rsign):
             kept = np.floor(in_quanta)
         else:

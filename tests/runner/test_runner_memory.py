@@ -36,6 +36,12 @@ CASES = {
                                params=dict(batch=1, heads_q=8, heads_kv=2, seq_q=256, seq_k=1024, head_dim_qk=64,
                                            head_dim_v=64, return_lse=True)),
                           dict(batch=1, heads_q=2, heads_kv=1, seq_q=4, seq_k=4, head_dim_qk=4, head_dim_v=4, return_lse=True)),
+    # 16M scores: the reference and the bound in four chunks of query rows (runner/ops/attention/chunks.py)
+    "attention-chunked-gqa-lse": (dict(op="attention", dtype="f16", layout="bhsd",
+                                       params=dict(batch=1, heads_q=8, heads_kv=2, seq_q=1024, seq_k=2048,
+                                                   head_dim_qk=64, head_dim_v=64, causal=True, return_lse=True)),
+                                  dict(batch=1, heads_q=2, heads_kv=1, seq_q=4, seq_k=4, head_dim_qk=4, head_dim_v=4,
+                                       causal=True, return_lse=True)),
     "gemm_gemm": (dict(op="gemm_gemm", dtype="f16", layout="nnn", params=dict(m=256, n=512, k=512, o=256, batch=2)),
                   dict(m=4, n=4, k=4, o=4, batch=1)),
     "conv_gemm": (dict(op="conv_gemm", dtype="f32", layout="nchw-n", params=dict(n=2, c=32, k=32, hw=32, kernel=3, pad=1, o=64)),

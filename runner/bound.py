@@ -469,23 +469,21 @@ class DrawnSum:
 
     @classmethod
     def over(cls, x: torch.Tensor, dims: int | tuple[int, ...], dtype: str, *, scale: float = 1.0,
-             keepdim: bool = False, source: str = "sum") -> "DrawnSum":
-        """The term of the sum of x (float64) over `dims` per output."""
+             absolute_sum: torch.Tensor | None = None) -> "DrawnSum":
+        """The term of the sum of x (float64) over `dims` per output; absolute_sum: Σ|x| where already summed."""
         count = math.prod(x.shape[d] for d in ((dims,) if isinstance(dims, int) else dims))
-        mean = x.mean(dim=dims, keepdim=keepdim)
-        variance = x.square().mean(dim=dims, keepdim=keepdim).sub_(mean.square()).clamp_(min=0)
-        return cls(count, dtype, x.abs().sum(dim=dims, keepdim=keepdim), chain_square_sum(count, mean, variance),
-                   count, scale, source)
+        mean = x.mean(dim=dims)
+        variance = x.square().mean(dim=dims).sub_(mean.square()).clamp_(min=0)
+        absolute_sum = x.abs().sum(dim=dims) if absolute_sum is None else absolute_sum
+        return cls(count, dtype, absolute_sum, chain_square_sum(count, mean, variance), count, scale)
 
     @classmethod
-    def prefixes(cls, x: torch.Tensor, axis: int, dtype: str) -> "DrawnSum":
-        """The term of every prefix sum of x (float64) along `axis` (cumsum's)."""
-        length = x.shape[axis]
-        counts = torch.arange(1, length + 1, dtype=x.dtype, device=x.device)
-        counts = counts.reshape([-1 if dim == axis % x.dim() else 1 for dim in range(x.dim())])
-        mean = x.cumsum(dim=axis).div_(counts)
+    def prefixes(cls, x: torch.Tensor, axis: int, dtype: str, counts: torch.Tensor, sums: torch.Tensor,
+                 absolute_sums: torch.Tensor) -> "DrawnSum":
+        """The term of every prefix sum of x (float64) along `axis` (cumsum's), given each prefix's count, Σx, Σ|x|."""
+        mean = sums / counts
         variance = x.square().cumsum(dim=axis).div_(counts).sub_(mean.square()).clamp_(min=0)
-        return cls(counts, dtype, x.abs().cumsum(dim=axis), chain_square_sum(counts, mean, variance), length,
+        return cls(counts, dtype, absolute_sums, chain_square_sum(counts, mean, variance), x.shape[axis],
                    source="prefix sum")
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:

@@ -3,11 +3,11 @@
 Every output row depends on its own query row and every key: the float64 scores, weights and probabilities
 of a chunk of rows are all its reference and its bound need. A case whose (batch, heads_q, seq_q, seq_k)
 scores hold more than params.CHUNK_SCORES elements is computed chunk by chunk (params.query_chunks): each
-chunk's reference rows and bound are built from its one AttentionRows, as an unchunked case's share theirs, and
-its score-sized temporaries are freed, their pages given back, before the next chunk's. The rows are the same computation on fewer rows: the reference is the whole
-case's to the last bit, the bound the same terms, whose magnitude sums a product of fewer rows may take in f32
-(proven and widened) where the whole case's took float64: within 1e-5 relative
-(tests/ops/attention/test_attention_chunks.py).
+chunk's reference rows and bound are built from its one AttentionRows, as an unchunked case's share theirs,
+and its score-sized temporaries are freed, their pages given back, before the next chunk's. The rows are the
+same computation on fewer rows: the reference is the whole case's to the last bit, the bound the same terms,
+whose magnitude sums a product of fewer rows may take in f32 (proven and widened) where the whole case's took
+float64: within 1e-5 relative (tests/ops/attention/test_attention_chunks.py).
 """
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
 
     # -- reference and bound ----------------------------------------------------------------
     def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        if len(query_chunks(problem.params)) > 1:
+        if _in_chunks(problem):
             return dict(chunked_attention(problem, inputs64).reference)
         rows = attention_float64(problem.params, inputs64)
         values = {"o": rows.o}
@@ -77,10 +77,16 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
 
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
                     arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
-        if len(query_chunks(problem.params)) > 1:
+        if _in_chunks(problem):
             return dict(chunked_attention(problem, inputs64).bounds)
         return attention_bound(problem, inputs64)
 
     # -- arithmetic probes (probes.py) ------------------------------------------------------
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
         return probe_attention(problem, kernel, device, label)
+
+
+def _in_chunks(problem: Problem) -> bool:
+    """Whether the reference and the bound run in chunks of query rows (chunks.py) rather than over the whole case
+    (which computes its rows once for both and its bound only when asked)."""
+    return len(query_chunks(problem.params)) > 1

@@ -130,7 +130,8 @@ class AttentionOp(Op[AttentionParams]):
 
     def scratch_elements(self, params: AttentionParams, direction: str) -> int:
         """Score-sized (batch, heads_q, rows, seq_k) tensors held at once by the reference and the softmax
-        bound, rows those of a chunk (params.query_chunks): scores, mask, exponentials, probabilities and their magnitudes (measured: tests/runner/test_runner_memory.py)."""
+        bound, rows those of a chunk (params.query_chunks): scores, mask, exponentials, probabilities and their
+        magnitudes (measured: tests/runner/test_runner_memory.py)."""
         return 6 * params.batch * params.heads_q * chunk_rows(params) * params.seq_k
 
     def kernel_scratch_bytes(self, params: AttentionParams, direction: str, dtype: str) -> int:

@@ -68,7 +68,7 @@ def _accumulation(x: torch.Tensor, axes: tuple[int, ...], dtype: str, drawn: boo
                   scale: float = 1.0) -> DrawnSum | ScaledMagnitude:
     """The sum's accumulation term: from its partial sums where x was drawn independently, else G(N)·u·Σ|x|."""
     if drawn:
-        return DrawnSum.over(x, axes, dtype, scale=scale)
+        return DrawnSum.over(x, axes, dtype, scale=scale, absolute_sum=common.absolute_sum)
     return ScaledMagnitude(ProductSumCoefficient(common.count, dtype), common.absolute_sum * scale, "sum")
 
 
@@ -81,10 +81,11 @@ def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
     spread = None
     if problem.drawn_independently("x"):
         spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
-    accumulation = (DrawnSum.prefixes(x, axis, problem.dtype) if spread is not None else
-                    ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"))
+    prefix_sums = x.cumsum(dim=axis)
+    accumulation = (DrawnSum.prefixes(x, axis, problem.dtype, counts, prefix_sums, prefix_magnitudes) if spread is not None
+                    else ScaledMagnitude(ProductSumCoefficient(params.length, problem.dtype), prefix_magnitudes, "prefix sum"))
     return SumOfBounds((accumulation,
-                        CommonValueSum(counts, problem.dtype, x.cumsum(dim=axis).abs_(), prefix_magnitudes, spread,
+                        CommonValueSum(counts, problem.dtype, prefix_sums.abs_(), prefix_magnitudes, spread,
                                        quantum=summand_quantum(x, prefix_magnitudes, axis, prefix=True)),
                         OutputRounding(problem.out_dtype)))
 
@@ -96,10 +97,11 @@ def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: i
     deviations = x - mean
     variance = deviations.square().sum(dim=axes) / divisor
     largest_deviation = deviations.abs().amax(dim=axes)  # D
-    common = CommonValueSum.over(x, axes, dtype, problem.drawn_independently("x"), scale=1 / count)
+    drawn = problem.drawn_independently("x")
+    common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
     mean_abs = common.absolute_sum / count  # m
     mean_error = SquaredBound((  # the mean's own bound, squared
-        _accumulation(x, axes, dtype, problem.drawn_independently("x"), common, scale=1 / count),
+        _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
         common,
         ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
     ), count / divisor, "mean's error (second order)")

@@ -1,7 +1,8 @@
-"""e2egen per case against a plain harness on the same problem, per family, with peak memory and the CPU's ISA.
+"""e2egen per case against a plain harness on the same problem, per family, with peak memory, the comparison against
+its floor, and the CPU's ISA.
 
     .venv/bin/python benchmarks/bench_vs_harness.py [--repeat 3] [--cases NAME ...]
-    E2EGEN_EMULATE_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 .venv/bin/python benchmarks/bench_vs_harness.py   # AVX2 paths
+    E2EGEN_EMULATE_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 NUMBA_CPU_NAME=haswell .venv/bin/python benchmarks/bench_vs_harness.py
 
 The plain harness is what a FlagGems-style accuracy test does: inputs by torch.randn, the kernel, a float64
 reference of the same op, torch.testing.assert_close with the dtype's default tolerances. e2egen is
@@ -9,7 +10,8 @@ e2egen.judge on the same op, shape and dtype with torch's kernel: its inputs, pr
 where it holds the cell), kernel, float64 reference, bound and comparison, the default verdict. Each run is a
 fresh interpreter that has imported torch and e2egen: wall time of the call alone, and the peak RSS above the
 interpreter's, against the kernel's working set (its inputs and outputs in their formats). --repeat runs of
-each, min and median; the ratio is of the medians. Prints a markdown table and the CPU path it ran on.
+each, min and median; the ratio is of the medians. Prints a markdown table and the CPU path it ran on, then
+the comparison's time against its floor on the same path (benchmarks/bench_metrics.py's rows).
 """
 from __future__ import annotations
 
@@ -118,7 +120,23 @@ def main(argv: list[str] | None = None) -> int:
               f"{peak['e2egen']:.0f} | {peak['harness']:.0f} | {working:.0f} | "
               f"{'pass' if runs['e2egen'][0]['passed'] else 'FAIL'} | {'pass' if runs['harness'][0]['passed'] else 'FAIL'} |",
               flush=True)
+    _compare_floor()
     return 0
+
+
+def _compare_floor() -> None:
+    """The comparison against its floor on the same CPU path (benchmarks/bench_metrics.py, 16M f16 elements)."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_metrics.py"), "--json", "--repeat", "5"],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    if done.returncode:
+        print(f"compare against its floor: failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        return
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    print("\n| comparison, 16M f16 (bench_metrics.py) | ms | x its floor (one pass over what it reads) |")
+    print("| --- | --- | --- |")
+    for name, floor, seconds in run["rows"]:
+        if "numba" in name or "assert_close" in name:
+            print(f"| {name} | {seconds * 1e3:.0f} | {seconds / run['floors'][floor]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -201,12 +201,22 @@ def arrange_for_kernel(problem: Problem, inputs: dict[str, torch.Tensor], device
 
 
 def reference_inputs(inputs: dict[str, torch.Tensor], device: torch.device,
-                     flush_format: str | None = None, scanned: Collection[str] = ()) -> dict[str, torch.Tensor]:
+                     flush_format: str | None = None, scanned: Collection[str] = (),
+                     streamed: Collection[str] = ()) -> dict[str, torch.Tensor]:
     """The same values in float64 (exact: every input format is a subset of float64); with flush_format,
     flushed as the reference's ftz option flushes them (metrics.flush_subnormals in that format), where
     the storage allows in the widening pass itself. scanned: the inputs whose magnitudes the bound will
-    read as f32 (magnitude.scanned_inputs), taken in the same pass where it can (magnitude.widened_with_scan)."""
-    return {name: widen_to_float64(tensor, flush_format, name in scanned).to(device) for name, tensor in inputs.items()}
+    read as f32 (magnitude.scanned_inputs), taken in the same pass where it can (magnitude.widened_with_scan).
+    streamed: the inputs the op widens piece by piece itself (Op.streamed_inputs), kept in their format."""
+    return {name: (_flushed_in_place_of_widening(tensor, flush_format) if name in streamed
+                   else widen_to_float64(tensor, flush_format, name in scanned)).to(device)
+            for name, tensor in inputs.items()}
+
+
+def _flushed_in_place_of_widening(tensor: torch.Tensor, flush_format: str | None) -> torch.Tensor:
+    """A streamed input as the reference reads it: flushed where the reference flushes (exact in its own format:
+    a subnormal becomes a zero of its sign)."""
+    return tensor if flush_format is None else metrics.flush_subnormals(tensor, flush_format).to(tensor.dtype)
 
 
 def widen_to_float64(tensor: torch.Tensor, flush_format: str | None = None, scan_magnitudes: bool = False) -> torch.Tensor:

@@ -12,10 +12,13 @@ tt` was let through at 20 GiB and killed at 23 GiB. The phases of run(), with wh
               and as much again for its own temporaries (contiguous copies of transposed operands,
               oneDNN's reordered weights); with a bound, the f32 |inputs| scanned
               for it while the inputs were widened (Op.bound_magnitude_inputs, runner/magnitude.py)
-  reference   those, plus the float64 outputs and the op's scratch (Op.scratch_elements)
+  reference   those but the kernel's own copies and temporaries (freed when it returns), plus the float64
+              outputs and the op's scratch (Op.scratch_elements)
   bound       those, plus |inputs| in float64 (where the f32 sum is not proven), the op's scratch
               again, and two output-sized tensors
   variants    ftz: a flushed copy of the inputs; accumulate=k: the reduction as lhs/rhs matrices
+
+An input the op streams (Op.streamed_inputs: attention's K and V at long context) has no float64 copy.
 
 tests/runner/test_runner_memory.py runs real cases of every op in fresh processes and checks that the measured
 peak (ru_maxrss) stays at or below this estimate.
@@ -45,10 +48,11 @@ HEAP_SLACK = 32 << 20
 def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel | None, *, same_device: bool) -> int:
     """The case's peak in bytes with the kernel and the reference on one device (same_device), else the
     reference device's share (kernel_bytes gives the kernel device's)."""
-    inputs64, outputs64 = 8 * problem.input_elements, 8 * problem.output_elements
+    inputs64 = 8 * (problem.input_elements - _elements(problem, _streamed(problem)))  # streamed: no float64 copy
+    outputs64 = 8 * problem.output_elements
     largest64 = 8 * max(math.prod(shape) for shape in problem.input_shapes.values())
     scratch64 = 8 * problem.spec.scratch_elements(problem.params, problem.direction)
-    generation = inputs64 + _stored_inputs(problem) + largest64
+    generation = 8 * problem.input_elements + _stored_inputs(problem) + largest64  # streamed ones drawn whole too
     reference_side = inputs64 + outputs64 + scratch64
     if bound is not None:
         reference_side += inputs64 + scratch64 + 2 * outputs64 + 4 * _scanned_elements(problem)
@@ -61,15 +65,21 @@ def peak_bytes(problem: Problem, reference: ReferenceOptions, bound: BoundModel 
     reference_side += _piece_temporaries(max(problem.output_elements, problem.input_elements))
     if not same_device:
         return int(MODEL_MARGIN * max(generation, reference_side)) + HEAP_SLACK
-    return int(MODEL_MARGIN * max(generation, kernel_bytes(problem) + reference_side)) + HEAP_SLACK
+    # the kernel's own copies and temporaries are gone when the reference starts; what was widened for it is not
+    during_kernel = kernel_bytes(problem) + inputs64 + (4 * _scanned_elements(problem) if bound is not None else 0)
+    after_kernel = 2 * _stored_inputs(problem) + _output_bytes(problem) + reference_side
+    return int(MODEL_MARGIN * max(generation, during_kernel, after_kernel)) + HEAP_SLACK
 
 
 def kernel_bytes(problem: Problem) -> int:
     """The kernel device's share: the stored inputs and the layout's copies, the kernel's own copies of them
     (runner.kernels.own_copies, made for each call), the outputs, the kernel's temporaries."""
-    stored = _stored_inputs(problem)
-    outputs = sum(math.prod(spec.shape) * element_size(spec.dtype) for spec in problem.outputs.values())
-    return 4 * stored + 2 * outputs + problem.spec.kernel_scratch_bytes(problem.params, problem.direction, problem.dtype)
+    return (4 * _stored_inputs(problem) + 2 * _output_bytes(problem)
+            + problem.spec.kernel_scratch_bytes(problem.params, problem.direction, problem.dtype))
+
+
+def _output_bytes(problem: Problem) -> int:
+    return sum(math.prod(spec.shape) * element_size(spec.dtype) for spec in problem.outputs.values())
 
 
 def _piece_temporaries(elements: int) -> int:
@@ -79,8 +89,17 @@ def _piece_temporaries(elements: int) -> int:
 
 
 def _scanned_elements(problem: Problem) -> int:
+    scanned = problem.spec.bound_magnitude_inputs(problem.params, problem.direction)
+    return _elements(problem, set(scanned) - set(_streamed(problem)))
+
+
+def _streamed(problem: Problem) -> tuple[str, ...]:
+    return problem.spec.streamed_inputs(problem.params, problem.direction)
+
+
+def _elements(problem: Problem, names) -> int:
     shapes = problem.input_shapes
-    return sum(math.prod(shapes[name]) for name in problem.spec.bound_magnitude_inputs(problem.params, problem.direction))
+    return sum(math.prod(shapes[name]) for name in names)
 
 
 def _stored_inputs(problem: Problem) -> int:

@@ -124,8 +124,9 @@ def run(problem: Problem, *, impl: str | None = None, device: str | torch.device
     started = time.perf_counter()
     inputs = generate_inputs(problem)
     flush_format = problem.input_format if reference.ftz else None  # flushed while widening: no pass of its own
-    scanned = scanned_inputs(problem) if bound is not None and ref_device == _CPU else ()
-    inputs64 = reference_inputs(inputs, ref_device, flush_format, scanned)
+    streamed = problem.spec.streamed_inputs(problem.params, problem.direction)
+    scanned = scanned_inputs(problem) - set(streamed) if bound is not None and ref_device == _CPU else ()
+    inputs64 = reference_inputs(inputs, ref_device, flush_format, scanned, streamed)
     kernel_tensors = arrange_for_kernel(problem, inputs, dev)
     synchronize(dev)
     timings["inputs"] = time.perf_counter() - started

@@ -191,6 +191,12 @@ class Op(ABC, Generic[ParamsT]):
         (runner/magnitude.scanned_inputs), so the bound does not read them again. None by default."""
         return ()
 
+    def streamed_inputs(self, params: ParamsT, direction: Direction) -> tuple[str, ...]:
+        """The inputs that the reference and the bound widen to float64 piece by piece themselves (attention's K
+        and V at long context): the runner passes them in their input format, and runner/memory.py counts no
+        float64 copy of them. None by default."""
+        return ()
+
     # -- arithmetic probes (runner/arithmetic) --------------------------------
     def shape_class(self, params: ParamsT, direction: Direction) -> str:
         """The geometry a kernel may pick its algorithm by ("" when one class covers every shape)."""

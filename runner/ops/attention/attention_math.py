@@ -10,24 +10,27 @@ from typing import Mapping
 import torch
 
 from e2egen import metrics
-from e2egen.runner.ops.attention.params import UNBOUNDED, AttentionParams
+from e2egen.runner.ops.attention.params import KEY_INPUTS, UNBOUNDED, AttentionParams
 from e2egen.runner.ops.shared_values import computed_once
 
 
 QueryRows = tuple[int, int]  # [start, stop) of the query rows a computation covers
+KeyRange = tuple[int, int]  # [start, stop) of the keys a block covers
 
 
-def allowed_keys(params: AttentionParams, device: torch.device, query_rows: QueryRows | None = None) -> torch.Tensor | None:
+def allowed_keys(params: AttentionParams, device: torch.device, query_rows: QueryRows | None = None,
+                 keys: KeyRange | None = None) -> torch.Tensor | None:
     """(batch, 1, seq_q, seq_k) bool: which keys each query may attend to; None when every key is allowed.
-    query_rows: only those rows' (the rows of a chunk, runner/ops/attention/chunks.py)."""
+    query_rows, keys: only those rows' and those keys' (a chunk's and a block's, runner/ops/attention/chunks.py)."""
     if not params.masked:
         return None
     start, stop = query_rows or (0, params.seq_q)
+    first, last = keys or (0, params.seq_k)
     rows = torch.arange(start, stop, device=device).view(1, -1, 1)
-    cols = torch.arange(params.seq_k, device=device).view(1, 1, -1)
+    cols = torch.arange(first, last, device=device).view(1, 1, -1)
     offset = torch.tensor(params.offsets(), device=device).view(-1, 1, 1)
     diagonal = rows + offset  # the key each query lines up with, per batch
-    allowed = torch.ones(params.batch, stop - start, params.seq_k, dtype=torch.bool, device=device)
+    allowed = torch.ones(params.batch, stop - start, last - first, dtype=torch.bool, device=device)
     if params.kv_lengths is not None:
         allowed &= cols < torch.tensor(params.kv_lengths, device=device).view(-1, 1, 1)
     if params.causal:
@@ -160,6 +163,14 @@ def query_slice(inputs64: Mapping[str, torch.Tensor], query_rows: QueryRows) -> 
     """The inputs a chunk of query rows reads: q's and the score tensors' rows [start, stop) (views), k and v whole."""
     start, stop = query_rows
     return {name: tensor[..., start:stop, :] if name in QUERY_ROW_INPUTS else tensor for name, tensor in inputs64.items()}
+
+
+def key_slice(inputs: Mapping[str, torch.Tensor], keys: KeyRange) -> dict[str, torch.Tensor]:
+    """The inputs a block of keys reads: k's and v's rows [start, stop) and the score tensors' columns (views)."""
+    start, stop = keys
+    return {name: tensor[..., start:stop, :] if name in KEY_INPUTS
+            else tensor[..., start:stop] if name in ("score_scale", "score_bias") else tensor
+            for name, tensor in inputs.items()}
 
 
 def attention_rows(params: AttentionParams, inputs64: Mapping[str, torch.Tensor],

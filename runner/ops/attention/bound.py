@@ -137,9 +137,15 @@ class SoftmaxTimesV:
     group: int
     o_abs: torch.Tensor
     weighted_v: torch.Tensor  # Σ_j p_j |v_j|
-    p_rounding_rms: torch.Tensor  # the P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)
+    squared_weighted_v: torch.Tensor  # Σ_j (p_j v_j)², never below it
+    sum_squared: torch.Tensor  # Σ_j p_j²
     rescale_per_weight: torch.Tensor
     tiny_terms: torch.Tensor
+
+    @property
+    def p_rounding_rms(self) -> torch.Tensor:
+        """The P roundings' rms form: sqrt(Σ_j (p_j v_j)²) + |o|·sqrt(Σ_j p_j²)."""
+        return self.squared_weighted_v.sqrt().add_(self.o_abs * self.sum_squared.sqrt())
 
     @classmethod
     def of(cls, rows: AttentionRows, o_abs: torch.Tensor, v: Magnitudes | None = None) -> "SoftmaxTimesV":
@@ -149,46 +155,49 @@ class SoftmaxTimesV:
         by_kv_head = functools.partial(matmul_kv, group=group)
         v = v if v is not None else magnitudes(rows.v)
         p_squared = rows.p.square()
-        rms = upper_matmul(p_squared, rows.v.square(), by_kv_head).sqrt_().add_(
-            o_abs * p_squared.sum(-1, keepdim=True).sqrt())
+        squared = upper_matmul(p_squared, rows.v.square(), by_kv_head)
         # the scores are -inf exactly where masked: their maximum is row_max, their minimum over allowed keys
         # that of the scores with -inf read as +inf
         spread = rows.row_max - rows.scores.nan_to_num(neginf=math.inf).amin(dim=-1, keepdim=True)
-        return cls(rows.p, v, group, o_abs, upper_matmul(rows.p, v, by_kv_head), rms,
-                   *_rescale_and_tiny(rows, v, spread))
+        return cls(rows.p, v, group, o_abs, upper_matmul(rows.p, v, by_kv_head), squared,
+                   p_squared.sum(-1, keepdim=True), *_rescale_and_tiny(rows, v, spread))
 
     @classmethod
     def with_score_errors(cls, rows: AttentionRows, o_abs: torch.Tensor, product: ScoreErrors, score_ops: int,
                           score_scale: torch.Tensor | None = None,
-                          bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through]:
+                          bias: torch.Tensor | None = None, seq_k: int | None = None,
+                          ) -> tuple["SoftmaxTimesV", Through, Through]:
         """(of(rows, o_abs), through_softmax of the product's errors (times |score_scale|), through_softmax
         of score_roundings): in one numba pass over the scores (runner/softmax_passes.py) where its products
-        with |V| are proven in f32, else in torch's ops."""
+        with |V| are proven in f32, else in torch's ops. seq_k: the row's keys, where rows hold a block of them."""
+        seq_k = seq_k or rows.p.shape[-1]
         # |V| and its f32 rounding up, made once for every chunk of query rows (rows.v is the input itself)
         v = computed_once("attention |V|", rows.group, {"v": rows.v}, lambda: magnitudes(rows.v))
-        fused = cls._fused(rows, o_abs, v, product, score_ops, score_scale, bias)
+        fused = cls._fused(rows, o_abs, v, product, score_ops, score_scale, bias, seq_k)
         if fused is not None:
             return fused
         errors = product.tensor()
         if score_scale is not None:
             errors.mul_(score_scale.abs())
         terms = cls.of(rows, o_abs, v)
-        roundings = score_roundings(rows, rows.p.shape[-1], score_ops, bias)
+        roundings = score_roundings(rows, seq_k, score_ops, bias)
         return terms, terms.through_softmax(errors), terms.through_softmax(roundings)
 
     @classmethod
     def _fused(cls, rows: AttentionRows, o_abs: torch.Tensor, v: Magnitudes, product: ScoreErrors, score_ops: int,
                score_scale: torch.Tensor | None = None,
-               bias: torch.Tensor | None = None) -> tuple["SoftmaxTimesV", Through, Through] | None:
+               bias: torch.Tensor | None = None, seq_k: int | None = None,
+               ) -> tuple["SoftmaxTimesV", Through, Through] | None:
         """with_score_errors from softmax_passes.weight_terms and f32 products, or None where those do not
         pay (fewer than F32_FROM_ROWS rows per kv head in the product of the stacked operands, 3·group·seq_q)
         or are not proven (upper_matmul.f32_product_proven)."""
         sq, sk = rows.p.shape[-2:]
+        seq_k = seq_k or sk
         if 3 * rows.group * sq < F32_FROM_ROWS or f32_sums_unproven(sk) or v.rounded_up is None:
             return None
         terms = weight_terms(rows.p, rows.scores, rows.row_max, product.raw, rows.group, allowance=product.allowance,
                              widening=product.widening, scale=product.scale, score_ops=score_ops,
-                             log_keys=math.log(sk), argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS,
+                             log_keys=math.log(seq_k), argument_roundings=ARGUMENT_ROUNDINGS, exp_term=2 * EXP_ULPS,
                              score_scale=score_scale, bias=bias)
         if terms is None:
             return None
@@ -199,9 +208,9 @@ class SoftmaxTimesV:
             return None
         first, second, weighted_v = _stacked_products(terms, v.rounded_up[0], sk)
         squared = UnwidenedProduct.of(matmul_kv(terms.squared, v_squared, rows.group), sk).widened()
-        rms = squared.sqrt_().add_(o_abs * terms.sum_squared.sqrt())
         spread = rows.row_max - terms.least_score
-        pv = cls(rows.p, v, rows.group, o_abs, weighted_v, rms, *_rescale_and_tiny(rows, v, spread))
+        pv = cls(rows.p, v, rows.group, o_abs, weighted_v, squared, terms.sum_squared,
+                 *_rescale_and_tiny(rows, v, spread))
         return (pv, (first.add_(o_abs * terms.sum_first), terms.sum_first.squeeze(-1)),
                 (second.add_(o_abs * terms.sum_second), terms.sum_second.squeeze(-1)))
 
@@ -213,13 +222,14 @@ class SoftmaxTimesV:
         to_output = upper_matmul(weighted, self.v, functools.partial(matmul_kv, group=self.group))
         return to_output.add_(self.o_abs * weighted_sum), weighted_sum.squeeze(-1)
 
-    def lse_parts(self, rows: AttentionRows, seq_k: int, dtype: str, known: torch.Tensor) -> tuple:
+    def lse_parts(self, row_sum: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor | int, seq_k: int, dtype: str,
+                  known: torch.Tensor) -> tuple:
         """The lse's error sources from the row sum on (online rescaling and the row sum, the log and
-        m + log l), where `known` marks the rows whose lse is a number."""
-        row_sum = torch.where(rows.row_sum > 0, rows.row_sum, 1.0)
+        m + log l), for rows with row sums l, log-sum-exps lse and `allowed` keys each, where `known` marks
+        the rows whose lse is a number."""
+        row_sum = torch.where(row_sum > 0, row_sum, 1.0)
         log_sum = torch.log(row_sum).squeeze(-1)
-        lse_abs = torch.where(known, rows.lse, 0.0).abs()
-        allowed = rows.p.shape[-1] if rows.allowed is None else rows.allowed.sum(dim=-1, keepdim=True)
+        lse_abs = torch.where(known, lse, 0.0).abs()
         return (
             ScaledMagnitude(PositiveSumCoefficient(seq_k, dtype), (self.rescale_per_weight + 1).squeeze(-1),
                             "online rescaling, row sum"),
@@ -270,18 +280,47 @@ def attention_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> d
 
 def rows_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], rows: AttentionRows) -> dict[str, ExactWhere]:
     """The bound of the query rows `rows` holds, from the inputs they were computed from (a chunk's: query_slice)."""
-    params, dtype = problem.params, problem.dtype
-    if params.quantized:
+    if problem.params.quantized:
         return _quantized_bound(problem, rows)
-    # 1. per-score magnitudes: Σ_l|q_l k_jl|·|στ_j| (times F_qk) and the rounding count Z_j (times u)
+    return assembled_bound(problem, row_terms(problem, inputs64, rows, rows.o.abs()), rows.row_sum, rows.lse,
+                           allowed_per_row(rows))
+
+
+def allowed_per_row(rows: AttentionRows) -> torch.Tensor | int:
+    """How many keys each row may attend to (b, 1, sq, 1), or the row's every key where nothing is masked."""
+    return rows.p.shape[-1] if rows.allowed is None else rows.allowed.sum(dim=-1, keepdim=True)
+
+
+@dataclass(frozen=True, eq=False)
+class RowTerms:
+    """What a row's bound is composed of: SoftmaxTimesV's magnitudes, and how the Q·Kᵀ product sum's errors and
+    the score roundings reach o and lse (each a through_softmax pair)."""
+
+    pv: SoftmaxTimesV
+    product: Through
+    roundings: Through
+
+
+def row_terms(problem: Problem, inputs64: Mapping[str, torch.Tensor], rows: AttentionRows, o_abs: torch.Tensor,
+              seq_k: int | None = None) -> RowTerms:
+    """Step 1's per-score magnitudes (Σ_l|q_l k_jl|·|στ_j| times F_qk, the rounding count Z_j times u) through
+    the softmax of `rows`, from the inputs they were computed from; seq_k: the row's keys, where rows and
+    inputs hold a block of them."""
+    params = problem.params
     by_kv_head = functools.partial(matmul_kv, group=params.group)
     product = unwidened_matmul(inputs64["q"], inputs64["k"].mT, by_kv_head)
     product_terms = ScoreErrors(product.summed, product.allowance, product.factor, abs(params.softmax_scale))
-    pv, (product_to_o, product_to_lse), (roundings_to_o, roundings_to_lse) = SoftmaxTimesV.with_score_errors(
-        rows, rows.o.abs(), product_terms, 1 + params.score_scale + params.score_bias,
+    return RowTerms(*SoftmaxTimesV.with_score_errors(
+        rows, o_abs, product_terms, 1 + params.score_scale + params.score_bias,
         score_scale=inputs64["score_scale"] if params.score_scale else None,
-        bias=inputs64["score_bias"] if params.score_bias else None)
+        bias=inputs64["score_bias"] if params.score_bias else None, seq_k=seq_k))
 
+
+def assembled_bound(problem: Problem, terms: RowTerms, row_sum: torch.Tensor, lse: torch.Tensor,
+                    allowed: torch.Tensor | int) -> dict[str, ExactWhere]:
+    """The bounds of o (and lse) from their rows' terms, row sums l, log-sum-exps and allowed keys."""
+    params, dtype = problem.params, problem.dtype
+    pv, (product_to_o, product_to_lse), (roundings_to_o, roundings_to_lse) = terms.pv, terms.product, terms.roundings
     qk, seq_k = params.head_dim_qk, params.seq_k
     out_parts = (
         ScaledMagnitude(ProductSumCoefficient(qk, dtype), product_to_o, "Q·Kᵀ product sum"),
@@ -289,14 +328,14 @@ def rows_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], rows: Att
         *pv.parts(seq_k, dtype),
         OutputRounding(problem.outputs["o"].dtype),
     )
-    empty = rows.row_sum == 0  # a fully masked row: o = 0 and lse = -inf exactly
-    bounds = {"o": ExactWhere(empty.expand_as(rows.o), SumOfBounds(out_parts))}
+    empty = row_sum == 0  # a fully masked row: o = 0 and lse = -inf exactly
+    bounds = {"o": ExactWhere(empty.expand_as(pv.o_abs), SumOfBounds(out_parts))}
     if params.return_lse:
         empty = empty.squeeze(-1)
         bounds["lse"] = ExactWhere(empty, SumOfBounds((
             ScaledMagnitude(ProductSumCoefficient(qk, dtype), product_to_lse, "Q·Kᵀ product sum"),
             ScaledMagnitude(ComputeRoundings(1, dtype), roundings_to_lse, "scores, exp"),
-            *pv.lse_parts(rows, seq_k, dtype, torch.isfinite(rows.lse)),
+            *pv.lse_parts(row_sum, lse, allowed, seq_k, dtype, torch.isfinite(lse)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds
@@ -327,7 +366,8 @@ def _quantized_bound(problem: Problem, rows: AttentionRows) -> dict[str, ExactWh
         bounds["lse"] = ExactWhere(exact.squeeze(-1), SumOfBounds((
             ScaledMagnitude(Unscaled(), lse_change, "f16 scores (quantized chain)"),
             ScaledMagnitude(ComputeRoundings(1, pv), roundings_to_lse, "exp and its argument"),
-            *pv_terms.lse_parts(rows, seq_k, pv, torch.isfinite(rows.lse) & ~exact.squeeze(-1)),
+            *pv_terms.lse_parts(rows.row_sum, rows.lse, allowed_per_row(rows), seq_k, pv,
+                                torch.isfinite(rows.lse) & ~exact.squeeze(-1)),
             OutputRounding(problem.outputs["lse"].dtype),
         )))
     return bounds

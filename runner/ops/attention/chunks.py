@@ -1,4 +1,5 @@
-"""Attention's reference and bound over chunks of query rows, so their memory grows with seq_k, not seq_q·seq_k.
+"""Attention's reference and bound over chunks of query rows, and where K and V are long over blocks of keys
+(key_blocks.py), so that their memory grows with neither seq_q·seq_k nor seq_k.
 
 Every output row depends on its own query row and every key: the float64 scores, weights and probabilities
 of a chunk of rows are all its reference and its bound need. A case whose (batch, heads_q, seq_q, seq_k)
@@ -20,7 +21,8 @@ from e2egen.runner.bound import BoundModel, ErrorBound
 from e2egen.runner.host_memory import release_free_pages
 from e2egen.runner.ops.attention.attention_math import QueryRows, attention_rows, query_slice
 from e2egen.runner.ops.attention.bound import rows_bound
-from e2egen.runner.ops.attention.params import query_chunks
+from e2egen.runner.ops.attention.key_blocks import StreamedRows, streamed_rows
+from e2egen.runner.ops.attention.params import blocks_keys, query_chunks
 from e2egen.runner.ops.shared_values import computed_once
 from e2egen.runner.problem import Problem
 
@@ -57,11 +59,16 @@ def _computed(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> Chunked
     bounds: dict[str, list] = {name: [] for name in names}
     for rows_range in query_chunks(params):
         sliced = query_slice(inputs64, rows_range)
-        rows = attention_rows(params, sliced, rows_range)
-        for name, bound in rows_bound(problem, sliced, rows).items():
-            values[name].append(getattr(rows, name))
-            bounds[name].append((rows_range, bound))
-        del rows, sliced  # the chunk's score-sized tensors go before the next chunk's come
+        if blocks_keys(params):
+            chunk = streamed_rows(problem, sliced, rows_range)
+        else:
+            rows = attention_rows(params, sliced, rows_range)
+            chunk = StreamedRows({name: getattr(rows, name) for name in names}, rows_bound(problem, sliced, rows))
+            del rows
+        for name in names:
+            values[name].append(chunk.values[name])
+            bounds[name].append((rows_range, chunk.bounds[name]))
+        del chunk, sliced  # the chunk's score-sized tensors go before the next chunk's come
         release_free_pages()
     return ChunkedAttention({name: torch.cat(parts, dim=QUERY_DIM[name]) for name, parts in values.items()},
                             {name: QueryChunked(tuple(parts), QUERY_DIM[name]) for name, parts in bounds.items()})

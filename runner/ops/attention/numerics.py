@@ -13,7 +13,7 @@ from e2egen.runner.ops.attention.attention_math import attention_float64
 from e2egen.runner.ops.attention.bound import attention_bound
 from e2egen.runner.ops.attention.chunks import chunked_attention
 from e2egen.runner.ops.attention.kernels import torch_attention
-from e2egen.runner.ops.attention.params import AttentionParams, query_chunks
+from e2egen.runner.ops.attention.params import AttentionParams, blocks_keys, query_chunks
 from e2egen.runner.ops.attention.probes import probe_attention
 from e2egen.runner.ops.attention.spec import TRANSPOSABLE, AttentionOp, storage_order
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
@@ -87,6 +87,6 @@ class AttentionNumerics(OpNumerics[AttentionOp]):
 
 
 def _in_chunks(problem: Problem) -> bool:
-    """Whether the reference and the bound run in chunks of query rows (chunks.py) rather than over the whole case
+    """Whether the reference and the bound run in chunks of query rows or blocks of keys (chunks.py) rather than over the whole case
     (which computes its rows once for both and its bound only when asked)."""
-    return len(query_chunks(problem.params)) > 1
+    return len(query_chunks(problem.params)) > 1 or blocks_keys(problem.params)

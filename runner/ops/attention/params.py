@@ -246,14 +246,38 @@ OPTIONAL_PARAMS = {"batch": 1, "heads_q": 1, "heads_kv": None, "head_dim_v": Non
                    "quantized": False, "quant_bias": None, "quant_scale": None}
 
 
-# -- chunks of query rows (runner/ops/attention/chunks.py) ------------------------------------------
+# -- chunks of query rows and blocks of keys (runner/ops/attention/chunks.py) --------------------------
 CHUNK_SCORES = 1 << 22  # score elements per chunk of the reference and the bound (32 MiB per float64 tensor)
 
 
+KEY_INPUTS = ("k", "v")  # (batch, heads_kv, seq_k, ...): one row per key, widened block by block where keys are blocked
+
+
+def key_block_size(params: AttentionParams) -> int:
+    """Keys per block of the reference and the bound: every key, unless K or V in float64 would hold more than
+    CHUNK_SCORES elements; then as many as keep a block of K and of V, and one query row's scores over it,
+    within CHUNK_SCORES. Quantized cases take every key (their score chain is built whole: QuantizedScores)."""
+    per_key = params.batch * max(params.heads_kv * max(params.head_dim_qk, params.head_dim_v), params.heads_q)
+    if params.quantized or per_key * params.seq_k <= CHUNK_SCORES:
+        return params.seq_k
+    return max(1, CHUNK_SCORES // per_key)
+
+
+def key_blocks(params: AttentionParams) -> list[tuple[int, int]]:
+    """The [start, stop) keys of each block (key_block_size)."""
+    size = key_block_size(params)
+    return [(start, min(start + size, params.seq_k)) for start in range(0, params.seq_k, size)]
+
+
+def blocks_keys(params: AttentionParams) -> bool:
+    """Whether the reference and the bound stream over blocks of keys, K and V widened to float64 block by block."""
+    return key_block_size(params) < params.seq_k
+
+
 def query_chunks(params: AttentionParams) -> list[tuple[int, int]]:
-    """The [start, stop) query rows of each chunk: one chunk when the (batch, heads_q, seq_q, seq_k) scores fit
-    CHUNK_SCORES, else as many rows per chunk as fit (at least one)."""
-    rows = max(1, CHUNK_SCORES // (params.batch * params.heads_q * params.seq_k))
+    """The [start, stop) query rows of each chunk: one chunk when the (batch, heads_q, seq_q, keys) scores of a
+    block of keys fit CHUNK_SCORES, else as many rows per chunk as fit (at least one)."""
+    rows = max(1, CHUNK_SCORES // (params.batch * params.heads_q * key_block_size(params)))
     return [(start, min(start + rows, params.seq_q)) for start in range(0, params.seq_q, rows)]
 
 

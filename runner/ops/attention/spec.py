@@ -39,7 +39,8 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES, element_size, largest_finite, output_dtype_name
-from e2egen.runner.ops.attention.params import OPTIONAL_PARAMS, AttentionParams, build_params, chunk_rows
+from e2egen.runner.ops.attention.params import (KEY_INPUTS, OPTIONAL_PARAMS, AttentionParams, blocks_keys, build_params,
+                                                chunk_rows, key_block_size)
 from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
 
 TRANSPOSABLE = ("q", "k", "v")  # the inputs a layout may store with seq and dim exchanged
@@ -111,6 +112,9 @@ class AttentionOp(Op[AttentionParams]):
     def bound_magnitude_inputs(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
         return ("q", "k", "v")  # |Q|·|K|ᵀ and the products with |V|; not the score tensors
 
+    def streamed_inputs(self, params: AttentionParams, direction: str) -> tuple[str, ...]:
+        return KEY_INPUTS if blocks_keys(params) else ()  # runner/ops/attention/key_blocks.py
+
     def input_formats(self, params: AttentionParams, direction: str, dtype: str) -> dict[str, str]:
         """i8 (quantized): Q, K and the quant bias i8, everything else f16 (rocMLIR's types); fp8: Q, K, V in
         the format, the score tensors f32; else every input in the dtype's format."""
@@ -129,18 +133,24 @@ class AttentionOp(Op[AttentionParams]):
         return params.seq_k
 
     def scratch_elements(self, params: AttentionParams, direction: str) -> int:
-        """Score-sized (batch, heads_q, rows, seq_k) tensors held at once by the reference and the softmax
-        bound, rows those of a chunk (params.query_chunks): scores, mask, exponentials, probabilities and their
-        magnitudes (measured: tests/runner/test_runner_memory.py)."""
-        return 6 * params.batch * params.heads_q * chunk_rows(params) * params.seq_k
+        """Score-sized (batch, heads_q, rows, keys) tensors held at once by the reference and the softmax
+        bound, rows those of a chunk (params.query_chunks), keys those of a block (params.key_blocks): scores,
+        mask, exponentials, probabilities and their magnitudes (measured: tests/runner/test_runner_memory.py)."""
+        keys = key_block_size(params)
+        scores = 6 * params.batch * params.heads_q * chunk_rows(params) * keys
+        if not blocks_keys(params):
+            return scores
+        # a block of K and V widened, |K|, |V| and V² as the bound's products take them (key_blocks.py)
+        return scores + 4 * params.batch * params.heads_kv * keys * (params.head_dim_qk + params.head_dim_v)
 
     def kernel_scratch_bytes(self, params: AttentionParams, direction: str, dtype: str) -> int:
         """torch's SDPA streams its scores; the default kernel's lse and score-tensor path
-        (kernels._scores_in_f32) holds them in f32, their exponentials in place, and P rounded to the input
-        format and back to f32."""
+        (kernels._scores_in_f32) holds them in f32, logsumexp's f32 temporary, their exponentials in place, and P
+        rounded to the input format and back to f32: 14 bytes per f16 score, of which 11.5 were measured at
+        once (512 x 32768 keys, 8 heads: benchmarks/bench_attention_memory.py), the heap's holes included."""
         if not (params.return_lse or params.score_scale or params.quantized):
             return 0
-        per_score = 16 if params.quantized else 8 + min(element_size(dtype), 4)  # quantized: float64 products too
+        per_score = 16 if params.quantized else 12 + min(element_size(dtype), 4)  # quantized: float64 products too
         return per_score * params.batch * params.heads_q * params.seq_q * params.seq_k
 
     def flops(self, params: AttentionParams, direction: str) -> int:

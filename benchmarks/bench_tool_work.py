@@ -30,17 +30,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL_PARTS = ("inputs", "reference", "bound", "compare")
-# Op module -> family (ops of another module are their own family, named by the module).
+# Op module -> family: the module's name within its package (product_sum's conv and gemm, chains' two), else the
+# op family's package (runner/ops/<family>/spec.py); a package not named here is its own family.
 FAMILIES = {"conv": "convolution", "gemm": "gemm", "attention": "attention", "gemm_gemm": "fused",
             "conv_gemm": "fused", "pointwise": "element-wise", "reductions": "reduction",
-            "normalization": "normalisation"}
+            "normalization": "normalisation", "scaled_gemm": "scaled gemm"}
 
 
 def family_of(op_name: str) -> str:
     from e2egen.runner import OPS
 
-    module = type(OPS[op_name]).__module__.rsplit(".", 1)[-1]
-    return FAMILIES.get(module, module)
+    package, module = type(OPS[op_name]).__module__.rsplit(".", 2)[-2:]
+    name = package if module == "spec" else module
+    return FAMILIES.get(name, name)
 
 
 def op_families() -> list[str]:

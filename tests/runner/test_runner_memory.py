@@ -42,6 +42,12 @@ CASES = {
                                                    head_dim_qk=64, head_dim_v=64, causal=True, return_lse=True)),
                                   dict(batch=1, heads_q=2, heads_kv=1, seq_q=4, seq_k=4, head_dim_qk=4, head_dim_v=4,
                                        causal=True, return_lse=True)),
+    # K and V of 5M elements each: streamed over blocks of keys from their input format (key_blocks.py)
+    "attention-key-blocks-gqa-lse": (dict(op="attention", dtype="bf16", layout="bhsd",
+                                          params=dict(batch=1, heads_q=8, heads_kv=2, seq_q=16, seq_k=20000,
+                                                      head_dim_qk=128, head_dim_v=128, return_lse=True)),
+                                     dict(batch=1, heads_q=2, heads_kv=1, seq_q=4, seq_k=4, head_dim_qk=4, head_dim_v=4,
+                                          return_lse=True)),
     "gemm_gemm": (dict(op="gemm_gemm", dtype="f16", layout="nnn", params=dict(m=256, n=512, k=512, o=256, batch=2)),
                   dict(m=4, n=4, k=4, o=4, batch=1)),
     "conv_gemm": (dict(op="conv_gemm", dtype="f32", layout="nchw-n", params=dict(n=2, c=32, k=32, hw=32, kernel=3, pad=1, o=64)),

@@ -100,3 +100,27 @@ def test_a_decode_step_over_a_long_cache_streams_its_keys():
     blocks = attention_params.key_blocks(params)
     assert len(blocks) == 32 and blocks[0] == (0, 4096) and blocks[-1][1] == 131072
     assert params.heads_kv * 4096 * params.head_dim_qk <= attention_params.CHUNK_SCORES
+
+
+def _scaled_output(q, k, v, **options):
+    """torch's kernel with o off by 2^-7 relative: a bug of a few f16 ulps in every output."""
+    from e2egen.runner.ops.attention.kernels import torch_attention
+
+    result = torch_attention(q, k, v, **options)
+    o, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+    scaled = (o.float() * (1 + 2 ** -7)).to(o.dtype)
+    return (scaled, *rest) if rest else scaled
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_a_streamed_case_passes_torch_s_kernel_and_fails_a_scaled_output(dtype, monkeypatch):
+    import e2egen
+
+    shape = SHAPES["gqa, window, kv lengths"]
+    params = _problem(shape, dtype).params
+    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 7 * _per_key(params))
+    assert attention_params.blocks_keys(params)
+    correct = e2egen.judge(None, "attention", shape, dtype, layout="bhsd")
+    assert correct.passed, correct.reason
+    wrong = e2egen.judge(_scaled_output, "attention", shape, dtype, layout="bhsd")
+    assert not wrong.passed

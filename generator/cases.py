@@ -198,7 +198,7 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
                 problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))  # elsewhere still gets a location
                 continue
             figures = figures_by_shape[shape_key] = (int(problem.flops), int(problem.bytes_needed), int(problem.reduction_size),
-                                                     problem.spec.shared_rounding(problem.params), integer_output(problem),
+                                                     problem.spec.shared_rounding(problem.params, problem.direction), integer_output(problem),
                                                      problem.spec.judged_by_intervals(problem.params))
         tolerances = applicable_tolerances(tolerances, figures[3], figures[4], figures[5])
         bound = None

@@ -409,7 +409,7 @@ def policy_loosened(case: Case, problem: Problem) -> list[str]:
     from e2egen.generator.cases import applicable_tolerances, integer_output
     from e2egen.generator.defaults import DEFAULT_TOLERANCES, loosened
 
-    kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params),
+    kept = applicable_tolerances(dict(DEFAULT_TOLERANCES), problem.spec.shared_rounding(problem.params, problem.direction),
                                  integer_output(problem), problem.spec.judged_by_intervals(problem.params))
     return loosened(case.tolerances, case.require, set(DEFAULT_TOLERANCES) - set(kept))
 

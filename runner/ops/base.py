@@ -132,7 +132,7 @@ class Op(ABC, Generic[ParamsT]):
                         f"{largest:g}: it would draw inf")
         return None
 
-    def shared_rounding(self, params: ParamsT) -> str:
+    def shared_rounding(self, params: ParamsT, direction: Direction = "fwd") -> str:
         """Why a correct kernel's errors may lean one way across many elements ("" when they cannot): one
         rounding applied to many of them, such as a product of f32 scales computed once. bias_z assumes
         independent per-element errors, so it does not apply there (generator.cases.applicable_tolerances)."""

@@ -346,7 +346,7 @@ def test_shipped_catalogue_calibrate_sources_agree_with_generator():
         problem = case.problem()  # what the op leaves out itself (applicable_tolerances): bias_z where a rounding
         spec, params = problem.spec, problem.params  # is shared, the model's metrics for integers and intervals
         kept = {k: v for k, v in sorted(tolerances.items()) if v is not False}
-        assert case.tolerances == applicable_tolerances(kept, spec.shared_rounding(params), integer_output(problem),
+        assert case.tolerances == applicable_tolerances(kept, spec.shared_rounding(params, problem.direction), integer_output(problem),
                                                         spec.judged_by_intervals(params))
 
 

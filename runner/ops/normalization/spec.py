@@ -65,7 +65,7 @@ class _TensorOp(Op[TensorParamsT]):
     def reduction_size(self, params: SoftmaxParams | NormParams, direction: str) -> int:
         return params.row_length
 
-    def shared_rounding(self, params: SoftmaxParams | NormParams) -> str:
+    def shared_rounding(self, params: SoftmaxParams | NormParams, direction: Direction = "fwd") -> str:
         return ("every element of a row shares the row's sum and its reciprocal (layer_norm, rms_norm: the mean and "
                 "1/sigma): a correct kernel's few-ulp error there scales the whole row by one factor "
                 "(docs/concepts/normalization-bound.md, \"bias_z\")")
@@ -129,7 +129,7 @@ class LogSumExpOp(_TensorOp[SoftmaxParams]):
     def _build_params(self, raw: Mapping[str, Any]) -> SoftmaxParams:
         return build_softmax_params(raw)
 
-    def shared_rounding(self, params: SoftmaxParams) -> str:
+    def shared_rounding(self, params: SoftmaxParams, direction: Direction = "fwd") -> str:
         return ""  # one output per row: no rounding is shared between outputs
 
     def input_shapes(self, params: SoftmaxParams, direction: str) -> dict[str, Shape]:

@@ -21,15 +21,24 @@ cumsum: out_i = Σ_{j<=i} x_j; each prefix is a sum of at most N = the row's len
 the sum's with G(N) and Σ|x| over the prefix, the walk and C over the prefix's own summands:
 min(G(N)·u·Σ_{j<=i}|x_j|, W_i) + C_i + c_out·ulp_T(out_i).
 
+Backward (grad_y broadcast back over x's shape; g the grad_y of an element's output):
+    sum    0                                                  a copy
+    mean   2u·|g|/N + c_out·ulp_T(out)                        the division by N (or ·1/N)
+    max    0 at a unique maximum and off the maxima           a copy, or 0
+           2u·|g|/c + c_out·ulp_T(out) at c tied maxima        the division among them
+    cumsum the forward's bound on the reversed rows           grad_x_i = Σ_{j>=i} grad_y_j
+
 var's bound covers the two-pass algorithm and the updating ones (Welford, and blocks merged by Chan's
 formulas); it does not cover the one-pass E[x²] - E[x]², whose error grows with μ²/var where these terms
 grow with |μ|/√var at most.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, DrawnSum, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
+from e2egen.runner.bound import (BoundModel, CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, DrawnSum, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
                                  PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
@@ -72,14 +81,56 @@ def _accumulation(x: torch.Tensor, axes: tuple[int, ...], dtype: str, drawn: boo
     return ScaledMagnitude(ProductSumCoefficient(common.count, dtype), common.absolute_sum * scale, "sum")
 
 
-def cumsum_bound(problem: Problem, x: torch.Tensor) -> ErrorBound:
-    """The bound of every prefix sum of x (float64, logical shape) along the problem's axis."""
+def backward_bound(reduction: Reduction, problem: Problem, grad_y: torch.Tensor, x: torch.Tensor) -> ErrorBound:
+    """The bound of grad_x for sum, mean and max (grad_y, x float64, logical shapes): sum's is a copy (exact),
+    mean's one division by N (or a product with 1/N rounded), max's a copy at a unique maximum and a division
+    among tied ones (exact elsewhere: 0)."""
+    params, dtype = problem.params, problem.dtype
+    output = OutputRounding(problem.out_dtype)
+    kept = grad_y.reshape([1 if dim in params.axes else size for dim, size in enumerate(params.shape)])
+    if reduction == "sum":
+        return ExactWhere(torch.ones(params.shape, dtype=torch.bool, device=x.device), SumOfBounds((output,)))
+    if reduction == "mean":
+        share = kept.abs().div(params.reduced_size).expand(params.shape)
+        return SumOfBounds((ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), share, "division by N"),
+                            output))
+    if reduction == "max":
+        maxima = x == x.amax(dim=params.axes, keepdim=True)
+        count = maxima.sum(dim=params.axes, keepdim=True)
+        tied = maxima & (count > 1)
+        share = torch.where(tied, kept.abs() / count, 0.0)
+        return ExactWhere(~tied, SumOfBounds((
+            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), share, "division among tied maxima"),
+            output)))
+    raise ValueError(f"{reduction} has no backward")
+
+
+@dataclass(frozen=True, eq=False)
+class Reversed:
+    """A bound computed on rows reversed along `axis` (a suffix scan as a prefix scan), evaluated on the
+    reference in its own order."""
+
+    bound: ErrorBound
+    axis: int
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        return self.bound.evaluate(model, ref.flip(self.axis)).flip(self.axis)
+
+
+def cumsum_backward_bound(problem: Problem, grad_y: torch.Tensor) -> ErrorBound:
+    """grad_x's bound: every suffix sum of grad_y is a prefix sum of the reversed rows."""
+    axis = problem.params.axis
+    return Reversed(cumsum_bound(problem, grad_y.flip(axis), "grad_y"), axis)
+
+
+def cumsum_bound(problem: Problem, x: torch.Tensor, name: str = "x") -> ErrorBound:
+    """The bound of every prefix sum of x (float64, logical shape, the input `name`) along the problem's axis."""
     params, axis = problem.params, problem.params.axis
     prefix_magnitudes = x.abs().cumsum(dim=axis)
     counts = torch.arange(1, params.length + 1, dtype=x.dtype, device=x.device)
     counts = counts.reshape([-1 if dim == axis % x.dim() else 1 for dim in range(x.dim())])
     spread = None
-    if problem.drawn_independently("x"):
+    if problem.drawn_independently(name):
         spread = torch.cummax(x, dim=axis).values - torch.cummin(x, dim=axis).values
     prefix_sums = x.cumsum(dim=axis)
     accumulation = (DrawnSum.prefixes(x, axis, problem.dtype, counts, prefix_sums, prefix_magnitudes) if spread is not None

@@ -1,5 +1,6 @@
 """The reductions' kernels, written against the contract (runner/ops/reductions/spec.py): f(x, *, dim) -> out,
-and f(x, *, dim, correction) -> out for var; the output in x's dtype. cumsum's take one dim (an int).
+and f(x, *, dim, correction) -> out for var; the output in x's dtype. cumsum's take one dim (an int). Backward:
+f(grad_y, x, *, dim) -> grad_x; cumsum's f(grad_y, *, dim) -> grad_x.
 
 torch's own (torch.sum, torch.mean, torch.amax, torch.var) are the default kernels. CORRECT ones sum in
 another order than torch (pairwise, reversed, blocked) or compute the variance another way (two-pass,
@@ -40,6 +41,35 @@ def torch_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
 
 TORCH_KERNELS: Mapping[Reduction, Callable[..., torch.Tensor]] = {
     "sum": torch_sum, "mean": torch_mean, "max": torch_max, "var": torch_var}
+
+
+# -- backward (bwd_data): torch's autograd of the forward kernels ------------------------------------------
+def _autograd(forward: Callable[..., torch.Tensor], grad_y: torch.Tensor, x: torch.Tensor, **keywords) -> torch.Tensor:
+    leaf = x.detach().requires_grad_()
+    with torch.enable_grad():
+        y = forward(leaf, **keywords)
+    return torch.autograd.grad(y, leaf, grad_y)[0]
+
+
+def torch_sum_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    # autograd's is grad_y expanded, a view of it: the contract asks for a tensor of its own
+    return _autograd(torch_sum, grad_y, x, dim=dim).clone(memory_format=torch.contiguous_format)
+
+
+def torch_mean_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    return _autograd(torch_mean, grad_y, x, dim=dim)
+
+
+def torch_max_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    return _autograd(torch_max, grad_y, x, dim=dim)
+
+
+def torch_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
+    return _autograd(torch_cumsum, grad_y, torch.zeros_like(grad_y), dim=dim)  # its gradient does not read x
+
+
+TORCH_BACKWARD_KERNELS: Mapping[Reduction, Callable[..., torch.Tensor]] = {
+    "sum": torch_sum_backward, "mean": torch_mean_backward, "max": torch_max_backward}
 
 
 def rows(x: torch.Tensor, dim: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -275,3 +305,77 @@ def input_format_cumsum(x: torch.Tensor, *, dim: int) -> torch.Tensor:
 
 CORRECT_CUMSUM = ("blocked_cumsum",)
 WRONG_CUMSUM = ("carry_dropped_cumsum", "exclusive_cumsum", "input_format_cumsum")
+
+
+# -- backward: correct kernels written apart from autograd, and bugs --------------------------------------
+def _kept(grad_y: torch.Tensor, x: torch.Tensor, dim: tuple[int, ...]) -> torch.Tensor:
+    """grad_y with the reduced dims back as size-1 dims, broadcastable against x."""
+    return grad_y.reshape([1 if d in dim else size for d, size in enumerate(x.shape)])
+
+
+def broadcast_sum_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """CORRECT: grad_y copied over the reduced dims."""
+    return _kept(grad_y, x, dim).expand(x.shape).contiguous()
+
+
+def reciprocal_mean_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """CORRECT: grad_y times 1/N, both in f32 (two roundings), then rounded to the format."""
+    scaled = _kept(grad_y, x, dim).float() * (1.0 / _count(x, dim))
+    return scaled.expand(x.shape).to(x.dtype)
+
+
+def masked_max_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """CORRECT: grad_y over the count of each output's maxima, in f32, at the maxima."""
+    maxima = x == x.amax(dim=dim, keepdim=True)
+    count = maxima.sum(dim=dim, keepdim=True)
+    share = _kept(grad_y, x, dim).float() / count
+    return torch.where(maxima, share, 0.0).to(x.dtype)
+
+
+def blocked_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """CORRECT: the reversed rows scanned by blocked_cumsum (blocks of 64 in f32, totals carried)."""
+    return blocked_cumsum(grad_y.flip(dim), dim=dim).flip(dim)
+
+
+CORRECT_BACKWARD: Mapping[str, tuple[str, ...]] = {
+    "sum": ("broadcast_sum_backward",), "mean": ("reciprocal_mean_backward",), "max": ("masked_max_backward",),
+    "cumsum": ("blocked_cumsum_backward",)}
+
+
+def half_reciprocal_mean_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """WRONG for f32: 1/N taken in f16 (a relative error up to 2^-11), the product in f32."""
+    reciprocal = torch.tensor(1.0 / _count(x, dim), dtype=torch.float16).float()
+    return (_kept(grad_y, x, dim).float() * reciprocal).expand(x.shape).to(x.dtype)
+
+
+def n_minus_one_mean_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """WRONG: divides by N - 1 (var's unbiased divisor where mean's belongs)."""
+    return (_kept(grad_y, x, dim).float() / (_count(x, dim) - 1)).expand(x.shape).to(x.dtype)
+
+
+def first_max_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+    """WRONG under the contract: the whole gradient to the first of tied maxima (torch.max(dim)'s own rule),
+    where torch.amax's gradient splits it among them."""
+    values, shape = rows(x, dim, x.dtype)
+    first = values.argmax(dim=-1)
+    grad_rows = torch.zeros_like(values)
+    grad_rows[torch.arange(values.shape[0]), first] = grad_y.reshape(-1).to(x.dtype)
+    kept = [d for d in range(x.dim()) if d not in dim]
+    grouped = grad_rows.reshape(*(x.shape[d] for d in kept), *(x.shape[d] for d in dim))
+    order = kept + list(dim)
+    return grouped.permute(*[order.index(d) for d in range(x.dim())]).contiguous()
+
+
+def prefix_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: the forward's prefix sums where the backward needs suffix sums."""
+    return torch.cumsum(grad_y, dim=dim)
+
+
+def input_format_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG for f16/bf16: the reversed running sum kept in grad_y's format."""
+    return input_format_cumsum(grad_y.flip(dim), dim=dim).flip(dim)
+
+
+WRONG_BACKWARD: Mapping[str, tuple[str, ...]] = {
+    "mean": ("half_reciprocal_mean_backward", "n_minus_one_mean_backward"), "max": ("first_max_backward",),
+    "cumsum": ("prefix_cumsum_backward", "input_format_cumsum_backward")}

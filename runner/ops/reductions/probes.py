@@ -21,7 +21,8 @@ Subnormals (sum, mean, max): every reduced element 3·(the input format's smalle
 output is N times that (sum) or that (mean, max), or 0 when the kernel flushes them.
 
 cumsum: the last prefix of a row is the row's sum, so the sum probes measure a scan through a kernel that
-returns that prefix alone (probe_cumsum); the probe problem is then the sum of the same shape and axis.
+returns that prefix alone (probe_cumsum); the probe problem is then the sum of the same shape and axis. The
+backward's first suffix sum is the row's sum, added from its last element: the same probes, read there.
 
 A wrong result at the smallest gap (2: any arithmetic of 4 bits or more is exact there) is no rounding
 but a bug (a dropped or doubled element, a wrong stride, a wrong divisor): it is `unexplained`.
@@ -66,12 +67,13 @@ def probe_reduction(reduction: Reduction, problem: Problem, kernel: Kernel, devi
 def probe_cumsum(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
     """The arithmetic of a cumsum kernel: the sum probes, on the last prefix of each row (module docstring)."""
     axis = problem.params.axis
-    as_sum = replace(problem, op="sum", params=ReductionParams(problem.params.shape, (axis,)))
+    as_sum = replace(problem, op="sum", direction="fwd", params=ReductionParams(problem.params.shape, (axis,)))
+    whole_row = -1 if problem.direction == "fwd" else 0  # the backward's suffix sums: the first sums the row
 
-    def last_prefix(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
-        return kernel(x, dim=dim[0]).select(dim[0], -1)
+    def row_sum(x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
+        return kernel(x, dim=dim[0]).select(dim[0], whole_row)
 
-    return probe_reduction("sum", as_sum, last_prefix, device, label)
+    return probe_reduction("sum", as_sum, row_sum, device, label)
 
 
 class _Probe:

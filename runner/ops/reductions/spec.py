@@ -11,6 +11,13 @@ Kernel contract: f(x, *, dim) -> out for sum, mean, max; f(x, *, dim, correction
 tuple of ints (>= 0, sorted), correction an int. torch.sum, torch.mean, torch.amax and torch.var with those
 keywords are the default kernels.
 
+Backward (bwd_data; sum, mean and max): f(grad_y, x, *, dim) -> grad_x, grad_y of the output's shape, x the
+forward's input (its shape; max's maxima), grad_x of x's shape and format: sum broadcasts grad_y over the
+reduced dims, mean divides it by N, max gives it to the maxima of x, split evenly among tied ones (torch.amax's
+gradient). The default kernels are torch's autograd of the forward kernels. var has no backward here: torch's
+own f16/bf16 var backward rounds each of its steps (the mean, x - mean, the scale) to the input format, which
+the dtype's assumed arithmetic (f32 steps) does not allow, and it has no probes that could measure it.
+
 Layouts (runner/ops/tensor_layouts.py): contiguous, strided (x is a view of every other element of a
 buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in any memory layout.
 
@@ -21,7 +28,9 @@ runner/ops/reductions/probes.py, on the small problem probe_shape gives.
 cumsum: out has x's shape and format; out[..., i, ...] = Σ_{j <= i} x[..., j, ...] along `axis` (one dim,
 default -1). Kernel contract: f(x, *, dim) -> out, dim an int (>= 0); torch.cumsum is the default kernel.
 Its bound is the sum's with Σ|x| taken over each prefix (bound.cumsum_bound); its probes are the sum's, on
-the last prefix of each row (probes.probe_cumsum).
+the last prefix of each row (probes.probe_cumsum). Backward: f(grad_y, *, dim) -> grad_x, every suffix sum
+of grad_y (grad_x[..., i, ...] = Σ_{j >= i} grad_y[..., j, ...]): the forward's bound and probes on the
+reversed rows.
 
 This is the ops' torch-free spec; their numerics (layouts, the kernel call, reference, bound and probes) are
 numerics.py, their kernels (torch's, alternates and planted bugs) kernels.py.
@@ -89,7 +98,6 @@ class ReductionParams:
 class ReductionOp(Op[ReductionParams]):
     """One reduction (`sum`, `mean`, `max` or `var`); the four share everything but the kernel and the bound."""
 
-    directions: tuple[Direction, ...] = ("fwd",)
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
     numerics = "e2egen.runner.ops.reductions.numerics:ReductionNumerics"
@@ -99,6 +107,7 @@ class ReductionOp(Op[ReductionParams]):
             raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
         self.name: str = reduction
         self.reduction: Reduction = reduction
+        self.directions: tuple[Direction, ...] = ("fwd",) if reduction == "var" else ("fwd", "bwd_data")
         self.optional_params = frozen_mapping({"axis": -1, **({"correction": 1} if reduction == "var" else {})})
 
     def __repr__(self) -> str:
@@ -115,32 +124,45 @@ class ReductionOp(Op[ReductionParams]):
 
     # -- tensors ------------------------------------------------------------------
     def input_shapes(self, params: ReductionParams, direction: str) -> dict[str, Shape]:
-        return {"x": params.shape}
+        return {"x": params.shape} if direction == "fwd" else {"grad_y": params.out_shape, "x": params.shape}
+
+    def output_names(self, params: ReductionParams, direction: str) -> tuple[str, ...]:
+        return ("out",) if direction == "fwd" else ("grad_x",)
 
     def output_shape(self, params: ReductionParams, direction: str) -> Shape:
-        return params.out_shape
+        return params.out_shape if direction == "fwd" else params.shape
 
     def layout_params_problem(self, params: ReductionParams, layout: str) -> str | None:
         return layout_problem_for_shape(layout, params.shape)
 
     # -- cost ------------------------------------------------------------------------
     def reduction_size(self, params: ReductionParams, direction: str) -> int:
-        return params.reduced_size
+        return params.reduced_size if direction == "fwd" else 1  # the backward sums nothing
 
     def flops(self, params: ReductionParams, direction: str) -> int:
-        return _OPS_PER_ELEMENT[self.reduction] * math.prod(params.shape)
+        return (_OPS_PER_ELEMENT[self.reduction] if direction == "fwd" else 1) * math.prod(params.shape)
 
     # -- arithmetic probes (runner/ops/reductions/probes.py) ---------------------------
     def shape_class(self, params: ReductionParams, direction: str) -> str:
         """Kernels pick their path by rank and reduced dims (inner, outer, full): one cell per such geometry."""
         return f"{len(params.shape)}d-axes{''.join(map(str, params.axes))}"
 
-    def probe_params(self, params: ReductionParams, direction: str) -> ReductionParams:
+    def probe_params(self, params: ReductionParams, direction: str) -> ReductionParams | None:
         """The probes' problem (runner/ops/reductions/probes.py): probe_shape, and var's correction kept below
-        its reduced size."""
+        its reduced size; none for the backward."""
+        if direction != "fwd":
+            return None
         shape = probe_shape(self.reduction, params.shape, params.axes)
         correction = None if params.correction is None else min(params.correction, math.prod(shape[a] for a in params.axes) - 1)
         return ReductionParams(shape, params.axes, correction)
+
+    def shared_rounding(self, params: ReductionParams, direction: Direction = "fwd") -> str:
+        if self.reduction == "mean" and direction != "fwd":
+            return "every element of a reduced group is grad_y times one 1/N, which a kernel may round once"
+        return ""
+
+    def unprobed_reason(self, params: ReductionParams, direction: str) -> str:
+        return f"{self.name}'s backward copies or divides grad_y: it has no accumulator to probe"
 
 
 def probe_shape(reduction: Reduction, shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
@@ -187,7 +209,7 @@ class CumsumOp(Op[ScanParams]):
     """cumsum: every prefix sum of x along one dim (module docstring)."""
 
     name = "cumsum"
-    directions: tuple[Direction, ...] = ("fwd",)
+    directions: tuple[Direction, ...] = ("fwd", "bwd_data")
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
     optional_params = frozen_mapping({"axis": -1})
@@ -208,7 +230,10 @@ class CumsumOp(Op[ScanParams]):
         return ScanParams(shape, axis)
 
     def input_shapes(self, params: ScanParams, direction: str) -> dict[str, Shape]:
-        return {"x": params.shape}
+        return {"x": params.shape} if direction == "fwd" else {"grad_y": params.shape}
+
+    def output_names(self, params: ScanParams, direction: str) -> tuple[str, ...]:
+        return ("out",) if direction == "fwd" else ("grad_x",)
 
     def output_shape(self, params: ScanParams, direction: str) -> Shape:
         return params.shape
@@ -216,8 +241,8 @@ class CumsumOp(Op[ScanParams]):
     def layout_params_problem(self, params: ScanParams, layout: str) -> str | None:
         return layout_problem_for_shape(layout, params.shape)
 
-    def shared_rounding(self, params: ScanParams) -> str:
-        return "each prefix sum carries the roundings of the prefixes before it"
+    def shared_rounding(self, params: ScanParams, direction: Direction = "fwd") -> str:
+        return "each prefix (backward: suffix) sum carries the roundings of the ones before it"
 
     def reduction_size(self, params: ScanParams, direction: str) -> int:
         return params.length

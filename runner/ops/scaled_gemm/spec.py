@@ -38,7 +38,7 @@ from typing import Any, Literal, Mapping, get_args
 
 from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, SCALE_DTYPES, largest_finite, operand_formats
 from e2egen.runner.errors import ProblemError
-from e2egen.runner.ops.base import ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
+from e2egen.runner.ops.base import Direction, ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
 from e2egen.runner.ops.product_sum.gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype
 
 Scaling = Literal["tensor", "rowwise", "blockwise", "mx"]
@@ -194,7 +194,7 @@ class ScaledGemmOp(ProductSumOp[ScaledGemmParams]):
         scale_a, scale_b = params.scale_formats
         return {"a": first, "b": second, "scale_a": scale_a, "scale_b": scale_b}
 
-    def shared_rounding(self, params: ScaledGemmParams) -> str:
+    def shared_rounding(self, params: ScaledGemmParams, direction: Direction = "fwd") -> str:
         if "f32" not in params.scale_formats:
             return ""  # e8m0 scales are powers of two: applying them is exact
         return ("an f32 scale product (sa·sb) may be rounded once and applied to every element of a tensor, "

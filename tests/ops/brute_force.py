@@ -105,6 +105,32 @@ def _norm(centered: bool, p, tensors) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float64).reshape(x.shape)
 
 
+def _channel_norm(p, tensors) -> torch.Tensor:
+    """group_norm (p.groups) or batch_norm (groups None) element by element: each element's set of peers (its
+    sample's channels of its group, or its channel across the batch) normalised with fsum statistics."""
+    x = tensors["x"]
+    n, c = x.shape[:2]
+    values = x.reshape(n, c, -1).tolist()
+    weight = tensors["weight"].tolist() if "weight" in tensors else [1.0] * c
+    bias = tensors["bias"].tolist() if "bias" in tensors else [0.0] * c
+    per_group = c // p.groups if p.groups is not None else None
+
+    def peers(sample: int, channel: int) -> list[float]:
+        if per_group is None:
+            return [v for s in range(n) for v in values[s][channel]]
+        first = channel // per_group * per_group
+        return [v for ch in range(first, first + per_group) for v in values[sample][ch]]
+
+    out = []
+    for sample in range(n):
+        for channel in range(c):
+            group = peers(sample, channel)
+            mean = math.fsum(group) / len(group)
+            scale = 1 / math.sqrt(math.fsum((v - mean) ** 2 for v in group) / len(group) + p.eps)
+            out.append([(v - mean) * scale * weight[channel] + bias[channel] for v in values[sample][channel]])
+    return torch.tensor(out, dtype=torch.float64).reshape(x.shape)
+
+
 def _elementwise(name: str, tensors) -> torch.Tensor:
     function = ELEMENTWISE[name]
     args = [t.reshape(-1).tolist() for t in tensors.values()]
@@ -151,5 +177,7 @@ def brute_force(problem, tensors) -> dict[str, torch.Tensor]:
         return {name: _logsumexp(p, tensors["x"])}
     if op in ("layer_norm", "rms_norm") and direction == "fwd":
         return {name: _norm(op == "layer_norm", p, tensors)}
+    if op in ("group_norm", "batch_norm"):
+        return {name: _channel_norm(p, tensors)}
     raise AssertionError(f"no brute-force definition of {op} {direction}: add one to tests/ops/brute_force.py")
 

@@ -15,10 +15,12 @@ from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ErrorBound, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
-from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
+from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, channel_norm_rows,
+                                     channel_values_by_row, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
+from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS
 from e2egen.runner.options import BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.exp_log_pieces import ARGUMENT_ROUNDINGS, EXP_ULPS, LOG_ULPS, rescale_roundings
@@ -293,18 +295,48 @@ def _norm_inputs(problem: Problem, inputs64: Mapping[str, torch.Tensor], centere
 
 
 def norm_forward_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool) -> SumOfBounds:
-    """y_j = x̂_j·w_j + b_j:  |δy_j| <= |w_j|·δx̂_j + u·(|x̂_j w_j| + |y_j|)  (the multiply, the add)."""
+    """layer_norm's and rms_norm's forward: rows_forward_bound over the normalised dims."""
     params, norm, weight = _norm_inputs(problem, inputs64, centered)
-    errors = _norm_errors(norm, params.eps)
+    bias = inputs64["bias"].reshape(-1) if "bias" in inputs64 else None
+    return rows_forward_bound(problem, norm, weight, bias, params.shape)
+
+
+def rows_forward_bound(problem: Problem, norm: NormRows, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                       logical: tuple[int, ...]) -> SumOfBounds:
+    """y_j = x̂_j·w_j + b_j:  |δy_j| <= |w_j|·δx̂_j + u·(|x̂_j w_j| + |y_j|)  (the multiply, the add), for one
+    normalisation per row of `norm`, weight and bias broadcast against its rows; the rows reshaped to `logical`."""
+    errors = _norm_errors(norm, problem.params.eps)
     w_abs = weight.abs() if weight is not None else 1.0
     y = norm.x_hat * (weight if weight is not None else 1.0)
-    if "bias" in inputs64:
-        y = y + inputs64["bias"].reshape(-1)
+    if bias is not None:
+        y = y + bias
     total = errors.x_hat_error * w_abs + Split(0.0, (norm.x_hat * w_abs).abs() + y.abs())
     shape = norm.x.shape
     common = row_common_values(problem, norm)
-    return SumOfBounds((*total.terms(params.row_length, problem.dtype, "x̂·w + b", shape, params.shape, common),
+    return SumOfBounds((*total.terms(shape[-1], problem.dtype, "x̂·w + b", shape, logical, common),
                         OutputRounding(problem.out_dtype)))
+
+
+@dataclass(frozen=True, eq=False)
+class ChannelsFirst:
+    """A bound built on batch_norm's rows, channels first (C, N, spatial...), evaluated on the (N, C, ...) reference."""
+
+    bound: ErrorBound
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor) -> torch.Tensor:
+        return self.bound.evaluate(model, ref.movedim(1, 0)).movedim(0, 1)
+
+
+def channel_norm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> ErrorBound:
+    """group_norm's and batch_norm's forward: rows_forward_bound over their rows (channel_norm_rows)."""
+    params = problem.params
+    norm = norm_float64(channel_norm_rows(inputs64["x"], params), params.eps, centered=True)
+    weight, bias = (channel_values_by_row(inputs64[name], params) if name in inputs64 else None
+                    for name in PER_FEATURE_INPUTS)
+    if params.groups is not None:
+        return rows_forward_bound(problem, norm, weight, bias, params.shape)
+    channels_first = (params.channels, params.shape[0], *params.shape[2:])
+    return ChannelsFirst(rows_forward_bound(problem, norm, weight, bias, channels_first))
 
 
 def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool) -> dict[str, SumOfBounds]:

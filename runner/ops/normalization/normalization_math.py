@@ -1,7 +1,8 @@
 """The normalisations in float64, by their numerically stable formulas: the reference, and the exact
 intermediate values (row max, row sums, mean, variance, 1/σ) that the bounds are built from.
 
-Rows: softmax's axis moved last; a norm's normalised dims flattened into the last dim.
+Rows: softmax's axis moved last; a norm's normalised dims flattened into the last dim; group_norm's groups and
+batch_norm's channels, each with what it normalises over as the last dim.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from e2egen.runner.ops.normalization.params import OFFSET_SPREAD, NormParams, SoftmaxParams
+from e2egen.runner.ops.normalization.params import OFFSET_SPREAD, ChannelNormParams, NormParams, SoftmaxParams
 
 if TYPE_CHECKING:
     import torch
@@ -26,6 +27,28 @@ def from_softmax_rows(rows: torch.Tensor, params: SoftmaxParams) -> torch.Tensor
 
 def norm_rows(tensor: torch.Tensor, params: NormParams) -> torch.Tensor:
     return tensor.reshape(*params.shape[:len(params.shape) - params.normalized_dims], params.row_length)
+
+
+def channel_norm_rows(tensor: torch.Tensor, params: ChannelNormParams) -> torch.Tensor:
+    """group_norm: (N, G, C/G · spatial), a view; batch_norm: (C, N · spatial), channels first (a copy)."""
+    if params.groups is not None:
+        return tensor.reshape(params.shape[0], params.groups, params.row_length)
+    return tensor.movedim(1, 0).reshape(params.channels, params.row_length)
+
+
+def from_channel_norm_rows(rows: torch.Tensor, params: ChannelNormParams) -> torch.Tensor:
+    if params.groups is not None:
+        return rows.reshape(params.shape)
+    return rows.reshape(params.channels, params.shape[0], *params.shape[2:]).movedim(0, 1)
+
+
+def channel_values_by_row(values: torch.Tensor, params: ChannelNormParams) -> torch.Tensor:
+    """A per-channel tensor (weight, bias) laid out to broadcast against channel_norm_rows' rows."""
+    if params.groups is None:
+        return values.reshape(params.channels, 1)
+    per_group = params.channels // params.groups
+    return (values.reshape(params.groups, per_group, 1).expand(params.groups, per_group, params.spatial)
+            .reshape(params.groups, params.row_length))
 
 
 def add_row_offsets(rows: torch.Tensor, offset: float) -> None:

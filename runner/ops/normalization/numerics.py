@@ -10,22 +10,24 @@ import torch
 
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.bound import ErrorBound
-from e2egen.runner.ops.normalization import kernels
-from e2egen.runner.ops.normalization.bound import (log_softmax_backward_bound, log_softmax_forward_bound, logsumexp_bound,
+from e2egen.runner.ops.normalization import channel_kernels, kernels
+from e2egen.runner.ops.normalization.bound import (channel_norm_bound, log_softmax_backward_bound, log_softmax_forward_bound,
+                                                   logsumexp_bound,
                                                    norm_backward_bounds, norm_forward_bound, softmax_backward_bound,
                                                    softmax_forward_bound)
-from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets, from_softmax_rows,
+from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets, channel_norm_rows, channel_values_by_row,
+                                                                from_channel_norm_rows, from_softmax_rows,
                                                                 log_softmax_backward_float64, norm_backward_float64,
                                                                 norm_float64, norm_forward_float64, norm_rows,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
-from e2egen.runner.ops.normalization.params import NormParams, SoftmaxParams
+from e2egen.runner.ops.normalization.params import ChannelNormParams, NormParams, SoftmaxParams
 from e2egen.runner.ops.normalization.probes import probe_eps
-from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, LogSumExpOp, NormOp, SoftmaxOp
+from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, ChannelNormOp, LogSumExpOp, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
 from e2egen.runner.problem import Problem
 
-NormalizationSpec = TypeVar("NormalizationSpec", SoftmaxOp, NormOp)
+NormalizationSpec = TypeVar("NormalizationSpec", SoftmaxOp, NormOp, ChannelNormOp)
 
 
 class _TensorNumerics(OpNumerics[NormalizationSpec]):
@@ -135,6 +137,41 @@ class NormNumerics(_TensorNumerics[NormOp]):
         if problem.direction == "fwd":
             return {"y": norm_forward_bound(problem, inputs64, self.spec.centered)}
         return norm_backward_bounds(problem, inputs64, self.spec.centered)
+
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_eps(problem, kernel, device, label)
+
+
+# -- group_norm, batch_norm ---------------------------------------------------------------------------
+class ChannelNormNumerics(_TensorNumerics[ChannelNormOp]):
+    def adjust_inputs(self, params: ChannelNormParams, drawn: dict[str, torch.Tensor]) -> None:
+        """Every normalised group (group_norm) or channel (batch_norm) of x gets its offset."""
+        if not params.offset:
+            return
+        rows = channel_norm_rows(drawn["x"], params).clone()
+        add_row_offsets(rows, params.offset)
+        drawn["x"] = from_channel_norm_rows(rows, params).contiguous()
+
+    def default_kernel(self, direction: str) -> Kernel:
+        return channel_kernels.torch_group_norm if self.spec.grouped else channel_kernels.f32_batch_norm
+
+    def call(self, kernel: Kernel, direction: str, params: ChannelNormParams,
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        groups = {"groups": params.groups} if self.spec.grouped else {}
+        return kernel(tensors["x"], tensors.get("weight"), tensors.get("bias"), **groups, eps=params.eps)
+
+    def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        params = problem.params
+        rows = norm_float64(channel_norm_rows(inputs64["x"], params), params.eps, centered=True).x_hat
+        if "weight" in inputs64:
+            rows = rows * channel_values_by_row(inputs64["weight"], params)
+        if "bias" in inputs64:
+            rows = rows + channel_values_by_row(inputs64["bias"], params)
+        return {"y": from_channel_norm_rows(rows, params)}
+
+    def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
+                    arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        return {"y": channel_norm_bound(problem, inputs64)}
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
         return probe_eps(problem, kernel, device, label)

@@ -1,5 +1,6 @@
 """The catalogue parameters of the normalisations: softmax and log_softmax over one axis, layer_norm and
-rms_norm over the trailing dims (runner/ops/normalization/spec.py has the ops and their kernel contracts).
+rms_norm over the trailing dims, group_norm and batch_norm over channels' groups and the batch
+(runner/ops/normalization/spec.py has the ops and their kernel contracts).
 
 Every normalisation takes `shape` (1 to 5 dims) and `offset` (default 0): a large common value added to
 the input so that a kernel without the max subtraction overflows (softmax) or one computing the variance
@@ -20,6 +21,8 @@ from e2egen.runner.ops.tensor_layouts import parse_axes, parse_shape
 SOFTMAX_DEFAULTS = {"axis": -1, "offset": 0.0}
 LAYER_NORM_DEFAULTS = {"normalized_dims": 1, "eps": 1e-5, "affine": True, "offset": 0.0}
 RMS_NORM_DEFAULTS = {"normalized_dims": 1, "eps": 1e-6, "affine": True, "offset": 0.0}
+GROUP_NORM_DEFAULTS = {"groups": 1, "eps": 1e-5, "affine": True, "offset": 0.0}
+BATCH_NORM_DEFAULTS = {"eps": 1e-5, "affine": True, "offset": 0.0}
 OFFSET_SPREAD = 0.05  # each row's offset lies within 5 % of the catalogue's
 
 
@@ -94,6 +97,66 @@ class NormParams:
     def describe(self) -> str:
         return (f"shape={_shape_text(self.shape)} normalized={_shape_text(self.normalized_shape)} eps={self.eps:g}"
                 + ("" if self.affine else " affine=false") + (f" offset={self.offset:g}" if self.offset else ""))
+
+
+@dataclass(frozen=True)
+class ChannelNormParams:
+    """group_norm and batch_norm of x of `shape` (N, C, spatial...), 2 to 5 dims, with a weight and a bias per channel.
+    group_norm (`groups` G, dividing C): one normalisation per sample and group of C/G channels, over those
+    channels and the spatial dims. batch_norm (groups None): one per channel, over the batch and the spatial dims,
+    with the batch's own statistics (training mode; no running statistics)."""
+
+    shape: tuple[int, ...]
+    groups: int | None
+    eps: float
+    affine: bool = True
+    offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        if len(self.shape) < 2:
+            raise ProblemError("shape", list(self.shape), f"expected (N, C, spatial...): 2 to 5 dims, got {list(self.shape)}")
+        if self.groups is not None and self.shape[1] % self.groups:
+            raise ProblemError("groups", self.groups, f"must divide the {self.shape[1]} channels of shape {list(self.shape)}")
+
+    @property
+    def channels(self) -> int:
+        return self.shape[1]
+
+    @property
+    def spatial(self) -> int:
+        return math.prod(self.shape[2:])
+
+    @property
+    def row_length(self) -> int:
+        """The elements each normalisation covers."""
+        if self.groups is None:
+            return self.shape[0] * self.spatial
+        return self.channels // self.groups * self.spatial
+
+    @property
+    def rows(self) -> int:
+        return self.channels if self.groups is None else self.shape[0] * self.groups
+
+    def to_catalogue(self) -> dict[str, Any]:
+        extra = {"offset": self.offset} if self.offset else {}
+        groups = {} if self.groups is None else {"groups": self.groups}
+        return {"shape": list(self.shape), **groups, "eps": self.eps, "affine": self.affine, **extra}
+
+    def describe(self) -> str:
+        return (f"shape={_shape_text(self.shape)}" + ("" if self.groups is None else f" groups={self.groups}")
+                + f" eps={self.eps:g}" + ("" if self.affine else " affine=false")
+                + (f" offset={self.offset:g}" if self.offset else ""))
+
+
+def build_channel_norm_params(raw: Mapping[str, Any], grouped: bool) -> ChannelNormParams:
+    shape = parse_shape("shape", raw["shape"])
+    if len(shape) < 2:
+        raise ProblemError("shape", list(shape), f"expected (N, C, spatial...): 2 to 5 dims, got {list(shape)}")
+    groups = require_int("groups", raw["groups"], 1) if grouped else None
+    if not isinstance(raw["affine"], bool):
+        raise ProblemError("affine", raw["affine"], f"expected true or false, got {raw['affine']!r}", (True, False))
+    return ChannelNormParams(shape, groups, _finite_number("eps", raw["eps"], minimum=0.0, exclusive=True),
+                             raw["affine"], _finite_number("offset", raw["offset"], minimum=0.0))
 
 
 def build_softmax_params(raw: Mapping[str, Any]) -> SoftmaxParams:

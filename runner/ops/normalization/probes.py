@@ -1,5 +1,5 @@
-"""The eps probe of layer_norm and rms_norm (forward and backward): rows whose variance (rms_norm: mean square)
-equals eps, where eps decides the result.
+"""The eps probe of layer_norm and rms_norm (forward and backward), group_norm and batch_norm: rows whose variance
+(rms_norm: mean square) equals eps, where eps decides the result.
 
 On unit-variance rows eps moves y by about eps/2 relative (5e-6 for layer_norm's default), less than the bound's
 variance term, so a kernel that leaves eps out, or adds it to σ instead of σ², passes every drawn case. On rows
@@ -24,6 +24,8 @@ from e2egen import metrics
 from e2egen.runner.arithmetic.model import Arithmetic, assumed_arithmetic
 from e2egen.runner.dtypes import input_format_name
 from e2egen.runner.kernels import call_on_values
+from e2egen.runner.ops.normalization.normalization_math import channel_norm_rows, from_channel_norm_rows
+from e2egen.runner.ops.normalization.params import ChannelNormParams
 from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.problem import Problem
 
@@ -32,7 +34,7 @@ GRAD_PATTERN = (1.0, -0.5, 0.25, 0.75, -1.0, 0.5)  # the backward's grad_y, exac
 
 
 def probe_eps(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
-    """layer_norm's or rms_norm's eps on `problem` (NormOp.probe_params: small rows, offset 0)."""
+    """A norm's eps on `problem` (NormOp's or ChannelNormOp's probe_params: small rows, offset 0)."""
     params = problem.params
     fmt = input_format_name(problem.dtype)
     side = float(metrics.round_to(torch.tensor([math.sqrt(params.eps)], dtype=torch.float64), fmt)[0])
@@ -75,8 +77,7 @@ def _inputs(problem: Problem, side: float) -> dict[str, torch.Tensor]:
     """x alternating ±side along the normalised elements; weight 1, bias 0; grad_y GRAD_PATTERN."""
     shapes = problem.input_shapes
     count = math.prod(shapes["x"])
-    signs = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat((count + 1) // 2)[:count]
-    values = {"x": (signs * side).reshape(shapes["x"])}
+    values = {"x": _alternating(problem) * side}
     if "grad_y" in shapes:
         pattern = torch.tensor(GRAD_PATTERN, dtype=torch.float64)
         values["grad_y"] = pattern.repeat(count // len(GRAD_PATTERN) + 1)[:count].reshape(shapes["grad_y"])
@@ -87,12 +88,29 @@ def _inputs(problem: Problem, side: float) -> dict[str, torch.Tensor]:
     return values
 
 
+def _alternating(problem: Problem) -> torch.Tensor:
+    """±1 alternating along each normalised row of x: along x's flat order for the norms over trailing dims; along
+    channel_norm_rows' rows for group_norm and batch_norm (a batch_norm of (N, C) alternating along x's memory
+    would give an even C constant channels)."""
+    params, shape = problem.params, problem.input_shapes["x"]
+
+    def signs(count: int) -> torch.Tensor:
+        return torch.tensor([1.0, -1.0], dtype=torch.float64).repeat((count + 1) // 2)[:count]
+
+    if not isinstance(params, ChannelNormParams):
+        return signs(math.prod(shape)).reshape(shape)
+    rows = channel_norm_rows(torch.zeros(shape, dtype=torch.float64), params)
+    return from_channel_norm_rows(signs(rows.shape[-1]).expand(rows.shape), params).contiguous()
+
+
 def _relative_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
     """max |got - expected| / max |expected| (inf where got is not finite)."""
     if not bool(torch.isfinite(got).all()):
         return math.inf
     scale = float(expected.abs().max())
-    return float((got - expected).abs().max()) / scale if scale > 0 else float(got.abs().max() > 0) * math.inf
+    if scale > 0:
+        return float((got - expected).abs().max()) / scale
+    return math.inf if float(got.abs().max()) > 0 else 0.0
 
 
 def _worst(got: torch.Tensor, expected: torch.Tensor) -> str:

@@ -1,5 +1,6 @@
 """The normalisations: softmax, log_softmax (over one axis), layer_norm, rms_norm (over the trailing dims),
-forward and backward; and logsumexp (over one axis, forward), softmax's log-normaliser.
+forward and backward; logsumexp (over one axis, forward), softmax's log-normaliser; and group_norm and
+batch_norm (over groups of channels, over the batch), forward.
 
 Catalogue parameters (runner/ops/normalization/params.py): `shape` (1 to 5 dims) and `offset` (default
 0, a large common value added to every row of the input); softmax and log_softmax `axis` (one dim,
@@ -16,8 +17,12 @@ Kernel contracts (tensors on the device in the case's dtype; outputs in it too, 
                           bwd_data f(grad_y, x, weight, *, normalized_shape, eps) -> (grad_x, grad_weight, grad_bias)
     rms_norm              fwd      f(x, weight, *, normalized_shape, eps) -> y
                           bwd_data f(grad_y, x, weight, *, normalized_shape, eps) -> (grad_x, grad_weight)
+    group_norm            fwd      f(x, weight, bias, *, groups, eps) -> y
+    batch_norm            fwd      f(x, weight, bias, *, eps) -> y   (the batch's own statistics, as training)
 dim is >= 0; normalized_shape a tuple of ints. Without `affine`, weight and bias are None and the backward
-returns grad_x alone. The variance is the biased one (divided by n), as torch's.
+returns grad_x alone. The variance is the biased one (divided by n), as torch's. group_norm and batch_norm
+take x as (N, C, spatial...) (2 to 5 dims) with a weight and a bias of C each, and `groups` (dividing C;
+default 1) for group_norm: group g holds channels g·C/G to (g+1)·C/G - 1, as torch.nn.functional.group_norm's.
 
 Backward inputs: grad_y is drawn like any input; softmax's y is the softmax (log_softmax's the log_softmax)
 of drawn logits, computed in float64 and then rounded, so that it is an output a forward pass can give.
@@ -36,8 +41,10 @@ from typing import Any, Mapping, TypeVar
 
 from e2egen.runner.dtypes import output_dtype_name
 from e2egen.runner.ops.base import Direction, Op, Shape, TensorSpec, frozen_mapping
-from e2egen.runner.ops.normalization.params import (LAYER_NORM_DEFAULTS, RMS_NORM_DEFAULTS, SOFTMAX_DEFAULTS, NormParams,
-                                                    SoftmaxParams, build_norm_params, build_softmax_params)
+from e2egen.runner.ops.normalization.params import (BATCH_NORM_DEFAULTS, GROUP_NORM_DEFAULTS, LAYER_NORM_DEFAULTS,
+                                                    RMS_NORM_DEFAULTS, SOFTMAX_DEFAULTS, ChannelNormParams, NormParams,
+                                                    SoftmaxParams, build_channel_norm_params, build_norm_params,
+                                                    build_softmax_params)
 from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape
 
 NORMALIZATION_DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd_data")
@@ -48,7 +55,7 @@ _NORM_FLOPS = {"fwd": 8, "bwd_data": 12}
 PROBE_ROWS, PROBE_ROW_LENGTH = 4, 64  # the eps probe's problem: each leading dim, each normalised dim at most
 
 
-TensorParamsT = TypeVar("TensorParamsT", SoftmaxParams, NormParams)
+TensorParamsT = TypeVar("TensorParamsT", SoftmaxParams, NormParams, ChannelNormParams)
 
 class _TensorOp(Op[TensorParamsT]):
     """What the normalisations share: a shape-parameterised tensor, the tensor layouts, two directions."""
@@ -198,5 +205,45 @@ class NormOp(_TensorOp[NormParams]):
         return replace(params, shape=shape, offset=0.0)
 
 
+# -- group_norm, batch_norm ----------------------------------------------------------------------------
+class ChannelNormOp(_TensorOp[ChannelNormParams]):
+    """group_norm (grouped=True: per sample and group of channels) or batch_norm (per channel, over the batch),
+    forward; a weight and a bias per channel (affine)."""
+
+    directions = ("fwd",)
+    param_names = ("shape",)
+    numerics = "e2egen.runner.ops.normalization.numerics:ChannelNormNumerics"
+
+    def __init__(self, grouped: bool):
+        self.grouped = grouped
+        self.name = "group_norm" if grouped else "batch_norm"
+        self.optional_params = frozen_mapping(GROUP_NORM_DEFAULTS if grouped else BATCH_NORM_DEFAULTS)
+
+    @property
+    def params_type(self) -> type:
+        return ChannelNormParams
+
+    def _build_params(self, raw: Mapping[str, Any]) -> ChannelNormParams:
+        return build_channel_norm_params(raw, self.grouped)
+
+    def input_shapes(self, params: ChannelNormParams, direction: str) -> dict[str, Shape]:
+        per_channel = PER_FEATURE_INPUTS if params.affine else ()
+        return {"x": params.shape, **{name: (params.channels,) for name in per_channel}}
+
+    def output_names(self, params: ChannelNormParams, direction: str) -> tuple[str, ...]:
+        return ("y",)
+
+    def flops(self, params: ChannelNormParams, direction: str) -> int:
+        return _NORM_FLOPS[direction] * math.prod(params.shape)
+
+    def probe_params(self, params: ChannelNormParams, direction: str) -> ChannelNormParams:
+        """The eps probe's problem (runner/ops/normalization/probes.py): at most PROBE_ROWS samples, 4 channels a
+        group (group_norm; batch_norm: at most 2·PROBE_ROWS channels), 8 positions each spatial dim; no offset."""
+        channels = (params.groups * min(params.channels // params.groups, 4) if params.groups is not None
+                    else min(params.channels, 2 * PROBE_ROWS))
+        spatial = tuple(min(size, 8) for size in params.shape[2:])
+        return replace(params, shape=(min(params.shape[0], PROBE_ROWS), channels, *spatial), offset=0.0)
+
+
 NORMALIZATION_OPS = (SoftmaxOp(log=False), SoftmaxOp(log=True), LogSumExpOp(), NormOp(centered=True),
-                     NormOp(centered=False))
+                     NormOp(centered=False), ChannelNormOp(grouped=True), ChannelNormOp(grouped=False))

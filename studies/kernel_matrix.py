@@ -1,0 +1,130 @@
+"""A kernel matrix: correct and planted kernels of some ops, each judged on a set of geometries, ranges, formats and
+seeds by e2egen's default verdict (`e2egen.judge`, as a generated case judges) and, on the very same output, by
+torch.testing.assert_close with the dtype's default tolerances. The evidence studies of new ops and directions
+(reduction_backward_evidence.py, channel_norm_evidence.py) are configurations of it.
+
+A correct kernel must never fail. A planted bug counts where it is one (`bug_dtypes`: an f32 running sum is a
+correct f32 kernel) and, beside every run, whether its output lies more than an ulp of its format from the exact
+result somewhere ("beyond an ulp"): there a verdict can see it at all.
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+
+from e2egen import metrics
+from e2egen.api import judge
+from e2egen.runner import run
+from e2egen.runner.dtypes import storage_dtype
+
+DTYPES = ("f32", "f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """What a study runs: per op its kernels (module path + name; "torch" is the op's default), the geometries
+    (name -> (shape keys, layout)) and ranges, with a direction."""
+
+    title: str
+    command: str
+    direction: str
+    module: str  # "package.module:" the kernels are named in
+    correct: Mapping[str, tuple[str, ...]]  # op -> correct kernels besides torch's
+    wrong: Mapping[str, tuple[str, ...]]  # op -> planted bugs
+    cases: Mapping[str, Mapping[str, tuple[dict, str]]]  # op -> case name -> (shape keys, layout)
+    ranges: Mapping[str, tuple[float, float]]
+    bug_dtypes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    within_correct_error: Mapping[str, str] = field(default_factory=dict)  # kernel -> a case it may pass, and why
+    closing: str = ""  # why the bugs left uncaught cannot be seen
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    failed: int = 0  # by e2egen's default verdict
+    peer_failed: int = 0  # by assert_close
+    visible: int = 0  # runs whose output is more than an ulp from the exact result somewhere
+    caught_visible: int = 0
+    peer_caught_visible: int = 0
+    misses: list[str] = field(default_factory=list)
+
+
+def _beyond_an_ulp(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> bool:
+    return bool(((out.double() - ref).abs() > metrics.ulp(ref, dtype)).any())
+
+
+def _peer_fails(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> bool:
+    stored = out if out.dtype == storage_dtype(dtype) else out.to(storage_dtype(dtype))
+    try:
+        torch.testing.assert_close(stored, ref.to(stored.dtype))
+    except AssertionError:
+        return True
+    return False
+
+
+def evaluate(matrix: Matrix, seeds: int) -> dict[tuple[str, str], Tally]:
+    """(op, kernel) -> its tally over every case, range, dtype and seed."""
+    tallies: dict[tuple[str, str], Tally] = {}
+    for op, cases in matrix.cases.items():
+        for name in ("torch", *matrix.correct.get(op, ()), *matrix.wrong.get(op, ())):
+            tally = tallies.setdefault((op, name), Tally())
+            impl = None if name == "torch" else matrix.module + name
+            for case, (shape, layout) in cases.items():
+                for range_name, data_range in matrix.ranges.items():
+                    for dtype in matrix.bug_dtypes.get(name, DTYPES):
+                        for seed in range(1, seeds + 1):
+                            outcome = judge(impl, op, shape, dtype, direction=matrix.direction, layout=layout,
+                                            data_range=data_range, seed=seed)
+                            result = run(outcome.case.problem(), impl=impl, device="cpu").primary
+                            visible = _beyond_an_ulp(result.out, result.ref, dtype)
+                            peer = _peer_fails(result.out, result.ref, dtype)
+                            tally.runs += 1
+                            tally.failed += not outcome.passed
+                            tally.peer_failed += peer
+                            tally.visible += visible
+                            tally.caught_visible += visible and not outcome.passed
+                            tally.peer_caught_visible += visible and peer
+                            if visible and outcome.passed:
+                                tally.misses.append(f"{case} {range_name} {dtype} seed {seed}")
+    return tallies
+
+
+def is_correct(matrix: Matrix, op: str, name: str) -> bool:
+    return name == "torch" or name in matrix.correct.get(op, ())
+
+
+def render(matrix: Matrix, tallies: dict[tuple[str, str], Tally], seeds: int, seconds: float) -> str:
+    geometries = "; ".join(f"{op}: {', '.join(cases)}" for op, cases in matrix.cases.items())
+    lines = [f"# {matrix.title}", "",
+             f"`{matrix.command} --seeds {seeds}` ({seconds:.0f} s; torch {torch.__version__}, {platform.machine()}). "
+             f"Every kernel runs on its op's geometries ({geometries}), the ranges {', '.join(matrix.ranges)}, f32, "
+             f"f16 and bf16, seeds 1–{seeds}, each judged by e2egen's default verdict (`e2egen.judge`) and by "
+             "`torch.testing.assert_close` with the dtype's tolerances on the same output. A planted bug that is one "
+             "in some formats only runs in those. \"Beyond an ulp\": runs whose output lies more than an ulp of its "
+             "format from the exact result somewhere.", "",
+             "| op | kernel | kind | runs | e2egen fails | assert_close fails | beyond an ulp | e2egen catches of those "
+             "| assert_close catches of those |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    correct, bugs, visible = [0, 0, 0], [0, 0, 0], [0, 0, 0]
+    for (op, name), tally in tallies.items():
+        kind = "correct" if is_correct(matrix, op, name) else "wrong"
+        lines.append(f"| {op} | `{name}` | {kind} | {tally.runs} | {tally.failed} | {tally.peer_failed} | {tally.visible} "
+                     f"| {tally.caught_visible} | {tally.peer_caught_visible} |")
+        if kind == "correct":
+            correct = [correct[0] + tally.runs, correct[1] + tally.failed, correct[2] + tally.peer_failed]
+        else:
+            bugs = [bugs[0] + tally.runs, bugs[1] + tally.failed, bugs[2] + tally.peer_failed]
+            visible = [visible[0] + tally.visible, visible[1] + tally.caught_visible,
+                       visible[2] + tally.peer_caught_visible]
+    lines += ["", f"Correct kernels: {correct[1]} false failures in {correct[0]} runs (assert_close: {correct[2]}).",
+              f"Planted bugs: {bugs[1]} / {bugs[0]} runs caught (assert_close: {bugs[2]}); of the runs beyond an "
+              f"ulp, {visible[1]} / {visible[0]} (assert_close: {visible[2]} / {visible[0]}).", ""]
+    misses = [(op, name, miss) for (op, name), tally in tallies.items() if not is_correct(matrix, op, name)
+              for miss in tally.misses]
+    if misses:
+        lines += ["Bugs beyond an ulp that passed:", ""] + [f"- {op} `{name}`: {miss}" for op, name, miss in misses] + [""]
+    if matrix.closing:
+        lines += [matrix.closing, ""]
+    return "\n".join(lines)

@@ -1,0 +1,26 @@
+"""The kernel-matrix studies (studies/kernel_matrix.py) of the reductions' backward and of group_norm and
+batch_norm: their claims hold on one seed."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
+
+
+@pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence"])
+def test_no_correct_kernel_fails_and_every_bug_beyond_an_ulp_is_caught(study):
+    import importlib
+
+    from studies import kernel_matrix
+
+    matrix = importlib.import_module(f"studies.{study}").MATRIX
+    tallies = kernel_matrix.evaluate(matrix, seeds=1)
+    for (op, name), tally in tallies.items():
+        assert tally.runs > 0
+        if kernel_matrix.is_correct(matrix, op, name):
+            assert tally.failed == 0, f"false failure: {op} {name}"
+        else:  # beyond an ulp, but within what a correct kernel may do there: the cases the study names
+            allowed = matrix.within_correct_error.get(name)
+            missed = [miss for miss in tally.misses if allowed is None or allowed not in miss]
+            assert tally.visible > 0 and not missed, f"missed: {op} {name} {missed}"
+    assert "0 false failures" in kernel_matrix.render(matrix, tallies, 1, 0.0)

@@ -8,7 +8,7 @@ import torch
 
 from e2egen import metrics
 from e2egen.runner import OPS, make_problem, run
-from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, round_to_format, round_to_storage
+from e2egen.runner.inputs import arrange_for_kernel, generate_inputs, reference_inputs, round_to_format, round_to_storage
 
 
 def _sibling(name):
@@ -170,3 +170,16 @@ def test_f32_inputs_are_the_f32_draw_which_is_the_float64_draw_rounded_once():
             assert drawn[name].dtype == torch.float32
             assert torch.equal(drawn[name].view(torch.int32), wide.to(torch.float32).view(torch.int32))
             assert torch.equal(drawn[name].view(torch.int32), metrics.round_to(wide, "f32").to(torch.float32).view(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_streamed_input_stays_in_its_format_and_is_flushed_as_the_reference_flushes(dtype):
+    tiny = torch.finfo(dtype).tiny
+    tensor = torch.tensor([1.0, tiny / 4, -tiny / 2, -3.0, tiny], dtype=dtype)
+    kept = reference_inputs({"k": tensor, "q": tensor}, torch.device("cpu"), streamed=("k",))
+    assert kept["k"].dtype == dtype and kept["k"] is tensor and kept["q"].dtype == torch.float64
+    fmt = "f16" if dtype == torch.float16 else "bf16"
+    flushed = reference_inputs({"k": tensor, "q": tensor}, torch.device("cpu"), flush_format=fmt, streamed=("k",))
+    assert flushed["k"].dtype == dtype
+    assert torch.equal(flushed["k"].double(), flushed["q"])  # the same values as the widened, flushed input
+    assert torch.equal(torch.signbit(flushed["k"]), torch.signbit(tensor)) and int((flushed["k"] == 0).sum()) == 2

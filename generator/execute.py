@@ -274,7 +274,7 @@ def _judge_outputs(case: Case, result: RunResult, repro: str, timings: dict[str,
     else:  # each output judged alone; the case passes when every output does
         reason = "; ".join(f"{name}: {outputs[name][1].summary}" for name in failed)
         report = "\n".join(f"output {name}:\n{v}" for name, (_, v) in outputs.items())
-    seen = [text for name in failed for text in (_unexpected_nans(result, name), _flushed_results(result, name)) if text]
+    seen = [text for name in failed for text in _named_causes(result, name) if text]
     if seen:  # what the kernel did, before the metrics it broke
         reason = "; ".join(seen) + f"; {reason}"
     return Outcome(case, "failed" if failed else "passed", reason, result.device, repro, report=report,
@@ -304,6 +304,36 @@ def _flushed_results(result: RunResult, name: str) -> str:
     first = tuple(int(i) for i in where.nonzero()[0].tolist())
     return (f"the kernel returned 0 where the exact result is subnormal in {output.dtype} ({count} element"
             f"{'s' if count > 1 else ''}, first at {first}): it flushes subnormals (reference.ftz = true accepts that)")
+
+
+def _named_causes(result: RunResult, name: str) -> tuple[str, ...]:
+    """The causes said before the metrics: an unsaturated fp8 output (which its NaNs then need not repeat), NaNs,
+    flushed subnormals."""
+    unsaturated = _unsaturated(result, name)
+    return (unsaturated, "" if unsaturated else _unexpected_nans(result, name), _flushed_results(result, name))
+
+
+def _unsaturated(result: RunResult, name: str) -> str:
+    """"the kernel returned NaN or inf where its fp8 output saturates (N elements, first at (i, j)): ..." or "":
+    the contract holds an fp8 output to ± its largest finite value (runner/dtypes.SATURATING_OUT_DTYPES)."""
+    import torch
+
+    from e2egen import metrics
+    from e2egen.runner.dtypes import SATURATING_OUT_DTYPES
+
+    output = result.outputs[name]
+    if output.dtype not in SATURATING_OUT_DTYPES or output.out.shape != output.ref.shape:
+        return ""
+    largest = metrics.get_format(output.dtype).max
+    ref = output.ref.to("cpu")
+    where = (ref.abs() == largest) & ~torch.isfinite(output.out.detach().to("cpu", torch.float64))
+    count = int(where.sum())
+    if not count:
+        return ""
+    first = tuple(int(i) for i in where.nonzero()[0].tolist())
+    return (f"the kernel returned NaN or inf where its {output.dtype} output saturates ({count} element"
+            f"{'s' if count > 1 else ''}, first at {first}): it does not saturate to ±{largest:g}, as the contract's "
+            f"satfinite conversion does")
 
 
 def _unexpected_nans(result: RunResult, name: str) -> str:

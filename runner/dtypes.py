@@ -35,8 +35,11 @@ FLOAT_DTYPES = ("f32", "tf32", "f16", "bf16")
 DTYPES = (*FLOAT_DTYPES, *FLOAT8, *FLOAT8_PAIRS, *FLOAT4, *INTEGER_DTYPES)
 LOW_BIT = (*FLOAT8, *FLOAT8_PAIRS, *FLOAT4, *INTEGER_DTYPES)
 # The formats a low-bit float op may write instead of f32 (catalogue key `out_dtype`): what fp8 tensor-core
-# epilogues convert to.
-OUT_DTYPES = ("f32", "bf16", "f16")
+# epilogues convert to. An fp8 output saturates: the result rounded to nearest even, then held to ± the
+# format's largest finite value (cuBLASLt's and Transformer Engine's satfinite conversion), where an
+# unsaturated conversion gives NaN (e4m3fn has no inf) or inf (e5m2).
+SATURATING_OUT_DTYPES = ("f8e4m3fn", "f8e5m2")
+OUT_DTYPES = ("f32", "bf16", "f16", *SATURATING_OUT_DTYPES)
 SCALE_DTYPES = ("e8m0", "f32")  # block and tensor scales: OCP MX's E8M0 or plain f32
 
 

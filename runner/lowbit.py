@@ -44,6 +44,17 @@ _WIDENED = (*FLOAT8_STORAGE, torch.int8)
 # fp4 (packed along K) and e8m0 scales are left to the op's own default kernel, which knows their dims.
 
 
+def to_output(result: torch.Tensor, out_dtype: torch.dtype | None) -> torch.Tensor:
+    """A kernel's result in the case's out_dtype (None: as it is): an fp8 output saturated to ± its largest
+    finite value before the conversion rounds it (dtypes.SATURATING_OUT_DTYPES), as the contract says."""
+    if out_dtype is None:
+        return result
+    if out_dtype in FLOAT8_STORAGE:
+        largest = torch.finfo(out_dtype).max
+        return result.clamp(-largest, largest).to(out_dtype)
+    return result.to(out_dtype)
+
+
 def wrap_to_int32(values: torch.Tensor) -> torch.Tensor:
     """Exact integers (float64) to i32 with two's complement wrap-around, as an i32 accumulator does."""
     as_int64 = torch.round(values).to(torch.int64)

@@ -12,6 +12,9 @@ accumulate = k  the reduction is summed in float64 in chunks of k products and
                 (OpNumerics.lowered; runner/gemm_form.py).
 round_output    the result rounded (nearest even) to the output format, as a
                 correctly rounded kernel would return it. Applied before ftz.
+
+An fp8 output (runner/dtypes.SATURATING_OUT_DTYPES) saturates: its reference is held to ± the format's
+largest finite value, always.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import torch
 
 from e2egen import metrics
 
+from e2egen.runner.dtypes import SATURATING_OUT_DTYPES
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.gemm_form import accumulate_chunked
 from e2egen.runner.ops.base import ProductSumOp
@@ -59,6 +63,9 @@ def compute_reference(problem: Problem, inputs64: Mapping[str, torch.Tensor], op
         values = {name: t.contiguous() for name, t in problem.numerics.reference(problem, inputs64).items()}
     outputs = problem.outputs
     for name in values:
+        if outputs[name].dtype in SATURATING_OUT_DTYPES:  # the contract's satfinite conversion (runner/dtypes.py)
+            largest = metrics.get_format(outputs[name].dtype).max
+            values[name] = values[name].clamp(-largest, largest)
         if options.round_output:
             values[name] = metrics.round_to(values[name], outputs[name].dtype)
         if options.ftz:

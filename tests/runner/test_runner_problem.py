@@ -36,7 +36,7 @@ def test_ops_describe_their_axes_and_parameters():
     assert set(OPS) == {"conv1d", "conv2d", "conv3d", "gemm", "scaled_gemm", "attention", "gemm_gemm", "conv_gemm",
                         "exp", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "rsqrt", "sqrt", "square", "relu",
                         "div", "pow", "sum", "mean", "max", "var", "cumsum", "softmax", "log_softmax", "logsumexp", "layer_norm",
-                        "rms_norm"}
+                        "rms_norm", "group_norm", "batch_norm"}
     for name, spatial in (("conv1d", "w"), ("conv2d", "hw"), ("conv3d", "dhw")):
         op = OPS[name]
         assert op.name == name

@@ -35,7 +35,7 @@ from e2egen.runner.dtypes import DTYPES, FLOAT4
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, int_tuple, require_int
 from e2egen.runner.ops.product_sum import conv_layouts
-from e2egen.runner.ops.product_sum.gemm import check_out_dtype, out_dtype_problem
+from e2egen.runner.ops.product_sum.gemm import check_out_dtype, out_dtype_problem, probe_out_dtype
 
 SPATIAL_KEYS = {1: "w", 2: "hw", 3: "dhw"}
 _DIM_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
@@ -267,7 +267,7 @@ class ConvOp(ProductSumOp[ConvParams]):
         pad_end = tuple(min(p, (s - 1) // 2) for p, s in zip(params.pad_end, span))
         return ConvParams(n=2, c=16 * params.groups, k=16 * params.groups, size=size, kernel=params.kernel,
                           stride=params.stride, pad=pad, dilation=params.dilation, groups=params.groups, pad_end=pad_end,
-                          out_dtype=params.out_dtype)
+                          out_dtype=probe_out_dtype(params.out_dtype))
 
     def layout_problem(self, layout: str) -> str | None:
         return conv_layouts.layout_problem(layout, self.spatial_dims)

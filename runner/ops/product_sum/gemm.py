@@ -12,8 +12,8 @@ transposed view of a contiguous (…, cols, rows) tensor, as a column-major
 operand would arrive. The logical shapes and values do not change.
 
 fp4 (f4e2m1) operands arrive packed two a byte along K (runner/fp4.py): A (…, m, k/2),
-B (…, k/2, n), row- or column-major by the layout letter. `out_dtype` (f32, bf16, f16; fp8 and fp4
-only, f32 by default) asks for the output in that format: the kernel is then called f(a, b, out_dtype=…)
+B (…, k/2, n), row- or column-major by the layout letter. `out_dtype` (f32, bf16, f16, f8e4m3fn, f8e5m2; fp8
+and fp4 only, f32 by default) asks for the output in that format: the kernel is then called f(a, b, out_dtype=…)
 with the torch dtype.
 
 This module is the spec (no torch); torch's kernel is in kernels.py, the numerics in numerics.py.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from e2egen.runner.dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, is_low_bit
+from e2egen.runner.dtypes import DTYPES, INTEGER_DTYPES, OUT_DTYPES, SATURATING_OUT_DTYPES, is_low_bit
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import ProductSumOp, Shape, frozen_mapping, require_int
 
@@ -74,6 +74,13 @@ def check_out_dtype(value: Any) -> str:
     if value != "" and value not in OUT_DTYPES:
         raise ProblemError.unknown("out_dtype", value, OUT_DTYPES)
     return value
+
+
+def probe_out_dtype(out_dtype: str) -> str:
+    """The output format the probes call the kernel with: the case's, but f32 for an fp8 output, whose 2 or 3
+    mantissa bits could not show an accumulator's width (the accumulator is the kernel's, the conversion its
+    epilogue's)."""
+    return "f32" if out_dtype in SATURATING_OUT_DTYPES else out_dtype
 
 
 def out_dtype_problem(out_dtype: str, dtype: str) -> str | None:
@@ -128,7 +135,7 @@ class GemmOp(ProductSumOp[GemmParams]):
         return "/".join(part for part in parts if part)
 
     def probe_params(self, params: GemmParams, direction: str) -> GemmParams:
-        return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0, out_dtype=params.out_dtype)
+        return GemmParams(m=32, n=32, k=256, batch=2 if params.batch else 0, out_dtype=probe_out_dtype(params.out_dtype))
 
     def lowered_dims(self, params: GemmParams, direction: str) -> tuple[int, int, int, int]:
         return (max(params.batch, 1), params.m, params.k, params.n)

@@ -67,7 +67,7 @@ from torch.nn import grad
 from e2egen import metrics
 from e2egen.runner import fp4
 from e2egen.runner.gemm_form import GemmForm
-from e2egen.runner.lowbit import elements_f32, f16_running_sum
+from e2egen.runner.lowbit import FLOAT8_STORAGE, elements_f32, f16_running_sum, to_output
 from e2egen.runner.ops.product_sum.conv import SPATIAL_KEYS
 from e2egen.runner.ops.product_sum.lowering import lower
 from e2egen.runner.problem import Problem, make_problem
@@ -112,7 +112,7 @@ def with_out_dtype(kernel: Kernel) -> Kernel:
     @functools.wraps(kernel)
     def run(*tensors: torch.Tensor, out_dtype: torch.dtype | None = None, **keywords: Any) -> torch.Tensor:
         result = kernel(*tensors, **keywords)
-        return result if out_dtype is None or result.dtype == torch.float64 else result.to(out_dtype)
+        return result if result.dtype == torch.float64 else to_output(result, out_dtype)
 
     return run
 
@@ -165,7 +165,7 @@ def torch_gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None =
     if b.dtype == fp4.PACKED:
         b = fp4.unpack_along(b, -2)
     result = torch.matmul(a, b) if a.dtype == b.dtype else torch.matmul(a.float(), b.float())
-    return result if out_dtype is None else result.to(out_dtype)
+    return to_output(result, out_dtype)
 
 
 # == the alternates: the contract -> one gemm form ==========================================
@@ -438,7 +438,7 @@ def conv_filter_as_kyxc(x: torch.Tensor, w: torch.Tensor, *, stride: Sequence[in
 # i8_i16_accumulator.
 # -- plain fp8 gemm ----------------------------------------------------------------------------------------
 def _gemm_out(c: torch.Tensor, out_dtype) -> torch.Tensor:
-    return c if out_dtype is None else c.to(out_dtype)
+    return to_output(c, out_dtype)
 
 
 def fp8_f32(a, b, out_dtype=None):
@@ -454,6 +454,20 @@ def fp8_split_k(a, b, out_dtype=None):
     for part in slices[1:]:
         total = total + part
     return _gemm_out(total, out_dtype)
+
+
+def fp8_unsaturated(a, b, out_dtype=None):
+    """WRONG for an fp8 output: OCP's conversion without saturation, a result beyond the format's largest finite
+    value NaN (e4m3fn) or inf (e5m2) where the contract saturates it."""
+    c = elements_f32(a, -1) @ elements_f32(b, -2)
+    if out_dtype is None or out_dtype not in FLOAT8_STORAGE:
+        return _gemm_out(c, out_dtype)
+    info = torch.finfo(out_dtype)
+    largest = info.max
+    half_step = info.eps * 2.0 ** (math.frexp(largest)[1] - 2)  # half the spacing below the largest finite value
+    beyond = c.abs() >= largest + half_step  # rounds past the largest finite value: no number there
+    overflowed = torch.full_like(c, float("nan") if out_dtype == torch.float8_e4m3fn else float("inf")).copysign(c)
+    return torch.where(beyond, overflowed, c.clamp(-largest, largest)).to(out_dtype)
 
 
 def fp8_fnuz_read_as_fn(a, b, out_dtype=None):

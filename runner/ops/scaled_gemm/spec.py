@@ -36,7 +36,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping, get_args
 
-from e2egen.runner.dtypes import FLOAT4, FLOAT8, FLOAT8_PAIRS, SCALE_DTYPES, largest_finite, operand_formats
+from e2egen.runner.dtypes import (FLOAT4, FLOAT8, FLOAT8_PAIRS, SATURATING_OUT_DTYPES, SCALE_DTYPES, largest_finite,
+                                 operand_formats)
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Direction, ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
 from e2egen.runner.ops.product_sum.gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype
@@ -107,6 +108,10 @@ class ScaledGemmParams:
                 _choice(key, getattr(self, key), SCALE_DTYPES)
         _choice("pattern", self.pattern, PATTERNS)
         check_out_dtype(self.out_dtype)
+        if self.out_dtype in SATURATING_OUT_DTYPES:  # an fp8 output would need its own output scale
+            raise ProblemError("out_dtype", self.out_dtype, f"scaled_gemm writes f32, bf16 or f16, not "
+                               f"{self.out_dtype}: an fp8 output needs an output scale, which its contract lacks",
+                               ("f32", "bf16", "f16"))
 
     @property
     def block_size(self) -> int:

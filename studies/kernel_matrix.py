@@ -4,14 +4,14 @@ torch.testing.assert_close with the dtype's default tolerances. The evidence stu
 (reduction_backward_evidence.py, channel_norm_evidence.py) are configurations of it.
 
 A correct kernel must never fail. A planted bug counts where it is one (`bug_dtypes`: an f32 running sum is a
-correct f32 kernel) and, beside every run, whether its output lies more than an ulp of its format from the exact
+correct f32 kernel; `bug_where`: an unsaturated conversion where nothing saturates is the correct one) and, beside every run, whether its output lies more than an ulp of its format from the exact
 result somewhere ("beyond an ulp"): there a verdict can see it at all.
 """
 from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -36,7 +36,9 @@ class Matrix:
     wrong: Mapping[str, tuple[str, ...]]  # op -> planted bugs
     cases: Mapping[str, Mapping[str, tuple[dict, str]]]  # op -> case name -> (shape keys, layout)
     ranges: Mapping[str, tuple[float, float]]
+    dtypes: tuple[str, ...] = DTYPES
     bug_dtypes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    bug_where: Mapping[str, Callable[[str, str], bool]] = field(default_factory=dict)  # kernel -> (case, range) it is one in
     within_correct_error: Mapping[str, str] = field(default_factory=dict)  # kernel -> a case it may pass, and why
     closing: str = ""  # why the bugs left uncaught cannot be seen
 
@@ -53,7 +55,9 @@ class Tally:
 
 
 def _beyond_an_ulp(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> bool:
-    return bool(((out.double() - ref).abs() > metrics.ulp(ref, dtype)).any())
+    """Some element more than an ulp of `dtype` from the exact result, or not a number where it is one."""
+    out64 = out.double()
+    return bool(((out64 - ref).abs() > metrics.ulp(ref, dtype)).any() or (~torch.isfinite(out64) & torch.isfinite(ref)).any())
 
 
 def _peer_fails(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> bool:
@@ -74,7 +78,9 @@ def evaluate(matrix: Matrix, seeds: int) -> dict[tuple[str, str], Tally]:
             impl = None if name == "torch" else matrix.module + name
             for case, (shape, layout) in cases.items():
                 for range_name, data_range in matrix.ranges.items():
-                    for dtype in matrix.bug_dtypes.get(name, DTYPES):
+                    if not matrix.bug_where.get(name, lambda *_: True)(case, range_name):
+                        continue
+                    for dtype in matrix.bug_dtypes.get(name, matrix.dtypes):
                         for seed in range(1, seeds + 1):
                             outcome = judge(impl, op, shape, dtype, direction=matrix.direction, layout=layout,
                                             data_range=data_range, seed=seed)
@@ -100,10 +106,10 @@ def render(matrix: Matrix, tallies: dict[tuple[str, str], Tally], seeds: int, se
     geometries = "; ".join(f"{op}: {', '.join(cases)}" for op, cases in matrix.cases.items())
     lines = [f"# {matrix.title}", "",
              f"`{matrix.command} --seeds {seeds}` ({seconds:.0f} s; torch {torch.__version__}, {platform.machine()}). "
-             f"Every kernel runs on its op's geometries ({geometries}), the ranges {', '.join(matrix.ranges)}, f32, "
-             f"f16 and bf16, seeds 1–{seeds}, each judged by e2egen's default verdict (`e2egen.judge`) and by "
+             f"Every kernel runs on its op's geometries ({geometries}), the ranges {', '.join(matrix.ranges)}, "
+             f"{', '.join(matrix.dtypes)}, seeds 1–{seeds}, each judged by e2egen's default verdict (`e2egen.judge`) and by "
              "`torch.testing.assert_close` with the dtype's tolerances on the same output. A planted bug that is one "
-             "in some formats only runs in those. \"Beyond an ulp\": runs whose output lies more than an ulp of its "
+             "in some formats or data only runs there. \"Beyond an ulp\": runs whose output lies more than an ulp of its "
              "format from the exact result somewhere.", "",
              "| op | kernel | kind | runs | e2egen fails | assert_close fails | beyond an ulp | e2egen catches of those "
              "| assert_close catches of those |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

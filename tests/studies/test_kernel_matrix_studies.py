@@ -1,5 +1,5 @@
-"""The kernel-matrix studies (studies/kernel_matrix.py) of the reductions' backward and of group_norm and
-batch_norm: their claims hold on one seed."""
+"""The kernel-matrix studies (studies/kernel_matrix.py) of the reductions' backward, of group_norm and batch_norm,
+and of fp8 outputs: their claims hold on one seed."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ import pytest
 pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
 
-@pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence"])
+@pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence", "fp8_output_evidence"])
 def test_no_correct_kernel_fails_and_every_bug_beyond_an_ulp_is_caught(study):
     import importlib
 

@@ -36,6 +36,7 @@ class Matrix:
     wrong: Mapping[str, tuple[str, ...]]  # op -> planted bugs
     cases: Mapping[str, Mapping[str, tuple[dict, str]]]  # op -> case name -> (shape keys, layout)
     ranges: Mapping[str, tuple[float, float]]
+    ranges_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # op -> the ranges it runs on (default all)
     dtypes: tuple[str, ...] = DTYPES
     bug_dtypes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     bug_where: Mapping[str, Callable[[str, str], bool]] = field(default_factory=dict)  # kernel -> (case, range) it is one in
@@ -78,6 +79,8 @@ def evaluate(matrix: Matrix, seeds: int) -> dict[tuple[str, str], Tally]:
             impl = None if name == "torch" else matrix.module + name
             for case, (shape, layout) in cases.items():
                 for range_name, data_range in matrix.ranges.items():
+                    if range_name not in matrix.ranges_of.get(op, matrix.ranges):
+                        continue
                     if not matrix.bug_where.get(name, lambda *_: True)(case, range_name):
                         continue
                     for dtype in matrix.bug_dtypes.get(name, matrix.dtypes):

@@ -17,7 +17,7 @@ import torch
 
 from e2egen.runner import intervals as iv
 from e2egen.runner.intervals import Interval, IntervalContext
-from e2egen.runner.ops.function_signatures import SIGNATURES, FunctionSignature
+from e2egen.runner.ops.function_signatures import BACKWARD_SIGNATURES, SIGNATURES, FunctionSignature
 
 
 @dataclass(frozen=True)
@@ -125,4 +125,83 @@ FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(SIGNATURES[name], *p
     ("relu", (_torch("relu"), _primitive("relu"), _torch("relu"))),
     ("div", (_torch("div"), _div_interval, _torch("div"))),
     ("pow", (_torch("pow"), _pow_interval, _torch("pow"))),
+)}
+
+
+
+# -- backward: grad_x = grad_y·f'(·) from grad_y and what torch's autograd saves (function_signatures.BACKWARD_SAVES) --
+def _one(like: Interval, c: IntervalContext) -> Interval:
+    return iv.constant(1.0, like.lo, c)
+
+
+def _exp_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    return iv.mul(g, y, c)
+
+
+def _tanh_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    """g·(1 - y²), with 1 - y² by either formula kernels use: 1 - y·y (torch's), or (1 - y)(1 + y), which does
+    not cancel near |y| = 1 but rounds once more where y is small: the hull of the two."""
+    one = _one(y, c)
+    squared = iv.add(one, iv.negate(iv.mul(y, y, c)), c)
+    factored = iv.mul(iv.add(one, iv.negate(y), c), iv.add(one, y, c), c)
+    either = Interval(torch.minimum(squared.lo, factored.lo), torch.maximum(squared.hi, factored.hi))
+    return iv.mul(g, either, c)
+
+
+def _relu_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    passes = (y.lo > 0).to(g.lo.dtype)  # exact: grad_y where y > 0, else 0
+    return Interval(g.lo * passes, g.hi * passes)
+
+
+def _sqrt_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    return iv.div(g, iv.mul(iv.constant(2.0, y.lo, c), y, c), c)
+
+
+def _log_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    return iv.div(g, x, c)
+
+
+def _square_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    return iv.mul(iv.constant(2.0, x.lo, c), iv.mul(g, x, c), c)
+
+
+def _aten(name: str) -> Callable[..., torch.Tensor]:
+    def call(grad_y: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
+        return getattr(torch.ops.aten, name)(grad_y, saved)
+
+    call.__name__ = f"torch_{name}"
+    return call
+
+
+def _autograd(forward: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """torch's autograd of `forward` at x (the backwards that save x)."""
+    def call(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        leaf = x.detach().requires_grad_()
+        with torch.enable_grad():
+            y = forward(leaf)
+        return torch.autograd.grad(y, leaf, grad_y)[0]
+
+    call.__name__ = f"torch_{forward.__name__}_backward"
+    return call
+
+
+def torch_exp_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return grad_y * y  # exp's autograd formula: grad · result
+
+
+def torch_sqrt_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return grad_y / (2 * y)  # sqrt's autograd formula: grad / (2 · result)
+
+
+def torch_relu_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.threshold_backward(grad_y, y, 0)
+
+
+BACKWARD_FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(BACKWARD_SIGNATURES[name], *parts) for name, parts in (
+    ("exp", (lambda g, y: g * y, _exp_backward, torch_exp_backward)),
+    ("tanh", (lambda g, y: g * (1 - y * y), _tanh_backward, _aten("tanh_backward"))),
+    ("relu", (lambda g, y: g * (y > 0), _relu_backward, torch_relu_backward)),
+    ("sqrt", (lambda g, y: g / (2 * y), _sqrt_backward, torch_sqrt_backward)),
+    ("log", (lambda g, x: g / x, _log_backward, _autograd(torch.log))),
+    ("square", (lambda g, x: 2 * g * x, _square_backward, _autograd(_square))),
 )}

@@ -7,7 +7,8 @@ import pytest
 pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
 
-@pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence", "fp8_output_evidence"])
+@pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence", "fp8_output_evidence",
+                                   "pointwise_backward_evidence"])
 def test_no_correct_kernel_fails_and_every_bug_beyond_an_ulp_is_caught(study):
     import importlib
 

@@ -120,3 +120,76 @@ def sigmoid_overflow(x: torch.Tensor) -> torch.Tensor:
 def log1p_as_log(x: torch.Tensor) -> torch.Tensor:
     """log(1 + x) in f32: loses x's low bits in 1 + x, so near 0 it is off by up to 2^-24/|x| relative."""
     return torch.log(1.0 + _f32(x)).to(x.dtype)
+
+
+# -- backward (bwd_data): f(grad_y, y) -> grad_x for exp, tanh, relu, sqrt; f(grad_y, x) for log, square ----------
+def exp_backward_f32(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y · y in f32."""
+    return (_f32(grad_y) * _f32(y)).to(y.dtype)
+
+
+def tanh_backward_factored(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y · (1 - y)(1 + y) in f32 (no cancellation of y² near |y| = 1)."""
+    y32 = _f32(y)
+    return (_f32(grad_y) * ((1.0 - y32) * (1.0 + y32))).to(y.dtype)
+
+
+def relu_backward_where(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y where y > 0, else 0."""
+    return torch.where(y > 0, grad_y, torch.zeros_like(grad_y))
+
+
+def sqrt_backward_half(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: 0.5 · grad_y / y in f32."""
+    return (0.5 * _f32(grad_y) / _f32(y)).to(y.dtype)
+
+
+def log_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y / x in f32."""
+    return (_f32(grad_y) / _f32(x)).to(x.dtype)
+
+
+def square_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: 2 · grad_y · x in f32."""
+    return (2.0 * _f32(grad_y) * _f32(x)).to(x.dtype)
+
+
+CORRECT_BACKWARD = {"exp": ("exp_backward_f32",), "tanh": ("tanh_backward_factored",), "relu": ("relu_backward_where",),
+                    "sqrt": ("sqrt_backward_half",), "log": ("log_backward_f32",), "square": ("square_backward_f32",)}
+
+
+def tanh_backward_linear(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y · (1 - y), the square forgotten."""
+    return (_f32(grad_y) * (1.0 - _f32(y))).to(y.dtype)
+
+
+def tanh_backward_in_format(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: y², 1 - y² and the product each rounded to the input format (1 - y² cancels near 1)."""
+    square = (_f32(y) * _f32(y)).to(y.dtype)
+    return (_f32(grad_y) * _f32((1.0 - _f32(square)).to(y.dtype))).to(y.dtype)
+
+
+def relu_backward_at_zero(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y passes where y >= 0, so also where relu clipped x to 0."""
+    return torch.where(y >= 0, grad_y, torch.zeros_like(grad_y))
+
+
+def sqrt_backward_no_half(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y / y, the 1/2 forgotten."""
+    return (_f32(grad_y) / _f32(y)).to(y.dtype)
+
+
+def log_backward_reciprocal_in_format(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: 1/x rounded to the input format, then the product: two roundings in the format."""
+    reciprocal = (1.0 / _f32(x)).to(x.dtype)
+    return (_f32(grad_y) * _f32(reciprocal)).to(x.dtype)
+
+
+def square_backward_no_two(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y · x, the 2 forgotten."""
+    return (_f32(grad_y) * _f32(x)).to(x.dtype)
+
+
+WRONG_BACKWARD = {"tanh": ("tanh_backward_linear", "tanh_backward_in_format"), "relu": ("relu_backward_at_zero",),
+                  "sqrt": ("sqrt_backward_no_half",), "log": ("log_backward_reciprocal_in_format",),
+                  "square": ("square_backward_no_two",)}

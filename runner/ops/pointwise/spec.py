@@ -9,6 +9,12 @@ Kernel contract: f(x) -> y, or f(x, y) -> z for div and pow; the tensors on the 
 dtype, stored as the layout says (runner/ops/tensor_layouts.py), the result of the same logical shape
 and dtype (any strides). torch's own function is the default kernel.
 
+Backward (bwd_data) of exp, tanh, relu, sqrt (f(grad_y, y) -> grad_x, y the forward's output, as
+torch's autograd saves it) and of log, square (f(grad_y, x) -> grad_x): grad_x = grad_y·f'. y is the forward of
+a drawn x, computed exactly and rounded to the format, so that it is an output a forward pass can give. The
+defaults are torch's own backward formulas (runner/ops/math_functions.BACKWARD_FUNCTIONS); the backward has no
+probes (its compute format is assumed f32).
+
 The verdict per element is membership of the acceptance interval: the exact result's interval in the
 kernel's compute format (f32 unless the probes find the kernel computes in its input format), rounded
 outward to the output format. `bound_ratio` reports it: the distance from the exact result over the
@@ -24,7 +30,7 @@ from typing import Any, Mapping
 
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Op, Shape, frozen_mapping
-from e2egen.runner.ops.function_signatures import SIGNATURES, FunctionSignature
+from e2egen.runner.ops.function_signatures import BACKWARD_SIGNATURES, SIGNATURES, FunctionSignature
 from e2egen.runner.ops.tensor_layouts import TENSOR_LAYOUTS, layout_problem_for_shape, parse_shape
 
 PROBE_SHAPE = (3, 37, 37)
@@ -53,7 +59,6 @@ def _parse_range(key: str, value: Any) -> tuple[float, float] | None:
 
 
 class PointwiseOp(Op[PointwiseParams]):
-    directions = ("fwd",)
     layouts = TENSOR_LAYOUTS
     param_names = ("shape",)
     numerics = "e2egen.runner.ops.pointwise.numerics:PointwiseNumerics"
@@ -61,7 +66,13 @@ class PointwiseOp(Op[PointwiseParams]):
     def __init__(self, function: FunctionSignature):
         self.function = function
         self.name = function.name
+        self.backward = BACKWARD_SIGNATURES.get(function.name)
+        self.directions = ("fwd", "bwd_data") if self.backward is not None else ("fwd",)
         self.optional_params = frozen_mapping({"y_range": None} if len(function.inputs) == 2 else {})
+
+    def signature(self, direction: str) -> FunctionSignature:
+        """The function a direction computes: the op's, or its backward's."""
+        return self.function if direction == "fwd" else self.backward
 
     def __repr__(self) -> str:
         return f"PointwiseOp({self.name})"
@@ -74,7 +85,10 @@ class PointwiseOp(Op[PointwiseParams]):
         return PointwiseParams(shape=parse_shape("shape", raw["shape"]), y_range=_parse_range("y_range", raw.get("y_range")))
 
     def input_shapes(self, params: PointwiseParams, direction: str) -> dict[str, Shape]:
-        return {name: params.shape for name in self.function.inputs}
+        return {name: params.shape for name in self.signature(direction).inputs}
+
+    def output_names(self, params: PointwiseParams, direction: str) -> tuple[str, ...]:
+        return ("out",) if direction == "fwd" else ("grad_x",)
 
     def input_ranges(self, params: PointwiseParams, case_range: tuple[float, float]) -> Mapping[str, tuple[float, float]]:
         return {"y": params.y_range} if params.y_range else {}
@@ -97,10 +111,13 @@ class PointwiseOp(Op[PointwiseParams]):
                 "lean to one side (bias_z) is inside its allowance")
 
     # -- arithmetic probes: which format the kernel computes in ---------------------------
-    def probe_params(self, params: PointwiseParams, direction: str) -> PointwiseParams:
+    def probe_params(self, params: PointwiseParams, direction: str) -> PointwiseParams | None:
         # rank 3 with odd sizes: every layout stores it with the strides of a real case, and vectorised
         # kernels leave scalar tails (torch's CPU f16 rsqrt is less accurate in its tails)
-        return PointwiseParams(shape=PROBE_SHAPE, y_range=params.y_range)
+        return PointwiseParams(shape=PROBE_SHAPE, y_range=params.y_range) if direction == "fwd" else None
+
+    def unprobed_reason(self, params: PointwiseParams, direction: str) -> str:
+        return f"{self.name}'s backward has no probes: it is judged in f32's arithmetic"
 
 
 POINTWISE_OPS = tuple(PointwiseOp(function) for function in SIGNATURES.values())

@@ -253,11 +253,16 @@ CHUNK_SCORES = 1 << 22  # score elements per chunk of the reference and the boun
 KEY_INPUTS = ("k", "v")  # (batch, heads_kv, seq_k, ...): one row per key, widened block by block where keys are blocked
 
 
+def elements_per_key(params: AttentionParams) -> int:
+    """What one key adds to a block, in elements: its row of K or V, or one query row's score, whichever is more."""
+    return params.batch * max(params.heads_kv * max(params.head_dim_qk, params.head_dim_v), params.heads_q)
+
+
 def key_block_size(params: AttentionParams) -> int:
     """Keys per block of the reference and the bound: every key, unless K or V in float64 would hold more than
     CHUNK_SCORES elements; then as many as keep a block of K and of V, and one query row's scores over it,
     within CHUNK_SCORES. Quantized cases take every key (their score chain is built whole: QuantizedScores)."""
-    per_key = params.batch * max(params.heads_kv * max(params.head_dim_qk, params.head_dim_v), params.heads_q)
+    per_key = elements_per_key(params)
     if params.quantized or per_key * params.seq_k <= CHUNK_SCORES:
         return params.seq_k
     return max(1, CHUNK_SCORES // per_key)

@@ -35,7 +35,8 @@ def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.float()
 
 
-# -- rows: (rows, n) in f32 and the per-channel values laid out against them -----------------------------
+# -- rows: (rows, n) in f32 and the per-channel values laid out against them. Written from the contract, apart
+# from normalization_math's rows on purpose: a mistake shared with the reference would pass unseen ------------
 def _rows(x: torch.Tensor, groups: int | None) -> torch.Tensor:
     if groups is not None:
         return x.float().reshape(x.shape[0], groups, -1)

@@ -150,8 +150,6 @@ class ChannelNormParams:
 
 def build_channel_norm_params(raw: Mapping[str, Any], grouped: bool) -> ChannelNormParams:
     shape = parse_shape("shape", raw["shape"])
-    if len(shape) < 2:
-        raise ProblemError("shape", list(shape), f"expected (N, C, spatial...): 2 to 5 dims, got {list(shape)}")
     groups = require_int("groups", raw["groups"], 1) if grouped else None
     if not isinstance(raw["affine"], bool):
         raise ProblemError("affine", raw["affine"], f"expected true or false, got {raw['affine']!r}", (True, False))

@@ -33,11 +33,6 @@ def _problem(shape: dict, dtype: str = "f16"):
     return make_problem("attention", "fwd", dtype, "bhsd", shape, (-1.0, 1.0), 3)
 
 
-def _per_key(params) -> int:
-    """CHUNK_SCORES per key of a block: a block's K or V, or one query row's scores over it."""
-    return params.batch * max(params.heads_kv * max(params.head_dim_qk, params.head_dim_v), params.heads_q)
-
-
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_chunked_reference_and_bound_equal_the_whole_case_s(name, monkeypatch):
     problem = _problem(SHAPES[name], DTYPE.get(name, "f16"))
@@ -46,7 +41,7 @@ def test_chunked_reference_and_bound_equal_the_whole_case_s(name, monkeypatch):
     whole_bounds = rows_bound(problem, inputs64, whole)
     params = problem.params
     # as small as keeps every key in one block: 4 to 16 rows per chunk
-    monkeypatch.setattr(attention_params, "CHUNK_SCORES", _per_key(params) * params.seq_k)
+    monkeypatch.setattr(attention_params, "CHUNK_SCORES", attention_params.elements_per_key(params) * params.seq_k)
     assert len(attention_params.query_chunks(params)) > 1 and not attention_params.blocks_keys(params)
     numerics = problem.numerics
     chunked = numerics.reference(problem, inputs64)
@@ -77,7 +72,8 @@ def test_streamed_key_blocks_give_the_whole_case_s_reference_and_bound(name, dty
     whole = attention_rows(problem.params, inputs64)
     whole_bounds = rows_bound(problem, inputs64, whole)
     params = problem.params
-    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 7 * _per_key(params))  # blocks of 7 keys, the last shorter
+    # blocks of 7 keys, the last shorter
+    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 7 * attention_params.elements_per_key(params))
     assert attention_params.key_block_size(params) == 7 and attention_params.blocks_keys(params)
     assert len(attention_params.query_chunks(params)) > 1
     # K and V as the runner passes them to a streaming case: in their input format (AttentionOp.streamed_inputs)
@@ -118,7 +114,7 @@ def test_a_streamed_case_passes_torch_s_kernel_and_fails_a_scaled_output(dtype, 
 
     shape = SHAPES["gqa, window, kv lengths"]
     params = _problem(shape, dtype).params
-    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 7 * _per_key(params))
+    monkeypatch.setattr(attention_params, "CHUNK_SCORES", 7 * attention_params.elements_per_key(params))
     assert attention_params.blocks_keys(params)
     correct = e2egen.judge(None, "attention", shape, dtype, layout="bhsd")
     assert correct.passed, correct.reason

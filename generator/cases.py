@@ -12,10 +12,13 @@ from e2egen.generator import layers
 from e2egen.generator.case_id import CaseId
 from e2egen.metrics.names import BOUND_METRIC_NAMES
 from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.dtypes import is_low_bit
+from e2egen.runner.edge_data import EDGES_RANGE
 from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements, VerifierOptions
 
 if TYPE_CHECKING:
     from e2egen import runner
+    from e2egen.runner.edge_data import EdgeData
     from e2egen.runner.problem import InputData
 from e2egen.generator.catalogue import Catalogue, Config, Layered, Suite
 from e2egen.generator.errors import CatalogueError, Problem
@@ -188,12 +191,24 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         reference = _options(options, ReferenceOptions, _resolve(levels, catalogue.reference, suite.reference, config.reference))
         require = _options(options, Requirements, _resolve(levels, catalogue.require, suite.require, config.require))
         verifier = _options(options, VerifierOptions, _resolve(levels, catalogue.verifier, suite.verifier, config.verifier))
-        lo, hi = catalogue.ranges[axes["range"]]
-        shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"])
+        params, data = config.params, catalogue.range_data.get(axes["range"], "uniform")
+        if axes["range"] == EDGES_RANGE:
+            try:
+                edge = _edge_data(catalogue, suite, config, axes)
+            except runner.ProblemError as err:
+                problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))
+                continue
+            if edge is None:
+                continue
+            lo, hi, data = edge.lo, edge.hi, edge.data
+            params = {**config.params, **edge.params} if edge.params else config.params
+        else:
+            lo, hi = catalogue.ranges[axes["range"]]
+        shape_key = (suite.name, config.name, axes["direction"], dtype, axes["layout"], params is not config.params)
         figures = figures_by_shape.get(shape_key)
         if figures is None:
             try:
-                problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], config.params, (lo, hi), 0)
+                problem = runner.make_problem(suite.op, axes["direction"], dtype, axes["layout"], params, (lo, hi), 0)
             except runner.ProblemError as err:  # the loader judges every case (check_combinations); a Catalogue built
                 problems.append(Problem(config.location, cid, f"{err.key}: {err.message}"))  # elsewhere still gets a location
                 continue
@@ -204,16 +219,16 @@ def expand(catalogue: Catalogue, global_seed: int | None = None) -> list[Case]:
         bound = None
         if any(name in tolerances for name in BOUND_METRIC_NAMES):
             bound = _options(options, BoundModel, _resolve(levels, catalogue.bound, suite.bound, config.bound))
-        pr, pr_reason = _pr(catalogue, suite, config, cid)
+        pr, pr_reason = _pr(catalogue, suite, config, cid, axes["range"] == EDGES_RANGE)
         cases.append(Case(
             suite=suite.name, config=config.name, op=suite.op,
             direction=axes["direction"], dtype=dtype, layout=axes["layout"], range=axes["range"], lo=lo, hi=hi,
-            params=dict(config.params), seed=derive_seed(seed, cid), tolerances=tolerances,
+            params=dict(params), seed=derive_seed(seed, cid), tolerances=tolerances,
             reference=reference, bound=bound, impl=suite.impl,
             markers=case_markers(key, pr, (*suite.markers, *config.markers)), pr=pr, pr_reason=pr_reason,
             flops=figures[0], bytes_needed=figures[1], reduction_size=figures[2],
             require=require, verifier=verifier, accepted=catalogue.accepted, location=str(config.location),
-            timeout=_timeout(catalogue, suite, config), data=catalogue.range_data.get(axes["range"], "uniform"),
+            timeout=_timeout(catalogue, suite, config), data=data,
         ))
     if problems:
         raise CatalogueError(problems)
@@ -247,13 +262,42 @@ def integer_output(problem: Any) -> bool:
 
 
 def _combinations(catalogue: Catalogue) -> Iterator[tuple[Suite, Config, dict[str, str]]]:
+    """Every combination of a suite's axes its excludes leave, and after the ranges of each low-bit dtype, the
+    edges range (runner/edge_data.py; expand asks the op whether it has edge data there)."""
     for suite in catalogue.suites:
         for config in suite.configs:
-            for direction, dtype, layout, range_name in itertools.product(suite.directions, suite.dtypes, suite.layouts, suite.ranges):
-                axes = {"config": config.name, "direction": direction, "dtype": dtype, "layout": layout, "range": range_name}
-                if any(e.matches(axes) for e in (*suite.excludes, *config.excludes)):
-                    continue
-                yield suite, config, axes
+            for direction, dtype, layout in itertools.product(suite.directions, suite.dtypes, suite.layouts):
+                edges = (EDGES_RANGE,) if suite.edges and is_low_bit(dtype) else ()
+                for range_name in (*suite.ranges, *edges):
+                    axes = {"config": config.name, "direction": direction, "dtype": dtype, "layout": layout, "range": range_name}
+                    if not _excluded(suite, config, axes):
+                        yield suite, config, axes
+
+
+def _excluded(suite: Suite, config: Config, axes: Mapping[str, str]) -> bool:
+    return any(e.matches(axes) for e in (*suite.excludes, *config.excludes))
+
+
+def edge_data(op: str, params: Mapping[str, Any], direction: str, dtype: str) -> "EdgeData | None":
+    """An edges case's data: the op's (Op.edge_data), from the config's params. The one place expand and the
+    generated modules (codec.decode) take it from."""
+    from e2egen.runner.problem import lookup_op
+
+    spec = lookup_op(op)
+    return spec.edge_data(spec.parse_params(params), direction, dtype)
+
+
+def _edge_data(catalogue: Catalogue, suite: Suite, config: Config, axes: Mapping[str, str]) -> "EdgeData | None":
+    """edge_data for this combination, None where the op has none or where one of the suite's own ranges already
+    draws the same data for it."""
+    edge = edge_data(suite.op, config.params, axes["direction"], axes["dtype"])
+    if edge is None or edge.params:
+        return edge
+    for name in suite.ranges:
+        same = (catalogue.ranges[name] == (edge.lo, edge.hi) and catalogue.range_data.get(name, "uniform") == edge.data)
+        if same and not _excluded(suite, config, {**axes, "range": name}):
+            return None
+    return edge
 
 
 def _resolve(case_axes: tuple[str, str], *levels: Layered) -> dict[str, Any]:
@@ -261,14 +305,13 @@ def _resolve(case_axes: tuple[str, str], *levels: Layered) -> dict[str, Any]:
     return layers.merge(levels, *case_axes)  # case_axes is (dtype, direction)
 
 
-def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str) -> tuple[bool, str]:
-    if config.pr is not None:
+def _pr(catalogue: Catalogue, suite: Suite, config: Config, cid: str, edges: bool = False) -> tuple[bool, str]:
+    """Whether a case is in the PR subset, and why. An edges case is nightly data: only the selection picks it."""
+    if not edges:
         if config.pr:
             return True, "config pr = true"
-        if cid not in catalogue.pr_selection:
-            return False, ""
-    elif suite.pr:
-        return True, "suite pr = true"
+        if config.pr is None and suite.pr:
+            return True, "suite pr = true"
     if cid in catalogue.pr_selection:
         return True, f"selection: {catalogue.pr_selection[cid]}" if catalogue.pr_selection[cid] else "selection"
     return False, ""
@@ -291,7 +334,8 @@ def _options(built: dict[tuple, Any], kind: type, table: Mapping[str, Any]) -> A
 
 
 def case_markers(key: CaseId, pr: bool, catalogue_markers: Iterable[str]) -> tuple[str, ...]:
-    """pr (when selected), then op, dtype, direction, layout, then the catalogue's own markers."""
-    standard = (key.op, key.dtype, key.direction, key.layout)
+    """pr (when selected), then op, dtype, direction, layout, edges (an edges case's), then the catalogue's own
+    markers."""
+    standard = (key.op, key.dtype, key.direction, key.layout, *((EDGES_RANGE,) if key.range == EDGES_RANGE else ()))
     extra = tuple(m for m in catalogue_markers if m not in standard)
     return (("pr",) if pr else ()) + standard + tuple(dict.fromkeys(extra))

@@ -104,6 +104,7 @@ class Suite:
     require: Layered = EMPTY
     verifier: Layered = EMPTY
     timeout: float | None = None  # seconds a case may run; None: the catalogue's
+    edges: bool = True  # whether its low-bit cases get an edges case each (runner/edge_data.py; catalogue `edges`)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ caching is often off):
 
     CONFIGS   config name -> {"params", "location", "markers", "timeout"}  (the catalogue's own markers;
               the config's resolved time limit in seconds, None for the default)
-    RANGES    range name -> (low, high), or (low, high, data) where inputs are not uniform reals
+    RANGES    range name -> (low, high), or (low, high, data) where inputs are not uniform reals; an edges
+              case's range is not there: its op gives its data (cases.edge_data)
     SETTINGS  "s0", "s1", ... -> {"tolerances", "reference", "bound", "require", "verifier", "accepted"}
               (options as catalogue tables; accepted: the [[accept]] entries as tables)
     rows      (case id, seed, settings name, PR reason or None, flops, bytes needed, reduction size)
@@ -19,8 +20,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from e2egen.generator.case_id import CaseId
-from e2egen.generator.cases import Case, case_markers
+from e2egen.generator.cases import Case, case_markers, edge_data
 from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.edge_data import EDGES_RANGE
 from e2egen.runner.options import BoundModel, ReferenceOptions, Requirements, VerifierOptions
 
 ROW_FIELDS = ("id", "seed", "settings", "pr_reason", "flops", "bytes_needed", "reduction_size")
@@ -39,7 +41,8 @@ def encode(cases: Sequence[Case]) -> dict[str, Any]:
         # A catalogue marker named like an axis value is dropped from the cases that have that value: the
         # union over the config's cases gives every case its own back.
         config["markers"] += [m for m in case.catalogue_markers if m not in config["markers"]]
-        ranges.setdefault(case.range, (case.lo, case.hi) if case.data == "uniform" else (case.lo, case.hi, case.data))
+        if case.range != EDGES_RANGE:  # an edges case's data is its op's for its dtype and direction: decode asks it
+            ranges.setdefault(case.range, (case.lo, case.hi) if case.data == "uniform" else (case.lo, case.hi, case.data))
         # options are hashable values
         key = (tuple(sorted(case.tolerances.items())), case.reference, case.bound, case.require, case.verifier, case.accepted)
         if key not in settings_names:
@@ -70,11 +73,19 @@ def decode(tables: Mapping[str, Any], impl: str | None) -> list[Case]:
         key = CaseId.parse(values["id"])
         config = configs[key.config]
         tolerances, reference, bound, require, verifier, accepted = settings[values["settings"]]
-        lo, hi, *data = ranges[key.range]
+        params = config["params"]
+        if key.range == EDGES_RANGE:
+            edge = edge_data(key.op, params, key.direction, key.dtype)
+            if edge is None:
+                raise ValueError(f"case {values['id']!r}: {key.op} has no edge data for {key.dtype} {key.direction} any more; "
+                                 "generate the suite again")
+            lo, hi, data, params = edge.lo, edge.hi, [edge.data], {**params, **edge.params}
+        else:
+            lo, hi, *data = ranges[key.range]
         pr = values["pr_reason"] is not None
         cases.append(Case(
             suite=key.suite, op=key.op, config=key.config, direction=key.direction, dtype=key.dtype,
-            layout=key.layout, range=key.range, lo=lo, hi=hi, params=config["params"], seed=values["seed"],
+            layout=key.layout, range=key.range, lo=lo, hi=hi, params=params, seed=values["seed"],
             tolerances=tolerances, reference=reference, bound=bound,
             impl=impl, markers=case_markers(key, pr, config["markers"]), pr=pr, pr_reason=values["pr_reason"] or "",
             flops=values["flops"], bytes_needed=values["bytes_needed"], reduction_size=values["reduction_size"],

@@ -23,6 +23,7 @@ from e2egen.generator.selection import read_selection
 from e2egen.generator.toml_lines import key_lines
 from e2egen.generator.toml_reader import TomlReader, describe, key_text, parse_toml, read_toml_text, unreadable
 from e2egen.runner.arithmetic.requirements import Acceptance
+from e2egen.runner.edge_data import EDGES_RANGE
 from e2egen.runner.ops.base import UNKNOWN_LAYOUT
 from e2egen.runner.options import OPTION_TYPES, OptionKey, Requirements
 
@@ -110,6 +111,7 @@ class _Reader(TomlReader):
         ranges, range_data = self.ranges(self.table(data.get("ranges"), ("ranges",)))
         layered = {name: self.layered(name, data.get(name), (name,)) for name in LAYERED_TABLES}
         accepted = self.accepts(data.get("accept"), ("accept",))
+        self.edges_default = self.boolean(data.get("edges", True), ("edges",)) is not False
         suites_data = data.get("suite", [])
         if isinstance(suites_data, list) and suites_data:
             suites_data = self.tables(suites_data, ("suite",))
@@ -165,6 +167,10 @@ class _Reader(TomlReader):
             key_path = ("ranges", name)
             if not re.fullmatch(schema.NAME_PATTERN, name):
                 self.problem(key_path, f"{name!r} is not a valid range name")
+                continue
+            if name == EDGES_RANGE:
+                self.problem(key_path, f"{name!r} is the range of e2egen's edge-data cases (docs/reference/catalogue.md, "
+                                       "\"Edge data\"): give this range another name")
                 continue
             data, random = "uniform", ()
             if isinstance(value, dict):
@@ -422,8 +428,9 @@ class _Reader(TomlReader):
                 axes[axis] = self.choices(data.get(axis, list(default or ())), key_path + (axis,),
                                           op.dtypes if axis == "dtypes" else valid, kind, accepts)
             exclude_axes[axis] = axes[axis] if len(self.problems) == known_problems else tuple(valid)
-            if axis == "ranges":  # cases are made of the valid ranges only
+            if axis == "ranges":  # cases are made of the valid ranges only; an exclude may name the edges cases' too
                 axes[axis] = tuple(r for r in axes[axis] if r in ranges)
+                exclude_axes[axis] = (*exclude_axes[axis], EDGES_RANGE)
         self.check_range_data(ranges, range_data, axes, key_path)
         impl = data.get("impl")
         if impl is not None and self.string(impl, key_path + ("impl",)) is not None and impl != "torch":
@@ -447,6 +454,7 @@ class _Reader(TomlReader):
         self.no_duplicates([c.name for c in configs], key_path + ("config",), "config", [c.location for c in configs])
         excludes = self.excludes(data.get("exclude"), key_path + ("exclude",), schema.SUITE_EXCLUDE_KEYS, {**exclude_axes, "configs": tuple(c.name for c in configs)})
         pr = self.boolean(data.get("pr", False), key_path + ("pr",))
+        edges = self.boolean(data.get("edges", getattr(self, "edges_default", True)), key_path + ("edges",))
         if name is None:
             return None
         if configs and all(axes.values()):
@@ -462,7 +470,7 @@ class _Reader(TomlReader):
             verifier=self.layered("verifier", data.get("verifier"), key_path + ("verifier",)),
             excludes=excludes, impl=None if impl in (None, "torch") else impl,
             markers=self.markers(data.get("markers"), key_path + ("markers",)), pr=bool(pr),
-            timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)),
+            timeout=self.timeout(data.get("timeout"), key_path + ("timeout",)), edges=bool(edges),
         )
 
     def check_impl(self, op: str, directions: Iterable[str], impl: str, key_path: tuple) -> None:

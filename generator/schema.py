@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from e2egen.generator.catalogue import AXES
 
-TOP_KEYS = ("seed", "pr_selection", "ranges", "tolerances", "reference", "bound", "require", "verifier", "accept", "suite", "timeout")
+TOP_KEYS = ("seed", "pr_selection", "ranges", "tolerances", "reference", "bound", "require", "verifier", "accept", "suite", "timeout",
+            "edges")
 SUITE_KEYS = (
     "name", "description", "op", "dtypes", "directions", "layouts", "ranges",
     "config", "exclude", "tolerances", "reference", "bound", "require", "verifier", "impl", "markers", "pr", "timeout",
+    "edges",
 )
 RANGE_KEYS = ("range", "data", "random")  # a [ranges] entry as a table: { range = [lo, hi], data = "integers", random = ["w"] }
 CONFIG_META_KEYS = ("name", "exclude", "tolerances", "reference", "bound", "require", "verifier", "markers", "pr", "timeout")
@@ -32,6 +34,7 @@ RESERVED_MARKERS = {
                     "a pytest built-in marker"),
     "timeout": "pytest-timeout's marker", "xdist_group": "pytest-xdist's marker",
     "pr": "e2egen's marker of the PR subset (give `pr = true` instead)",
+    "edges": "e2egen's marker of the edge-data cases (runner/edge_data.py)",
 }
 
 # `timeout`: the seconds each case may run (inputs, probes, kernel, reference, comparison), at the top

@@ -10,6 +10,8 @@ The spec, in the order a case uses it:
                       (several for ops such as attention's (O, LSE); integer
                       formats for integer ops); the first is the primary one
     input_formats, input_ranges, largest_input
+    edge_data         the data of the problem's edges case, which reaches what the
+                      catalogue's ranges may not (runner/edge_data.py)
     reduction_size, flops, scratch_elements
     probe_params      the small problem its probes run on (None: no probes)
 
@@ -27,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Generic, Literal, Mapping, Sequence, TypeVar, get_args
 
 from e2egen.runner.dtypes import FLOAT_DTYPES, largest_finite, operand_formats, output_dtype_name
+from e2egen.runner.edge_data import EdgeData, format_edges
 from e2egen.runner.errors import ProblemError
 
 Shape = tuple[int, ...]
@@ -159,6 +162,12 @@ class Op(ABC, Generic[ParamsT]):
         """The largest magnitude the case's input range may reach: by default the largest finite value of the
         input formats (a wider range would draw inf); an op that scales its inputs into the format allows more."""
         return largest_finite(dtype)
+
+    def edge_data(self, params: ParamsT, direction: Direction, dtype: str) -> EdgeData | None:
+        """The data of this problem's edges case (runner/edge_data.py), None for none: by default a low-bit format's
+        whole range, where the primary output holds every sum of it (format_edges)."""
+        output = self.outputs(params, direction, dtype)[self.output_names(params, direction)[0]]
+        return format_edges(dtype, output.dtype, self.reduction_size(params, direction))
 
     # -- cost -----------------------------------------------------------------
     @abstractmethod

@@ -13,9 +13,15 @@ from e2egen.cli import main
 from e2egen.generator.cases import expand
 from e2egen.generator.loader import parse_catalogue
 from e2egen.generator.rocmlir import convert, read_rocmlir
+from e2egen.runner.edge_data import EDGES_RANGE
 
 CONV = "-batchsize=2 -in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
 GEMM = "-m 8 -n 8 -k 16"
+
+
+def rocmlir_cases(catalogue):
+    """The imported catalogue's cases, the edges cases e2egen adds to its low-bit ones aside (tested on their own)."""
+    return [case for case in expand(catalogue) if case.range != EDGES_RANGE]
 
 
 def catalogue(t: str, operation: str = "gemm", extra: str = "", suffix_extra: str = "") -> str:
@@ -41,7 +47,7 @@ def catalogue(t: str, operation: str = "gemm", extra: str = "", suffix_extra: st
 
 def import_text(text: str, fp8: str = "ocp"):
     conversion = convert(read_rocmlir(text, "t.toml"), fp8)
-    cases = expand(parse_catalogue(conversion.to_toml(), "t.e2e.toml")) if conversion.suites else []
+    cases = rocmlir_cases(parse_catalogue(conversion.to_toml(), "t.e2e.toml")) if conversion.suites else []
     return conversion, cases
 
 
@@ -156,7 +162,7 @@ def test_fp8_option_of_the_command(capsys, tmp_path):
     source, out = tmp_path / "G.toml", tmp_path / "g.e2e.toml"
     source.write_text(catalogue("fp8_bf8"))
     assert main(["import-rocmlir", str(source), "-o", str(out), "--fp8", "both"]) == 0
-    dtypes = {c.dtype for c in expand(parse_catalogue(out.read_text(), "g"))}
+    dtypes = {c.dtype for c in rocmlir_cases(parse_catalogue(out.read_text(), "g"))}
     assert dtypes == {"f8e4m3fn_f8e5m2", "f8e4m3fnuz_f8e5m2fnuz"}
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
@@ -339,7 +345,7 @@ def test_imported_scaled_and_fp4_catalogue_loads_and_a_small_case_of_each_runs_g
     text += '[[suite.test]]\nconfig = "-m 4 -n 8 -k 64 -scale_a_dtype f32 -scale_b_dtype f32 -rand none"\n'
     source.write_text(text)
     assert main(["import-rocmlir", str(source), "-o", str(out)]) == 0
-    cases = expand(load_catalogue(str(out)))
+    cases = rocmlir_cases(load_catalogue(str(out)))
     kinds = {(c.op, c.layout, c.params.get("pattern", "random")): c for c in cases}
     assert set(kinds) == {("scaled_gemm", "nnnn", "random"), ("scaled_gemm", "nn", "ones"), ("gemm", "nn", "random")}
     for case in kinds.values():
@@ -391,8 +397,18 @@ def test_imported_i8_attention_runs_green_on_cpu(tmp_path):
              '-head_dim_v 16 -causal -return_lse --transK=true"\n')
     source.write_text(text)
     assert main(["import-rocmlir", str(source), "-o", str(out)]) == 0
-    cases = expand(load_catalogue(str(out)))
+    cases = rocmlir_cases(load_catalogue(str(out)))
     assert len(cases) == 2 and {c.dtype for c in cases} == {"i8"}
     for case in cases:
         outcome = execute(case, device="cpu")
         assert outcome.passed, (case.id, outcome.reason)
+
+
+def test_an_imported_i8_catalogue_gets_edges_cases_over_i8s_whole_range():
+    """rocMLIR's -5..4 data never wraps an i16 accumulator nor draws -128: its imported catalogue's i8 cases get an
+    edges case each that does (runner/edge_data.py), and one with an i16 accumulator fails only there."""
+    conversion = convert(read_rocmlir(catalogue("i8"), "t.toml"), "ocp")
+    cases = expand(parse_catalogue(conversion.to_toml(), "t.e2e.toml"))
+    edges = [case for case in cases if case.range == EDGES_RANGE]
+    assert edges and {(case.lo, case.hi, case.data) for case in edges} == {(-128.0, 127.0, "integers")}
+    assert {case.id.rsplit("/", 1)[0] for case in edges} == {case.id.rsplit("/", 1)[0] for case in cases if case not in edges}

@@ -41,6 +41,7 @@ from typing import Any, Mapping
 from e2egen.runner.dtypes import FLOAT8, FLOAT_DTYPES, INTEGER_DTYPES, element_size, largest_finite, output_dtype_name
 from e2egen.runner.ops.attention.params import (KEY_INPUTS, OPTIONAL_PARAMS, AttentionParams, blocks_keys, build_params,
                                                 chunk_rows, key_block_size)
+from e2egen.runner.edge_data import EdgeData
 from e2egen.runner.ops.base import Op, Shape, TensorSpec, frozen_mapping
 
 TRANSPOSABLE = ("q", "k", "v")  # the inputs a layout may store with seq and dim exchanged
@@ -124,6 +125,11 @@ class AttentionOp(Op[AttentionParams]):
         if dtype in FLOAT8:
             return {name: dtype if name in TRANSPOSABLE else "f32" for name in names}
         return super().input_formats(params, direction, dtype)
+
+    def edge_data(self, params: AttentionParams, direction: str, dtype: str) -> EdgeData | None:
+        """fp8: the format's whole range (rows turn one-hot; V's codes reach the output). None for i8: rocMLIR's f16
+        scores, Q·Kᵀ times an f16 quant scale, overflow long before Q and K reach i8's edges."""
+        return None if dtype in INTEGER_DTYPES else super().edge_data(params, direction, dtype)
 
     def largest_input(self, params: AttentionParams, dtype: str) -> float:
         return largest_finite(dtype)  # i8: 127 (V and the f16 tensors hold more); fp8: the format's

@@ -38,6 +38,7 @@ from typing import Any, Literal, Mapping, get_args
 
 from e2egen.runner.dtypes import (FLOAT4, FLOAT8, FLOAT8_PAIRS, SATURATING_OUT_DTYPES, SCALE_DTYPES, largest_finite,
                                  operand_formats)
+from e2egen.runner.edge_data import EdgeData
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.ops.base import Direction, ProductSumOp, Shape, TensorSpec, frozen_mapping, require_int
 from e2egen.runner.ops.product_sum.gemm import GEMM_LAYOUTS, GemmOp, check_out_dtype
@@ -204,6 +205,15 @@ class ScaledGemmOp(ProductSumOp[ScaledGemmParams]):
             return ""  # e8m0 scales are powers of two: applying them is exact
         return ("an f32 scale product (sa·sb) may be rounded once and applied to every element of a tensor, "
                 "row or block, so a correct kernel's errors may all lean one way")
+
+    def edge_data(self, params: ScaledGemmParams, direction: str, dtype: str) -> EdgeData | None:
+        """Random data quantized block by block reaches every format's largest value already (a block's amax sets its
+        scale); what uniform data never gives is blocks of different scales, so the edges case draws pattern
+        "varied". None where the config's pattern is varied already or structured, and for one tensor scale."""
+        if params.pattern != "random" or params.scaling == "tensor":
+            return None
+        return EdgeData(-1.0, 1.0, "uniform", 'blocks of magnitudes 2^-4..2^4, so their scales differ (pattern "varied")',
+                        frozen_mapping({"pattern": "varied"}))
 
     def largest_input(self, params: ScaledGemmParams, dtype: str) -> float:
         """The scales carry the magnitude: any range within f32's (a block's amax sets its scale)."""

@@ -22,11 +22,12 @@ SIGNATURES: Mapping[str, FunctionSignature] = {
 }
 
 
-# The backward (bwd_data) of the unary functions whose torch autograd holds to f32 steps: grad_x = grad_y·f'(·), from
-# grad_y and what torch's autograd saves, the forward's output y or its input x. Left out: log1p's and rsqrt's (torch's
-# f16/bf16 backward rounds 1 + x, or y³ and its product, to the input format before the last step), sigmoid's
-# (torch's computes in f16 for f16, 2.2-4 ulps off, and at bound_ratio 6 in f32), and the gelus' and silu's.
-BACKWARD_SAVES = {"exp": "y", "tanh": "y", "relu": "y", "sqrt": "y", "log": "x", "square": "x"}
+# The backward (bwd_data) of the unary functions: grad_x = grad_y·f'(·), from grad_y and what torch's autograd saves,
+# the forward's output y or its input x. Left out: the gelus' and silu's, whose autograd saves x and recomputes the
+# forward inside the derivative.
+BACKWARD_SAVES = {"exp": "y", "tanh": "y", "relu": "y", "sqrt": "y", "log": "x", "square": "x", "sigmoid": "y",
+                  "rsqrt": "y", "log1p": "x"}
+_BACKWARD_DOMAINS = {"sqrt": "y > 0", "rsqrt": "y > 0"}  # their y = f(x) of x > 0
 BACKWARD_SIGNATURES: Mapping[str, FunctionSignature] = {
-    name: FunctionSignature(f"{name}_backward", ("grad_y", saved), "y > 0" if name == "sqrt" else _DOMAINS.get(name, ""))
+    name: FunctionSignature(f"{name}_backward", ("grad_y", saved), _BACKWARD_DOMAINS.get(name, _DOMAINS.get(name, "")))
     for name, saved in BACKWARD_SAVES.items()}

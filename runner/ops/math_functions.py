@@ -165,6 +165,31 @@ def _square_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
     return iv.mul(iv.constant(2.0, x.lo, c), iv.mul(g, x, c), c)
 
 
+def _hull(*intervals: Interval) -> Interval:
+    """The smallest interval holding each: a product of three factors rounds differently in each order a kernel may
+    multiply them in (torch's sigmoid backward is (g·(1 - y))·y), and each order's interval holds only its own."""
+    return Interval(torch.stack([i.lo for i in intervals]).amin(0), torch.stack([i.hi for i in intervals]).amax(0))
+
+
+def _sigmoid_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    """g·y·(1 - y), in any of the three orders of its products."""
+    complement = iv.add(_one(y, c), iv.negate(y), c)
+    return _hull(iv.mul(iv.mul(g, complement, c), y, c), iv.mul(iv.mul(g, y, c), complement, c),
+                 iv.mul(g, iv.mul(y, complement, c), c))
+
+
+def _rsqrt_backward(g: Interval, y: Interval, c: IntervalContext) -> Interval:
+    """-0.5·g·y³: y³ first (torch's, y.pow(3)) or y multiplied in one factor at a time."""
+    half = iv.constant(-0.5, y.lo, c)
+    cube_first = iv.mul(half, iv.mul(g, iv.mul(iv.mul(y, y, c), y, c), c), c)
+    one_at_a_time = iv.mul(half, iv.mul(iv.mul(iv.mul(g, y, c), y, c), y, c), c)
+    return _hull(cube_first, one_at_a_time)
+
+
+def _log1p_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    return iv.div(g, iv.add(_one(x, c), x, c), c)
+
+
 def _aten(name: str) -> Callable[..., torch.Tensor]:
     def call(grad_y: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
         return getattr(torch.ops.aten, name)(grad_y, saved)
@@ -197,6 +222,21 @@ def torch_relu_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten.threshold_backward(grad_y, y, 0)
 
 
+def torch_rsqrt_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return -0.5 * grad_y * y.pow(3)  # rsqrt's autograd formula: -0.5 · grad · result³, in the input format
+
+
+def on_f32_copies(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """`kernel` on f32 copies of its inputs, rounded once to the first's format: the default where torch's own
+    backward rounds its steps to f16 or bf16 (sigmoid's computes in f16; rsqrt's rounds y³, log1p's 1 + x), which
+    e2egen's default verdict, f32 arithmetic, fails."""
+    def call(*tensors: torch.Tensor) -> torch.Tensor:
+        return kernel(*(t.float() for t in tensors)).to(tensors[0].dtype)
+
+    call.__name__ = f"{kernel.__name__}_on_f32_copies"
+    return call
+
+
 BACKWARD_FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(BACKWARD_SIGNATURES[name], *parts) for name, parts in (
     ("exp", (lambda g, y: g * y, _exp_backward, torch_exp_backward)),
     ("tanh", (lambda g, y: g * (1 - y * y), _tanh_backward, _aten("tanh_backward"))),
@@ -204,4 +244,7 @@ BACKWARD_FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(BACKWARD_SI
     ("sqrt", (lambda g, y: g / (2 * y), _sqrt_backward, torch_sqrt_backward)),
     ("log", (lambda g, x: g / x, _log_backward, _autograd(torch.log))),
     ("square", (lambda g, x: 2 * g * x, _square_backward, _autograd(_square))),
+    ("sigmoid", (lambda g, y: g * y * (1 - y), _sigmoid_backward, on_f32_copies(_aten("sigmoid_backward")))),
+    ("rsqrt", (lambda g, y: -0.5 * g * y ** 3, _rsqrt_backward, on_f32_copies(torch_rsqrt_backward))),
+    ("log1p", (lambda g, x: g / (1 + x), _log1p_backward, on_f32_copies(_autograd(torch.log1p)))),
 )}

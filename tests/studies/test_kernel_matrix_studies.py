@@ -1,5 +1,6 @@
-"""The kernel-matrix studies (studies/kernel_matrix.py) of the reductions' backward, of group_norm and batch_norm,
-and of fp8 outputs: their claims hold on one seed."""
+"""The kernel-matrix studies (studies/kernel_matrix.py) of the reductions' backward, of group_norm and batch_norm
+(forward and backward), of fp8 outputs, of element-wise backward and of logsumexp's backward: their claims hold on
+one seed."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,8 @@ pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths] 
 
 
 @pytest.mark.parametrize("study", ["reduction_backward_evidence", "channel_norm_evidence", "fp8_output_evidence",
-                                   "pointwise_backward_evidence"])
+                                   "pointwise_backward_evidence", "channel_norm_backward_evidence",
+                                   "logsumexp_backward_evidence"])
 def test_no_correct_kernel_fails_and_every_bug_beyond_an_ulp_is_caught(study):
     import importlib
 

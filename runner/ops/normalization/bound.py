@@ -18,7 +18,7 @@ import torch
 from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ErrorBound, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, channel_norm_rows,
-                                     channel_values_by_row, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
+                                     channel_values_by_row, from_channel_norm_rows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
                                      softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS
 from e2egen.runner.options import BoundModel
@@ -59,21 +59,39 @@ def softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
                + G(n)·u·y_j·(rescale + 1)  (online rescaling, the row sum)  + 2u·y_j  (the division)
                + u_F·y_j·(1 + Σ_k y_k)  (the weights stored in the output buffer, format F, before the division:
                                           attention's P rounding, independent roundings in the sum)."""
+    x_rows = softmax_rows(x, problem.params)
+    return SumOfBounds((*_softmax_weight_terms(problem, x_rows, softmax_float64(x_rows)), OutputRounding(problem.out_dtype)))
+
+
+def _softmax_weight_terms(problem: Problem, x_rows: torch.Tensor, rows: SoftmaxRows,
+                          scale: torch.Tensor | float = 1.0) -> tuple[ErrorBound, ...]:
+    """softmax_forward_bound's terms before its output rounding, each magnitude times `scale` (per row, keepdim:
+    logsumexp's backward multiplies the weights by grad_y), in the logical layout."""
     params, dtype = problem.params, problem.dtype
-    n = params.row_length
-    x_rows = softmax_rows(x, params)
-    t = _softmax_terms(x_rows, softmax_float64(x_rows))
-    back = lambda rows: from_softmax_rows(rows, params).contiguous()  # noqa: E731 - rows to the logical layout
-    return SumOfBounds((
-        ScaledMagnitude(ComputeRoundings(1, dtype), back(t.y * (t.per_weight + t.weighted)), "exp and its argument"),
-        ScaledMagnitude(PositiveSumCoefficient(n, dtype), back(t.y * (t.rescale + 1)), "row sum, online rescaling"),
-        ScaledMagnitude(ComputeRoundings(2, dtype), back(t.y), "division (or reciprocal and multiply)"),
-        ScaledMagnitude(SubnormalRounding("f32"), back(t.tiny.expand_as(t.y)), "exp underflowing"),
-        ScaledMagnitude(IntermediateRounding(dtype), back(t.y), "weights stored before the division"),
-        IndependentRoundings(IntermediateRounding(dtype), back(t.y), back(t.y * t.y.square().sum(-1, keepdim=True).sqrt()),
+    t = _softmax_terms(x_rows, rows)
+    y = t.y * scale
+    back = lambda rows_: from_softmax_rows(rows_, params).contiguous()  # noqa: E731 - rows to the logical layout
+    return (
+        ScaledMagnitude(ComputeRoundings(1, dtype), back(y * (t.per_weight + t.weighted)), "exp and its argument"),
+        ScaledMagnitude(PositiveSumCoefficient(params.row_length, dtype), back(y * (t.rescale + 1)), "row sum, online rescaling"),
+        ScaledMagnitude(ComputeRoundings(2, dtype), back(y), "division (or reciprocal and multiply)"),
+        ScaledMagnitude(SubnormalRounding("f32"), back((t.tiny * scale).expand_as(t.y)), "exp underflowing"),
+        ScaledMagnitude(IntermediateRounding(dtype), back(y), "weights stored before the division"),
+        IndependentRoundings(IntermediateRounding(dtype), back(y), back(y * t.y.square().sum(-1, keepdim=True).sqrt()),
                              "stored weights, through the row sum"),
-        OutputRounding(problem.out_dtype),
-    ))
+    )
+
+
+def logsumexp_backward_bound(problem: Problem, grad_y: torch.Tensor, x: torch.Tensor) -> SumOfBounds:
+    """dx_j = g·p_j, p = softmax(x) along the axis, g one value per row:
+    |δdx_j| <= |g|·δp_j (softmax_forward_bound's terms before its output rounding) + u·|g·p_j| (the product)."""
+    x_rows = softmax_rows(x, problem.params)
+    rows = softmax_float64(x_rows)
+    g_abs = grad_y.abs().unsqueeze(-1)
+    product = from_softmax_rows(g_abs * rows.y, problem.params).contiguous()
+    return SumOfBounds((*_softmax_weight_terms(problem, x_rows, rows, g_abs),
+                        ScaledMagnitude(ComputeRoundings(1, problem.dtype), product, "grad_y·p"),
+                        OutputRounding(problem.out_dtype)))
 
 
 def log_softmax_forward_bound(problem: Problem, x: torch.Tensor) -> SumOfBounds:
@@ -221,16 +239,16 @@ class RowScaled:
 
 
 @dataclass(frozen=True, eq=False)
-class RowSummed:
-    """Σ_rows magnitude · per_row(model) (grad_weight's sum over rows of its per-row errors), in `logical` shape."""
+class FeatureSummed:
+    """to_feature(magnitude · per_row(model)): a per-feature gradient's sum of its elements' per-row errors."""
 
     per_row: "Callable[[BoundModel], torch.Tensor]"
-    magnitude: torch.Tensor  # (rows, n)
-    logical: tuple[int, ...]
+    magnitude: torch.Tensor  # the rows' shape
+    to_feature: "Callable[[torch.Tensor], torch.Tensor]"
     source: str
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        return (self.magnitude * self.per_row(model).reshape(-1, 1)).sum(dim=0).reshape(self.logical)
+        return self.to_feature(self.magnitude * self.per_row(model))
 
 
 def row_common_values(problem: Problem, norm: NormRows) -> RowCommonValues:
@@ -339,17 +357,55 @@ def channel_norm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -
     return ChannelsFirst(rows_forward_bound(problem, norm, weight, bias, channels_first))
 
 
+@dataclass(frozen=True)
+class PerFeature:
+    """How a backward's per-feature gradients (grad_weight, grad_bias) sum the elements of the rows: layer_norm's
+    over the rows at each position of the normalised shape; group_norm's and batch_norm's over each channel."""
+
+    to_feature: Callable[[torch.Tensor], torch.Tensor]  # a tensor of the rows' shape -> its sums, per feature
+    count: int  # elements summed into each feature
+    shape: tuple[int, ...]  # the per-feature outputs' shape
+
+
 def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor], centered: bool) -> dict[str, SumOfBounds]:
-    """dx_j = r·(h_j - a - x̂_j·c), h = w·g, a = mean(h) (0 for rms_norm), c = mean(h·x̂):
+    """layer_norm's and rms_norm's backward: rows_backward_bounds over the normalised dims."""
+    params, norm, weight = _norm_inputs(problem, inputs64, centered)
+    n = params.row_length
+    per_feature = PerFeature(lambda t: t.reshape(-1, n).sum(dim=0).reshape(params.normalized_shape), params.rows,
+                             params.normalized_shape)
+    return rows_backward_bounds(problem, norm, norm_rows(inputs64["grad_y"], params), weight, params.shape, per_feature)
+
+
+def channel_norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, ErrorBound]:
+    """group_norm's and batch_norm's backward: rows_backward_bounds over their rows (channel_norm_rows), the
+    per-channel gradients summed over each channel's elements; batch_norm's grad_x channels first (ChannelsFirst)."""
+    params = problem.params
+    norm = norm_float64(channel_norm_rows(inputs64["x"], params), params.eps, centered=True)
+    weight = channel_values_by_row(inputs64["weight"], params) if "weight" in inputs64 else None
+    other_dims = tuple(d for d in range(len(params.shape)) if d != 1)
+    per_feature = PerFeature(lambda t: from_channel_norm_rows(t, params).sum(dim=other_dims),
+                             math.prod(params.shape) // params.channels, (params.channels,))
+    grad_rows = channel_norm_rows(inputs64["grad_y"], params)
+    if params.groups is not None:
+        return rows_backward_bounds(problem, norm, grad_rows, weight, params.shape, per_feature)
+    channels_first = (params.channels, params.shape[0], *params.shape[2:])
+    bounds: dict[str, ErrorBound] = dict(rows_backward_bounds(problem, norm, grad_rows, weight, channels_first, per_feature))
+    bounds["grad_x"] = ChannelsFirst(bounds["grad_x"])
+    return bounds
+
+
+def rows_backward_bounds(problem: Problem, norm: NormRows, grad_rows: torch.Tensor, weight: torch.Tensor | None,
+                         logical: tuple[int, ...], per_feature: PerFeature) -> dict[str, SumOfBounds]:
+    """One normalisation per row of `norm`, the weight broadcast against its rows (None: no affine):
+    dx_j = r·(h_j - a - x̂_j·c), h = w·g, a = mean(h) (0 for rms_norm), c = mean(h·x̂):
         |δdx_j| <= (δr/r)·|dx_j| + r·|c|·δx̂_j + r·|x̂_j|·mean(|h| δx̂)          (the statistics)
                  + r·F·(mean|h| + |x̂_j|·mean|h x̂|)                              (the reductions a, c)
                  + r·u·(3|h_j| + mean|h| + 3|a| + |x̂_j|·mean|h x̂| + 4|x̂_j c|) + 2u·|dx_j|  (the roundings)
-    dw_j = Σ_rows g_j·x̂_j:  F(R)·Σ|g_j x̂_j| + Σ_rows |g_j|·δx̂_j + u·Σ|g_j x̂_j|;  db_j = Σ_rows g_j:  F(R)·Σ|g_j|."""
-    params, norm, weight = _norm_inputs(problem, inputs64, centered)
-    dtype, n = problem.dtype, params.row_length
-    grad_rows = norm_rows(inputs64["grad_y"], params)
+    grad_x's rows reshaped to `logical`. Per feature (per_feature: the sum over its R elements), dw = Σ g·x̂:
+    F(R)·Σ|g x̂| + Σ|g|·δx̂ + u·Σ|g x̂|;  db = Σ g:  F(R)·Σ|g| (layer_norm, group_norm, batch_norm)."""
+    dtype, n = problem.dtype, norm.x.shape[-1]
     grads = norm_backward_float64(norm, grad_rows, weight)
-    errors = _norm_errors(norm, params.eps)
+    errors = _norm_errors(norm, problem.params.eps)
     r, x_hat_abs, shape = norm.rstd, norm.x_hat.abs(), grad_rows.shape
     h_abs = grads.h.abs()
     mean_h, mean_hx = h_abs.mean(-1, keepdim=True), (h_abs * x_hat_abs).mean(-1, keepdim=True)
@@ -361,32 +417,28 @@ def norm_backward_bounds(problem: Problem, inputs64: Mapping[str, torch.Tensor],
                       + 2 * grad_x_abs)
     grad_x = statistics + reductions + roundings
     common = row_common_values(problem, norm)
-    bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, params.shape, common),
+    bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, logical, common),
                                      OutputRounding(problem.outputs["grad_x"].dtype)))}
     if weight is None:
         return bounds
-    reduced_rows = params.rows
-    flat = (-1, n)
-    g_abs = grad_rows.abs().reshape(flat)
-    gx = (g_abs * x_hat_abs.reshape(flat)).sum(dim=0)
-    through_x_hat = Split(*(_full(part, shape).reshape(flat).mul(g_abs).sum(dim=0) for part in
-                            (errors.x_hat_error.f, errors.x_hat_error.u)))
-    weight_shape = torch.Size((n,))
-    normalized_shape = params.normalized_shape
+    to_feature, feature_shape = per_feature.to_feature, per_feature.shape
+    g_abs = grad_rows.abs()
+    gx = to_feature(g_abs * x_hat_abs)
+    through_x_hat = Split(*(to_feature(_full(part, shape) * g_abs) for part in (errors.x_hat_error.f, errors.x_hat_error.u)))
     common_values = tuple(
-        RowSummed(per_row, _full(magnitude, shape).reshape(flat).mul(g_abs), normalized_shape, f"x̂: {what} common value")
+        FeatureSummed(per_row, _full(magnitude, shape) * g_abs, to_feature, f"x̂: {what} common value")
         for magnitude, per_row, what in ((errors.x_hat_error.mean_cv, common.mean_error, "the mean's"),
                                          (errors.x_hat_error.moment_cv, common.moment_error, "the second moment's"))
         if isinstance(magnitude, torch.Tensor) or magnitude)
     bounds["grad_weight"] = SumOfBounds((
-        ScaledMagnitude(ProductSumCoefficient(reduced_rows, dtype), gx.reshape(normalized_shape), "Σ_rows g·x̂"),
-        *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", weight_shape, normalized_shape, common)),
+        ScaledMagnitude(ProductSumCoefficient(per_feature.count, dtype), gx, "Σ g·x̂"),
+        *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", gx.shape, feature_shape, common)),
         *common_values,
         OutputRounding(problem.outputs["grad_weight"].dtype),
     ))
-    if centered:
+    if norm.centered:
         bounds["grad_bias"] = SumOfBounds((
-            ScaledMagnitude(ProductSumCoefficient(reduced_rows, dtype), g_abs.sum(dim=0).reshape(normalized_shape), "Σ_rows g"),
+            ScaledMagnitude(ProductSumCoefficient(per_feature.count, dtype), to_feature(g_abs), "Σ g"),
             OutputRounding(problem.outputs["grad_bias"].dtype),
         ))
     return bounds

@@ -29,6 +29,58 @@ def torch_logsumexp(x: torch.Tensor, *, dim: int) -> torch.Tensor:
     return torch.logsumexp(x, dim=dim)
 
 
+def torch_logsumexp_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """torch's autograd through its logsumexp, in x's format: grad_y · exp(x - y), every step in the input format."""
+    (grad_x,) = autograd_gradients(lambda xs: torch.logsumexp(xs, dim=dim), grad_y, [x])
+    return grad_x
+
+
+def f32_logsumexp_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """The default: torch's autograd on f32 copies, rounded once. torch's own f16/bf16 one rounds x - y, exp of it
+    and the product to the input format (`torch_logsumexp_backward`, among the wrong kernels)."""
+    return torch_logsumexp_backward(grad_y.float(), x.float(), dim=dim).to(x.dtype)
+
+
+def logsumexp_backward_softmax(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """CORRECT: grad_y · softmax(x) in f32 (the max subtracted, exp, the row sum, a division)."""
+    return (grad_y.float().unsqueeze(dim) * torch.softmax(x.float(), dim=dim)).to(x.dtype)
+
+
+def logsumexp_backward_two_pass(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """CORRECT: y = m + log Σ exp(x - m) in f32 first, then grad_y · exp(x - y)."""
+    x32 = x.float()
+    m = x32.amax(dim=dim, keepdim=True)
+    y = m + torch.log(torch.exp(x32 - m).sum(dim=dim, keepdim=True))
+    return (grad_y.float().unsqueeze(dim) * torch.exp(x32 - y)).to(x.dtype)
+
+
+def logsumexp_backward_no_max(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: exp(x) / Σ exp(x) without the max: inf / inf = NaN for x > 88.7."""
+    e = torch.exp(x.float())
+    return (grad_y.float().unsqueeze(dim) * e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+def logsumexp_backward_sum_in_input_format(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: the row sum of exp(x - m) kept in the input format, term by term."""
+    x32 = x.float()
+    e = torch.exp(x32 - x32.amax(dim=dim, keepdim=True))
+    total = torch.zeros_like(e.select(dim, 0), dtype=x.dtype)
+    for k in range(e.shape[dim]):
+        total = total + e.select(dim, k).to(x.dtype)
+    return (grad_y.float().unsqueeze(dim) * e / total.float().unsqueeze(dim)).to(x.dtype)
+
+
+def logsumexp_backward_not_broadcast(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """WRONG: grad_y taken along the wrong dim (its values read in the other order of the row's remaining dims)."""
+    flipped = grad_y.float().flip(-1) if grad_y.dim() else grad_y.float()
+    return (flipped.unsqueeze(dim) * torch.softmax(x.float(), dim=dim)).to(x.dtype)
+
+
+LOGSUMEXP_CORRECT_BACKWARD = ("logsumexp_backward_softmax", "logsumexp_backward_two_pass")
+LOGSUMEXP_WRONG_BACKWARD = ("torch_logsumexp_backward", "logsumexp_backward_no_max", "logsumexp_backward_sum_in_input_format",
+                            "logsumexp_backward_not_broadcast")
+
+
 def logsumexp_no_max(x: torch.Tensor, *, dim: int) -> torch.Tensor:
     """log Σ exp(x) in f32 without the max subtracted: exp overflows for x > 88.7."""
     return torch.log(torch.exp(x.float()).sum(dim=dim)).to(x.dtype)
@@ -68,7 +120,7 @@ def torch_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, *, normalized_s
     return F.rms_norm(x, normalized_shape, weight, eps)
 
 
-def _gradients(forward: Callable[..., torch.Tensor], grad_y: torch.Tensor, tensors: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
+def autograd_gradients(forward: Callable[..., torch.Tensor], grad_y: torch.Tensor, tensors: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
     leaves = [t.detach().requires_grad_() if t is not None else None for t in tensors]
     with torch.enable_grad():
         out = forward(*leaves)
@@ -79,19 +131,19 @@ def torch_layer_norm_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: tor
                               normalized_shape: tuple[int, ...], eps: float) -> NormBackward:
     """(grad_x, grad_weight, grad_bias), or grad_x alone without a weight."""
     if weight is None:
-        (grad_x,) = _gradients(lambda xs: F.layer_norm(xs, normalized_shape, None, None, eps), grad_y, [x])
+        (grad_x,) = autograd_gradients(lambda xs: F.layer_norm(xs, normalized_shape, None, None, eps), grad_y, [x])
         return grad_x
     bias = torch.zeros_like(weight)  # its value does not enter the gradients
-    return _gradients(lambda xs, w, b: F.layer_norm(xs, normalized_shape, w, b, eps), grad_y, [x, weight, bias])
+    return autograd_gradients(lambda xs, w, b: F.layer_norm(xs, normalized_shape, w, b, eps), grad_y, [x, weight, bias])
 
 
 def torch_rms_norm_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *,
                             normalized_shape: tuple[int, ...], eps: float) -> NormBackward:
     """(grad_x, grad_weight), or grad_x alone without a weight."""
     if weight is None:
-        (grad_x,) = _gradients(lambda xs: F.rms_norm(xs, normalized_shape, None, eps), grad_y, [x])
+        (grad_x,) = autograd_gradients(lambda xs: F.rms_norm(xs, normalized_shape, None, eps), grad_y, [x])
         return grad_x
-    return _gradients(lambda xs, w: F.rms_norm(xs, normalized_shape, w, eps), grad_y, [x, weight])
+    return autograd_gradients(lambda xs, w: F.rms_norm(xs, normalized_shape, w, eps), grad_y, [x, weight])
 
 
 # -- reductions in f32 in several orders ------------------------------------------------------

@@ -11,7 +11,7 @@ import torch
 from e2egen.runner.arithmetic.model import Arithmetic
 from e2egen.runner.bound import ErrorBound
 from e2egen.runner.ops.normalization import channel_kernels, kernels
-from e2egen.runner.ops.normalization.bound import (channel_norm_bound, log_softmax_backward_bound, log_softmax_forward_bound,
+from e2egen.runner.ops.normalization.bound import (channel_norm_backward_bounds, channel_norm_bound, logsumexp_backward_bound, log_softmax_backward_bound, log_softmax_forward_bound,
                                                    logsumexp_bound,
                                                    norm_backward_bounds, norm_forward_bound, softmax_backward_bound,
                                                    softmax_forward_bound)
@@ -83,19 +83,27 @@ class LogSumExpNumerics(_TensorNumerics[LogSumExpOp]):
         add_row_offsets(softmax_rows(drawn["x"], params), params.offset)
 
     def default_kernel(self, direction: str) -> Kernel:
-        return kernels.torch_logsumexp
+        return kernels.torch_logsumexp if direction == "fwd" else kernels.f32_logsumexp_backward
 
     def call(self, kernel: Kernel, direction: str, params: SoftmaxParams,
              tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return kernel(tensors["x"], dim=params.axis)
+        if direction == "fwd":
+            return kernel(tensors["x"], dim=params.axis)
+        return kernel(tensors["grad_y"], tensors["x"], dim=params.axis)
 
     def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        rows = softmax_float64(softmax_rows(inputs64["x"], problem.params))
-        return {"y": (rows.row_max + rows.log_sum).squeeze(-1).contiguous()}
+        params = problem.params
+        rows = softmax_float64(softmax_rows(inputs64["x"], params))
+        if problem.direction == "fwd":
+            return {"y": (rows.row_max + rows.log_sum).squeeze(-1).contiguous()}
+        grad_rows = inputs64["grad_y"].unsqueeze(-1)  # the rows' order: softmax_rows moves the axis last
+        return {"grad_x": from_softmax_rows(grad_rows * rows.y, params).contiguous()}
 
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
                     arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
-        return {"y": logsumexp_bound(problem, inputs64["x"])}
+        if problem.direction == "fwd":
+            return {"y": logsumexp_bound(problem, inputs64["x"])}
+        return {"grad_x": logsumexp_backward_bound(problem, inputs64["grad_y"], inputs64["x"])}
 
 
 # -- layer_norm, rms_norm ---------------------------------------------------------------------------
@@ -153,24 +161,38 @@ class ChannelNormNumerics(_TensorNumerics[ChannelNormOp]):
         drawn["x"] = from_channel_norm_rows(rows, params).contiguous()
 
     def default_kernel(self, direction: str) -> Kernel:
-        return channel_kernels.torch_group_norm if self.spec.grouped else channel_kernels.f32_batch_norm
+        if direction == "fwd":
+            return channel_kernels.torch_group_norm if self.spec.grouped else channel_kernels.f32_batch_norm
+        return channel_kernels.f32_group_norm_backward if self.spec.grouped else channel_kernels.f32_batch_norm_backward
 
     def call(self, kernel: Kernel, direction: str, params: ChannelNormParams,
-             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+             tensors: Mapping[str, torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
         groups = {"groups": params.groups} if self.spec.grouped else {}
-        return kernel(tensors["x"], tensors.get("weight"), tensors.get("bias"), **groups, eps=params.eps)
+        if direction == "fwd":
+            return kernel(tensors["x"], tensors.get("weight"), tensors.get("bias"), **groups, eps=params.eps)
+        return kernel(tensors["grad_y"], tensors["x"], tensors.get("weight"), **groups, eps=params.eps)
 
     def reference(self, problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         params = problem.params
-        rows = norm_float64(channel_norm_rows(inputs64["x"], params), params.eps, centered=True).x_hat
-        if "weight" in inputs64:
-            rows = rows * channel_values_by_row(inputs64["weight"], params)
+        norm = norm_float64(channel_norm_rows(inputs64["x"], params), params.eps, centered=True)
+        weight = channel_values_by_row(inputs64["weight"], params) if "weight" in inputs64 else None
+        if problem.direction != "fwd":
+            grads = norm_backward_float64(norm, channel_norm_rows(inputs64["grad_y"], params), weight)
+            other_dims = tuple(d for d in range(len(params.shape)) if d != 1)
+            grad_y = inputs64["grad_y"]
+            values = {"grad_x": from_channel_norm_rows(grads.grad_x, params),
+                      "grad_weight": (grad_y * from_channel_norm_rows(norm.x_hat, params)).sum(dim=other_dims),
+                      "grad_bias": grad_y.sum(dim=other_dims)}
+            return {name: values[name] for name in problem.output_names}
+        rows = norm.x_hat if weight is None else norm.x_hat * weight
         if "bias" in inputs64:
             rows = rows + channel_values_by_row(inputs64["bias"], params)
         return {"y": from_channel_norm_rows(rows, params)}
 
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],
                     arithmetic: Arithmetic | None = None) -> Mapping[str, ErrorBound]:
+        if problem.direction != "fwd":
+            return channel_norm_backward_bounds(problem, inputs64)
         return {"y": channel_norm_bound(problem, inputs64)}
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:

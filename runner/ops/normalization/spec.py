@@ -1,6 +1,6 @@
 """The normalisations: softmax, log_softmax (over one axis), layer_norm, rms_norm (over the trailing dims),
-forward and backward; logsumexp (over one axis, forward), softmax's log-normaliser; and group_norm and
-batch_norm (over groups of channels, over the batch), forward.
+forward and backward; logsumexp (over one axis, forward and backward), softmax's log-normaliser; and group_norm and
+batch_norm (over groups of channels, over the batch), forward and backward.
 
 Catalogue parameters (runner/ops/normalization/params.py): `shape` (1 to 5 dims) and `offset` (default
 0, a large common value added to every row of the input); softmax and log_softmax `axis` (one dim,
@@ -11,6 +11,8 @@ and for layer_norm a bias, of the normalised shape).
 Kernel contracts (tensors on the device in the case's dtype; outputs in it too, like torch):
     softmax, log_softmax  fwd      f(x, *, dim) -> y
     logsumexp             fwd      f(x, *, dim) -> y   (y without the dim: log Σ exp(x) over it)
+                          bwd_data f(grad_y, x, *, dim) -> grad_x   (grad_y without the dim; grad_x = grad_y ·
+                                   softmax(x) along it, as torch's autograd gives)
                           bwd_data f(grad_y, y, *, dim) -> grad_x   (y: the forward's output; for
                                    log_softmax its log-probabilities, as torch's _log_softmax_backward_data)
     layer_norm            fwd      f(x, weight, bias, *, normalized_shape, eps) -> y
@@ -18,9 +20,11 @@ Kernel contracts (tensors on the device in the case's dtype; outputs in it too, 
     rms_norm              fwd      f(x, weight, *, normalized_shape, eps) -> y
                           bwd_data f(grad_y, x, weight, *, normalized_shape, eps) -> (grad_x, grad_weight)
     group_norm            fwd      f(x, weight, bias, *, groups, eps) -> y
+                          bwd_data f(grad_y, x, weight, *, groups, eps) -> (grad_x, grad_weight, grad_bias)
     batch_norm            fwd      f(x, weight, bias, *, eps) -> y   (the batch's own statistics, as training)
+                          bwd_data f(grad_y, x, weight, *, eps) -> (grad_x, grad_weight, grad_bias)
 dim is >= 0; normalized_shape a tuple of ints. Without `affine`, weight and bias are None and the backward
-returns grad_x alone. The variance is the biased one (divided by n), as torch's. group_norm and batch_norm
+returns grad_x alone; group_norm's and batch_norm's grad_weight and grad_bias have one value per channel. The variance is the biased one (divided by n), as torch's. group_norm and batch_norm
 take x as (N, C, spatial...) (2 to 5 dims) with a weight and a bias of C each, and `groups` (dividing C;
 default 1) for group_norm: group g holds channels g·C/G to (g+1)·C/G - 1, as torch.nn.functional.group_norm's.
 
@@ -118,10 +122,10 @@ class SoftmaxOp(_TensorOp[SoftmaxParams]):
 
 
 class LogSumExpOp(_TensorOp[SoftmaxParams]):
-    """logsumexp over `axis`: y = m + log Σ exp(x - m), one value per row (the axis removed), forward only."""
+    """logsumexp over `axis`: y = m + log Σ exp(x - m), one value per row (the axis removed); its backward
+    grad_x = grad_y · softmax(x) along the axis."""
 
     name = "logsumexp"
-    directions = ("fwd",)
     param_names = ("shape",)
     optional_params = frozen_mapping(SOFTMAX_DEFAULTS)
     numerics = "e2egen.runner.ops.normalization.numerics:LogSumExpNumerics"
@@ -137,19 +141,26 @@ class LogSumExpOp(_TensorOp[SoftmaxParams]):
         return build_softmax_params(raw)
 
     def shared_rounding(self, params: SoftmaxParams, direction: Direction = "fwd") -> str:
-        return ""  # one output per row: no rounding is shared between outputs
+        if direction == "fwd":
+            return ""  # one output per row: no rounding is shared between outputs
+        return ("every element of a row's gradient shares the row's sum of exp (or its log): a correct kernel's "
+                "few-ulp error there scales the whole row by one factor (docs/concepts/normalization-bound.md, \"bias_z\")")
 
     def input_shapes(self, params: SoftmaxParams, direction: str) -> dict[str, Shape]:
-        return {"x": params.shape}
+        if direction == "fwd":
+            return {"x": params.shape}
+        return {"grad_y": self.output_shape(params, "fwd"), "x": params.shape}
 
     def output_names(self, params: SoftmaxParams, direction: str) -> tuple[str, ...]:
-        return ("y",)
+        return ("y",) if direction == "fwd" else ("grad_x",)
 
     def output_shape(self, params: SoftmaxParams, direction: str) -> Shape:
+        if direction != "fwd":
+            return params.shape
         return tuple(size for dim, size in enumerate(params.shape) if dim != params.axis)
 
     def output_shapes(self, params: SoftmaxParams, direction: str) -> dict[str, Shape]:
-        return {"y": self.output_shape(params, direction)}
+        return {self.output_names(params, direction)[0]: self.output_shape(params, direction)}
 
     def flops(self, params: SoftmaxParams, direction: str) -> int:
         return 3 * math.prod(params.shape)  # max, exp, sum
@@ -208,9 +219,8 @@ class NormOp(_TensorOp[NormParams]):
 # -- group_norm, batch_norm ----------------------------------------------------------------------------
 class ChannelNormOp(_TensorOp[ChannelNormParams]):
     """group_norm (grouped=True: per sample and group of channels) or batch_norm (per channel, over the batch),
-    forward; a weight and a bias per channel (affine)."""
+    forward and backward; a weight and a bias per channel (affine)."""
 
-    directions = ("fwd",)
     param_names = ("shape",)
     numerics = "e2egen.runner.ops.normalization.numerics:ChannelNormNumerics"
 
@@ -227,11 +237,18 @@ class ChannelNormOp(_TensorOp[ChannelNormParams]):
         return build_channel_norm_params(raw, self.grouped)
 
     def input_shapes(self, params: ChannelNormParams, direction: str) -> dict[str, Shape]:
-        per_channel = PER_FEATURE_INPUTS if params.affine else ()
-        return {"x": params.shape, **{name: (params.channels,) for name in per_channel}}
+        per_channel = (PER_FEATURE_INPUTS if direction == "fwd" else ("weight",)) if params.affine else ()
+        main = {"x": params.shape} if direction == "fwd" else {"grad_y": params.shape, "x": params.shape}
+        return {**main, **{name: (params.channels,) for name in per_channel}}
 
     def output_names(self, params: ChannelNormParams, direction: str) -> tuple[str, ...]:
-        return ("y",)
+        if direction == "fwd":
+            return ("y",)
+        return ("grad_x", "grad_weight", "grad_bias") if params.affine else ("grad_x",)
+
+    def output_shapes(self, params: ChannelNormParams, direction: str) -> dict[str, Shape]:
+        return {name: params.shape if name in ("y", "grad_x") else (params.channels,)
+                for name in self.output_names(params, direction)}
 
     def flops(self, params: ChannelNormParams, direction: str) -> int:
         return _NORM_FLOPS[direction] * math.prod(params.shape)

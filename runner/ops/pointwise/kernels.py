@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from e2egen.runner.ops.math_functions import torch_rsqrt_backward
+
 LOG2E = 1.0 / math.log(2.0)
 F32 = torch.float32
 
@@ -154,8 +156,26 @@ def square_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (2.0 * _f32(grad_y) * _f32(x)).to(x.dtype)
 
 
+def sigmoid_backward_f32(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y · (y · (1 - y)) in f32 (torch's multiplies (grad_y · (1 - y)) · y)."""
+    y32 = _f32(y)
+    return (_f32(grad_y) * (y32 * (1.0 - y32))).to(y.dtype)
+
+
+def rsqrt_backward_f32(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """CORRECT: -0.5 · grad_y · y · y · y in f32, one factor at a time."""
+    y32 = _f32(y)
+    return (-0.5 * _f32(grad_y) * y32 * y32 * y32).to(y.dtype)
+
+
+def log1p_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y / (1 + x) in f32."""
+    return (_f32(grad_y) / (1.0 + _f32(x))).to(x.dtype)
+
+
 CORRECT_BACKWARD = {"exp": ("exp_backward_f32",), "tanh": ("tanh_backward_factored",), "relu": ("relu_backward_where",),
-                    "sqrt": ("sqrt_backward_half",), "log": ("log_backward_f32",), "square": ("square_backward_f32",)}
+                    "sqrt": ("sqrt_backward_half",), "log": ("log_backward_f32",), "square": ("square_backward_f32",),
+                    "sigmoid": ("sigmoid_backward_f32",), "rsqrt": ("rsqrt_backward_f32",), "log1p": ("log1p_backward_f32",)}
 
 
 def tanh_backward_linear(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -190,6 +210,42 @@ def square_backward_no_two(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tenso
     return (_f32(grad_y) * _f32(x)).to(x.dtype)
 
 
+def torch_sigmoid_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: torch's own CPU sigmoid_backward, which computes in the input format."""
+    return torch.ops.aten.sigmoid_backward(grad_y, y)
+
+
+def sigmoid_backward_no_complement(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y · y · y, the 1 - y written as y."""
+    y32 = _f32(y)
+    return (_f32(grad_y) * y32 * y32).to(y.dtype)
+
+
+def torch_rsqrt_backward_native(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: torch's own autograd formula, -0.5 · grad · y³ with y³ and each product in the input format."""
+    return torch_rsqrt_backward(grad_y, y)
+
+
+def rsqrt_backward_square(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """WRONG: -0.5 · grad_y · y², the cube taken as a square."""
+    y32 = _f32(y)
+    return (-0.5 * _f32(grad_y) * y32 * y32).to(y.dtype)
+
+
+def log1p_backward_as_log(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y / x, log's derivative where log1p's is 1 / (1 + x)."""
+    return (_f32(grad_y) / _f32(x)).to(x.dtype)
+
+
+def log1p_backward_sum_in_format(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: 1 + x rounded to the input format first (torch's own autograd does), which near x = -1
+    loses x's low bits."""
+    return (_f32(grad_y) / _f32((1.0 + _f32(x)).to(x.dtype))).to(x.dtype)
+
+
 WRONG_BACKWARD = {"tanh": ("tanh_backward_linear", "tanh_backward_in_format"), "relu": ("relu_backward_at_zero",),
                   "sqrt": ("sqrt_backward_no_half",), "log": ("log_backward_reciprocal_in_format",),
-                  "square": ("square_backward_no_two",)}
+                  "square": ("square_backward_no_two",),
+                  "sigmoid": ("torch_sigmoid_backward", "sigmoid_backward_no_complement"),
+                  "rsqrt": ("torch_rsqrt_backward_native", "rsqrt_backward_square"),
+                  "log1p": ("log1p_backward_as_log", "log1p_backward_sum_in_format")}

@@ -23,6 +23,7 @@ from e2egen.runner import BoundModel, make_problem, run
 from e2egen.runner.errors import ProblemError
 from e2egen.runner.inputs import generate_inputs
 from e2egen.runner.kernels import resolve_impl
+from e2egen.runner.ops.normalization import kernels
 
 # Verdicts on torch's own CPU kernels or their measured arithmetic: they depend on the CPU path torch takes
 # (AVX2 or AVX-512, oneDNN's formats), so .ci/run runs them on both (make test-avx2).
@@ -253,3 +254,46 @@ def test_logsumexp_bugs_fail_where_they_show(kernel, dtype, params):
     import e2egen
 
     assert e2egen.judge(IMPL + kernel, "logsumexp", params, dtype).status == "failed"
+
+
+
+# -- logsumexp's backward: grad_x = grad_y · softmax(x) along the axis ---------------------------------------------
+LOGSUMEXP_BACKWARD_CASES = [({"shape": [8, 256]}, "contiguous", (-1.0, 1.0)),
+                            ({"shape": [4, 16, 24]}, "channels_last", (-10.0, 10.0)),
+                            ({"shape": [3, 100, 5], "axis": 1}, "strided", (-1.0, 1.0)),
+                            ({"shape": [4, 512], "offset": 1000.0}, "contiguous", (-1.0, 1.0))]
+
+
+@pytest.mark.parametrize("kernel", ["torch", *kernels.LOGSUMEXP_CORRECT_BACKWARD])
+def test_logsumexp_backward_passes_correct_kernels(kernel):
+    import e2egen
+
+    for params, layout, data_range in LOGSUMEXP_BACKWARD_CASES:
+        for dtype in ("f32", "f16", "bf16"):
+            outcome = e2egen.judge(None if kernel == "torch" else IMPL + kernel, "logsumexp", params, dtype,
+                                   direction="bwd_data", layout=layout, data_range=data_range)
+            assert outcome.passed, (params, layout, dtype, outcome.reason)
+            assert outcome.comparison.shape == tuple(params["shape"])
+
+
+@pytest.mark.parametrize("kernel, dtype, params", [
+    ("torch_logsumexp_backward", "f16", {"shape": [8, 256]}),  # torch's own rounds x - y and exp(x - y) to f16
+    ("torch_logsumexp_backward", "bf16", {"shape": [8, 256]}),
+    ("logsumexp_backward_no_max", "f32", {"shape": [4, 512], "offset": 1000.0}),
+    ("logsumexp_backward_sum_in_input_format", "bf16", {"shape": [8, 256]}),
+    ("logsumexp_backward_not_broadcast", "f32", {"shape": [8, 256]}),
+])
+def test_logsumexp_backward_bugs_fail_where_they_show(kernel, dtype, params):
+    import e2egen
+
+    assert e2egen.judge(IMPL + kernel, "logsumexp", params, dtype, direction="bwd_data").status == "failed"
+    assert e2egen.judge(IMPL + "torch_logsumexp_backward", "logsumexp", params, "f32", direction="bwd_data").passed
+
+
+@pytest.mark.parametrize("params", [{"shape": [5, 7]}, {"shape": [3, 6, 4], "axis": 1}])
+def test_the_logsumexp_backward_reference_is_torch_s_autograd_in_float64(params):
+    problem = make_problem("logsumexp", "bwd_data", "f32", "contiguous", params, (-3.0, 3.0), 5)
+    inputs64 = {name: t.double() for name, t in generate_inputs(problem).items()}
+    x = inputs64["x"].clone().requires_grad_()
+    torch.logsumexp(x, dim=problem.params.axis).backward(inputs64["grad_y"])
+    torch.testing.assert_close(problem.numerics.reference(problem, inputs64)["grad_x"], x.grad, rtol=1e-12, atol=1e-14)

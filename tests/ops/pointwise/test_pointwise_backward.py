@@ -1,4 +1,5 @@
-"""The element-wise backward (bwd_data of exp, tanh, relu, sqrt, log, square; runner/ops/math_functions.py):
+"""The element-wise backward (bwd_data of exp, tanh, relu, sqrt, log, square, sigmoid, rsqrt, log1p;
+runner/ops/math_functions.py):
 torch's own backward formulas and kernels written apart from them pass the acceptance interval, each planted bug
 fails, y is an output a forward pass can give, and the functions left out say so."""
 from __future__ import annotations
@@ -16,7 +17,10 @@ from e2egen.runner.ops.pointwise import kernels
 pytestmark = pytest.mark.cpu_paths  # torch's own CPU kernels
 
 IMPL = "e2egen.runner.ops.pointwise.kernels:"
-RANGES = {"sqrt": (0.01, 4.0), "log": (0.01, 4.0)}
+RANGES = {"sqrt": (0.01, 4.0), "log": (0.01, 4.0), "rsqrt": (0.01, 4.0), "log1p": (-0.9, 4.0)}
+# torch's own backward where it rounds in the input format: the formats it fails in (f32 it gets right)
+IN_FORMAT = {"torch_sigmoid_backward": ("f16",), "torch_rsqrt_backward_native": ("f16", "bf16"),
+             "log1p_backward_sum_in_format": ("f16", "bf16")}
 CASES = [({"shape": [64, 1000]}, "contiguous"), ({"shape": [4, 16, 10, 10]}, "channels_last"),
          ({"shape": [300, 24]}, "strided")]
 
@@ -33,7 +37,7 @@ def test_correct_backward_kernels_pass(op, kernel):
 
 @pytest.mark.parametrize("op, kernel", [(op, name) for op, names in kernels.WRONG_BACKWARD.items() for name in names])
 def test_planted_backward_bugs_fail(op, kernel):
-    dtypes = ("f16", "bf16") if kernel.endswith("_in_format") else ("f32", "f16", "bf16")
+    dtypes = IN_FORMAT.get(kernel, ("f16", "bf16") if kernel.endswith("_in_format") else ("f32", "f16", "bf16"))
     for dtype in dtypes:
         outcome = judge(IMPL + kernel, op, {"shape": [64, 1000]}, dtype, direction="bwd_data",
                         data_range=RANGES.get(op, (-4.0, 4.0)))
@@ -52,7 +56,22 @@ def test_the_saved_y_is_the_forward_s_rounded_output(op):
     assert bool(((inverse > low - slack) & (inverse < high + slack)).all()) and FUNCTIONS[op].name == op
 
 
-@pytest.mark.parametrize("op", ["sigmoid", "rsqrt", "log1p", "gelu", "silu", "div"])
+@pytest.mark.parametrize("kernel", list(IN_FORMAT))
+def test_torch_s_own_backward_rounding_in_the_input_format_passes_in_f32(kernel):
+    op = next(name for name, wrong in kernels.WRONG_BACKWARD.items() if kernel in wrong)
+    assert judge(IMPL + kernel, op, {"shape": [64, 1000]}, "f32", direction="bwd_data",
+                 data_range=RANGES.get(op, (-4.0, 4.0))).passed
+
+
+def test_a_product_of_three_factors_is_judged_in_any_order():
+    """torch's sigmoid backward multiplies (g·(1 - y))·y; g·(y·(1 - y)) rounds otherwise: both pass in f32."""
+    for kernel in ("torch_sigmoid_backward", "sigmoid_backward_f32"):
+        for seed in range(3):
+            assert judge(IMPL + kernel, "sigmoid", {"shape": [64, 1000]}, "f32", direction="bwd_data",
+                         data_range=(-8.0, 8.0), seed=seed).passed
+
+
+@pytest.mark.parametrize("op", ["gelu", "gelu_tanh", "silu", "div"])
 def test_functions_without_a_backward_name_the_directions(op):
     with pytest.raises(ProblemError) as error:
         make_problem(op, "bwd_data", "f16", "contiguous", {"shape": [4, 8]}, (0.5, 1.0), 0)

@@ -21,6 +21,7 @@ from e2egen.runner import run
 from e2egen.runner.dtypes import storage_dtype
 
 DTYPES = ("f32", "f16", "bf16")
+REQUIREMENT_NAMED = "(require."  # in a reason: the requirement a kernel's measured arithmetic breaks, named
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Tally:
     caught_visible: int = 0
     peer_caught_visible: int = 0
     misses: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # a correct kernel's failed runs, with their reasons
     finding_runs: int = 0  # runs where the kernel's failure is a documented finding (Matrix.findings)
     finding_failed: int = 0
 
@@ -106,6 +108,8 @@ def evaluate(matrix: Matrix, seeds: int) -> dict[tuple[str, str], Tally]:
                             tally.peer_caught_visible += visible and peer
                             if visible and outcome.passed:
                                 tally.misses.append(f"{case} {range_name} {dtype} seed {seed}")
+                            if not outcome.passed and is_correct(matrix, op, name):
+                                tally.failures.append(f"{case} {range_name} {dtype} seed {seed}: {outcome.reason}")
     return tallies
 
 
@@ -136,7 +140,11 @@ def render(matrix: Matrix, tallies: dict[tuple[str, str], Tally], seeds: int, se
             visible = [visible[0] + tally.visible, visible[1] + tally.caught_visible,
                        visible[2] + tally.peer_caught_visible]
     found = [(op, name, tally) for (op, name), tally in tallies.items() if tally.finding_runs]
-    lines += ["", f"Correct kernels: {correct[1]} false failures in {correct[0]} runs (assert_close: {correct[2]})"
+    # a correct kernel that breaks a default requirement (computes in f16 where f32 is required) is named so
+    named = sum(REQUIREMENT_NAMED in failure for tally in tallies.values() for failure in tally.failures)
+    lines += ["", f"Correct kernels: {correct[1] - named} false failures in {correct[0]} runs (assert_close: {correct[2]})"
+              + (f"; {named} more fail a default requirement the kernel does not meet, which their reasons name "
+                 "(below)" if named else "")
               + ("; apart from them, " + "; ".join(f"{op} `{name}` failed {t.finding_failed} of {t.finding_runs} runs "
                                                   "where that is a documented finding (below)" for op, name, t in found)
                  if found else "") + ".",
@@ -146,6 +154,10 @@ def render(matrix: Matrix, tallies: dict[tuple[str, str], Tally], seeds: int, se
               for miss in tally.misses]
     if misses:
         lines += ["Bugs beyond an ulp that passed:", ""] + [f"- {op} `{name}`: {miss}" for op, name, miss in misses] + [""]
+    failures = [(op, name, failure) for (op, name), tally in tallies.items() for failure in tally.failures]
+    if failures:
+        lines += ["Correct kernels that failed, and why:", ""] + [f"- {op} `{name}`: {failure}"
+                                                                  for op, name, failure in failures] + [""]
     if matrix.closing:
         lines += [matrix.closing, ""]
     return "\n".join(lines)

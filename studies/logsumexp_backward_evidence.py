@@ -26,13 +26,16 @@ MATRIX = Matrix(
     ranges={"[-1, 1]": (-1.0, 1.0), "[-10, 10]": (-10.0, 10.0)},
     bug_dtypes={"torch_logsumexp_backward": ("f16", "bf16"), "logsumexp_backward_sum_in_input_format": ("f16", "bf16")},
     # exp overflows f32 only past 88.7: the kernel without the max is the correct one elsewhere
-    bug_where={"logsumexp_backward_no_max": lambda case, data: "mean 1000" in case},
+    bug_where={"logsumexp_backward_no_max": lambda case, data: "mean 1000" in case,
+               # on rows of 24 or 100 a running sum in the input format errs within what the contract allows a kernel
+               # that stores the weights in it before summing them (softmax's, attention's P): a bug on long rows only
+               "logsumexp_backward_sum_in_input_format": lambda case, data: case.startswith("rows")},
     closing=("torch_logsumexp_backward is torch's own CPU backward in f16 and bf16 (in f32 it is correct, and on f32 "
              "copies e2egen's default kernel): grad_y·exp(x − y) with x − y, its exp and the product each rounded to "
              "the input format, up to a few ulps where an f32 kernel is within one. A row sum kept in the input "
-             "format passes 8 of 80 runs, on rows of 24 or 100 where one weight dominates ([-10, 10]): there its "
-             "error is within what the contract allows a kernel that stores the weights in the input format before "
-             "summing them (softmax's forward, attention's P)."),
+             "format runs on the long rows only: on rows of 24 or 100 its error is within what the contract allows a "
+             "kernel that stores the weights in the input format before summing them (softmax's forward, attention's "
+             "P), and it passed 8 of 40 runs there."),
 )
 
 if __name__ == "__main__":

@@ -241,6 +241,14 @@ def softmax_no_max(x: torch.Tensor, *, dim: int) -> torch.Tensor:
     return _back(e / e.sum(-1, keepdim=True), x, dim)
 
 
+def softmax_in_input_format(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """Every step in the input format (x - m, exp, the row sum, the division each rounded to f16 or bf16), as JAX's
+    softmax computes for f16 and bf16 on the CPU: the compute-format probe names it."""
+    m = x.amax(dim=dim, keepdim=True)
+    e = torch.exp(x - m)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 def log_softmax_no_max(x: torch.Tensor, *, dim: int) -> torch.Tensor:
     rows = _rows(x, dim)
     return _back(rows - torch.log(torch.exp(rows).sum(-1, keepdim=True)), x, dim)

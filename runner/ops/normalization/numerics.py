@@ -21,7 +21,7 @@ from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets,
                                                                 norm_float64, norm_forward_float64, norm_rows,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.params import ChannelNormParams, NormParams, SoftmaxParams
-from e2egen.runner.ops.normalization.probes import probe_eps
+from e2egen.runner.ops.normalization.probes import probe_eps, probe_softmax_compute
 from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, ChannelNormOp, LogSumExpOp, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
@@ -76,6 +76,9 @@ class SoftmaxNumerics(_TensorNumerics[SoftmaxOp]):
             return {"y": forward(problem, inputs64["x"])}
         backward = log_softmax_backward_bound if self.spec.log else softmax_backward_bound
         return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
+
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return probe_softmax_compute(problem, kernel, device, label)
 
 
 class LogSumExpNumerics(_TensorNumerics[LogSumExpOp]):

@@ -1,4 +1,7 @@
-"""The eps probe of layer_norm and rms_norm (forward and backward), group_norm and batch_norm: rows whose variance
+"""The eps probe of layer_norm and rms_norm (forward and backward), group_norm and batch_norm, and softmax's and
+log_softmax's compute-format probe (probe_softmax_compute, below).
+
+The eps probe: rows whose variance
 (rms_norm: mean square) equals eps, where eps decides the result.
 
 On unit-variance rows eps moves y by about eps/2 relative (5e-6 for layer_norm's default), less than the bound's
@@ -117,3 +120,43 @@ def _worst(got: torch.Tensor, expected: torch.Tensor) -> str:
     gaps = torch.where(torch.isfinite(got), (got - expected).abs(), torch.full_like(got, math.inf))
     index = int(gaps.reshape(-1).argmax())
     return f"{float(got.reshape(-1)[index]):.6g}, expected {float(expected.reshape(-1)[index]):.6g}"
+
+
+# -- softmax, log_softmax: which format the kernel computes in -----------------------------------------------------
+SOFTMAX_PROBE_RANGE = (-8.0, 0.0)  # exp(x - m) over three decades: its roundings and the row sum's show
+NATIVE_ULPS = 2  # an f32 computation lands within an ulp of the correctly rounded result; the input format's does not
+# ... at this share of the outputs or more. What the contract allows lands there too, now and then: the weights stored
+# in bf16 before the sum (2 of 1,024 outputs), torch's own bf16 log_softmax (1); JAX's f16 softmax: 43, its bf16: 253
+NATIVE_SHARE = 0.01
+BUG_ULPS = 64  # farther than any rounding of the formats' arithmetic takes a row's result
+
+
+def probe_softmax_compute(problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+    """Does a softmax (log_softmax) kernel compute in f32, or in its f16/bf16 input format? On rows spread over
+    SOFTMAX_PROBE_RANGE (exact in the input format), an f32 computation rounded once lands its outputs within one
+    ulp of the correctly rounded result; exp, the row sum and the division in f16 or bf16 leave NATIVE_SHARE of them
+    or more NATIVE_ULPS or more away (JAX's softmax does). Outputs BUG_ULPS away, or not numbers, are a bug no
+    format explains."""
+    fmt = problem.input_format
+    if fmt == "f32":
+        return Arithmetic(compute="f32", probed_with=problem.describe(),
+                          notes=("f32 inputs: the math is computed in f32 or wider",))
+    shape = problem.input_shapes["x"]
+    spread = torch.linspace(*SOFTMAX_PROBE_RANGE, math.prod(shape), dtype=torch.float64)
+    x = metrics.round_to(spread[torch.randperm(spread.numel(), generator=torch.Generator().manual_seed(problem.seed))],
+                         fmt).reshape(shape)
+    got = call_on_values(problem, kernel, {"x": x}, device, label=label)[problem.primary_output].to(torch.float64)
+    exact = problem.numerics.reference(problem, {"x": x})[problem.primary_output]
+    rounded = metrics.round_to(exact, problem.out_dtype)
+    ulps = (got - rounded).abs() / metrics.ulp(rounded, problem.out_dtype)
+    ulps = torch.where(torch.isfinite(got), ulps, torch.full_like(ulps, math.inf))
+    far = int((ulps >= NATIVE_ULPS).sum())
+    described = f"{far} of {ulps.numel()} outputs {NATIVE_ULPS} ulps or more from the correctly rounded result"
+    if float(ulps.max()) >= BUG_ULPS:
+        return Arithmetic(compute="f32", probed_with=problem.describe(), unexplained=(
+            f"{problem.op} on rows spread over {list(SOFTMAX_PROBE_RANGE)}: an output {float(ulps.max()):.3g} ulps from "
+            f"the correctly rounded result, farther than any rounding of f32 or {fmt} arithmetic takes it",))
+    if far >= NATIVE_SHARE * ulps.numel():
+        return Arithmetic(compute=fmt, probed_with=problem.describe(),
+                          notes=(f"{described}: exp, the row sum or the division done in {fmt}",))
+    return Arithmetic(compute="f32", probed_with=problem.describe(), notes=(described,))

@@ -57,6 +57,7 @@ PER_FEATURE_INPUTS = ("weight", "bias")  # of the normalised shape: they keep th
 _SOFTMAX_FLOPS = {"fwd": 4, "bwd_data": 4}
 _NORM_FLOPS = {"fwd": 8, "bwd_data": 12}
 PROBE_ROWS, PROBE_ROW_LENGTH = 4, 64  # the eps probe's problem: each leading dim, each normalised dim at most
+PROBE_SOFTMAX_ROW = 256  # the softmax compute-format probe's row length at most
 
 
 TensorParamsT = TypeVar("TensorParamsT", SoftmaxParams, NormParams, ChannelNormParams)
@@ -119,6 +120,18 @@ class SoftmaxOp(_TensorOp[SoftmaxParams]):
 
     def flops(self, params: SoftmaxParams, direction: str) -> int:
         return _SOFTMAX_FLOPS[direction] * math.prod(params.shape)
+
+    def probe_params(self, params: SoftmaxParams, direction: str) -> SoftmaxParams | None:
+        """The compute-format probe's problem (runner/ops/normalization/probes.py), forward only: the same rank and
+        axis, at most PROBE_ROWS along each other dim and PROBE_SOFTMAX_ROW along the axis; no offset."""
+        if direction != "fwd":
+            return None
+        shape = tuple(min(size, PROBE_SOFTMAX_ROW if dim == params.axis else PROBE_ROWS)
+                      for dim, size in enumerate(params.shape))
+        return replace(params, shape=shape, offset=0.0)
+
+    def unprobed_reason(self, params: SoftmaxParams, direction: str) -> str:
+        return f"{self.name}'s backward has no probes"
 
 
 class LogSumExpOp(_TensorOp[SoftmaxParams]):

@@ -297,3 +297,29 @@ def test_the_logsumexp_backward_reference_is_torch_s_autograd_in_float64(params)
     x = inputs64["x"].clone().requires_grad_()
     torch.logsumexp(x, dim=problem.params.axis).backward(inputs64["grad_y"])
     torch.testing.assert_close(problem.numerics.reference(problem, inputs64)["grad_x"], x.grad, rtol=1e-12, atol=1e-14)
+
+
+
+# -- softmax's compute-format probe ---------------------------------------------------------------------------------
+def test_the_softmax_probe_names_a_kernel_computing_in_its_input_format():
+    """Every step in bf16 (JAX's softmax does that): named, where before the report said only bound_ratio > 1. In
+    f16 the same steps leave 5 of the probe's 1,024 outputs 2 ulps off, below NATIVE_SHARE: the bound fails it."""
+    import e2egen
+
+    named = e2egen.judge(IMPL + "softmax_in_input_format", "softmax", {"shape": [16, 1000]}, "bf16", data_range=(-4.0, 4.0))
+    assert not named.passed and "computes its math in bf16" in named.reason
+    bound = e2egen.judge(IMPL + "softmax_in_input_format", "softmax", {"shape": [16, 1000]}, "f16", data_range=(-4.0, 4.0))
+    assert not bound.passed and "bound_ratio" in bound.reason
+
+
+@pytest.mark.parametrize("op, kernel", [("softmax", "torch"), ("softmax", "softmax_blocked_exp2"),
+                                        ("log_softmax", "torch"), ("log_softmax", "log_softmax_stored_like_torch_cpu")])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_the_softmax_probe_finds_f32_where_the_contract_allows_stored_weights(op, kernel, dtype):
+    """Weights, or the row sum and its log, stored in the input format are what the contract allows (torch's own
+    bf16 log_softmax does it): measured as f32 arithmetic, the case passes."""
+    import e2egen
+
+    outcome = e2egen.judge(None if kernel == "torch" else IMPL + kernel, op, {"shape": [16, 1000]}, dtype)
+    assert outcome.passed, outcome.reason
+    assert "computes in" not in outcome.report or f"computes in {dtype}" not in outcome.report

@@ -262,6 +262,7 @@ k = 512
 [[suite]]
 name = "torchs"
 op = "rsqrt"
+directions = ["fwd"]
 dtypes = ["f16"]
 layouts = ["strided"]
 ranges = ["wide_positive"]

@@ -1,4 +1,4 @@
-"""Evidence for the reductions' backward (bwd_data: sum, mean, max, cumsum; docs/concepts/reduction-bound.md):
+"""Evidence for the reductions' backward (bwd_data: sum, mean, max, var, cumsum; docs/concepts/reduction-bound.md):
 torch's autograd and kernels written apart from it must pass; each planted bug must fail wherever it changes a
 result by more than an ulp of the output format (studies/kernel_matrix.py). Writes
 docs/evidence/reduction-backward.md.
@@ -20,7 +20,7 @@ REDUCTION_CASES = {"rows 16×1000": ROWS, "columns 300×24, strided": COLUMNS,
                    "channels 2×16×6×6, channels_last": CHANNELS,
                    "everything 8×8×64": ({"shape": [8, 8, 64], "axis": [0, 1, 2]}, "contiguous")}
 SCAN_CASES = {"rows 16×1000": ROWS, "columns 300×24, strided": COLUMNS, "channels 2×16×6×6, channels_last": CHANNELS}
-OPS = ("sum", "mean", "max", "cumsum")
+OPS = ("sum", "mean", "max", "var", "cumsum")
 
 MATRIX = Matrix(
     title="The reductions' backward: evidence",
@@ -31,10 +31,14 @@ MATRIX = Matrix(
     wrong=kernels.WRONG_BACKWARD,
     cases={op: SCAN_CASES if op == "cumsum" else REDUCTION_CASES for op in OPS},
     ranges={"[-1, 1]": (-1.0, 1.0), "[1, 5]": (1.0, 5.0)},
-    bug_dtypes={"half_reciprocal_mean_backward": ("f32",), "input_format_cumsum_backward": ("f16", "bf16")},
+    bug_dtypes={"half_reciprocal_mean_backward": ("f32",), "input_format_cumsum_backward": ("f16", "bf16"),
+                "torch_var_backward": ("f16", "bf16"), "var_backward_mean_in_format": ("f16", "bf16")},
     closing=("A bug within an ulp cannot be told from a correct kernel's rounding: the n − 1 divisor of a mean over "
              "4,096 elements moves it by 2.4e-4 relative, below an f16 ulp; 1/N rounded to f16 is exact where N is a "
-             "power of two; ties, which the max backward splits, are rare in f32 draws."),
+             "power of two; ties, which the max backward splits, are rare in f32 draws. var's biased divisor N for "
+             "N − 1 moves its gradient by 1/N, below a bf16 ulp on rows of 1,000. torch_var_backward is torch's own "
+             "f16/bf16 var backward (the default runs it on f32 copies): it rounds the mean, x − μ and the scale to "
+             "the input format."),
 )
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ Backward (grad_y broadcast back over x's shape; g the grad_y of an element's out
     max    0 at a unique maximum and off the maxima           a copy, or 0
            2u·|g|/c + c_out·ulp_T(out) at c tied maxima        the division among them
     cumsum the forward's bound on the reversed rows           grad_x_i = Σ_{j>=i} grad_y_j
+    var    s·δμ + 4u·s·|x - μ| + c_out·ulp_T(out)             grad_x = g·2(x - μ)/(N - c), s = 2|g|/(N - c),
+                                                              δμ the mean's bound (as above, without its output)
 
 var's bound covers the two-pass algorithm and the updating ones (Welford, and blocks merged by Chan's
 formulas); it does not cover the one-pass E[x²] - E[x]², whose error grows with μ²/var where these terms
@@ -102,7 +104,44 @@ def backward_bound(reduction: Reduction, problem: Problem, grad_y: torch.Tensor,
         return ExactWhere(~tied, SumOfBounds((
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), share, "division among tied maxima"),
             output)))
+    if reduction == "var":
+        return var_backward_bound(problem, kept, x)
     raise ValueError(f"{reduction} has no backward")
+
+
+@dataclass(frozen=True, eq=False)
+class SpreadOverReduced:
+    """A per-output bound (the mean's), each output's spread over the elements it reduced, times `factor` there."""
+
+    bound: ErrorBound
+    factor: torch.Tensor  # x's shape
+    kept_shape: tuple[int, ...]  # the output's shape with the reduced dims kept as 1
+
+    def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
+        return self.bound.evaluate(model, None).reshape(self.kept_shape) * self.factor
+
+
+def var_backward_bound(problem: Problem, kept: torch.Tensor, x: torch.Tensor) -> SumOfBounds:
+    """grad_x = g·2(x - μ)/(N - c), g the element's grad_y (`kept`: grad_y with the reduced dims kept as 1):
+    |δ| <= s·δμ + u·s·|x - μ| + 3u·|grad_x| + c_out·ulp_T(out), s = 2|g|/(N - c): the mean's error (its own bound,
+    as the forward's), the subtraction, and the scale's rounding and the two products."""
+    params, dtype = problem.params, problem.dtype
+    axes, count = params.axes, params.reduced_size
+    drawn = problem.drawn_independently("x")
+    common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
+    mean_error = SumOfBounds((
+        _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
+        common,
+        ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.absolute_sum / count, "division by N"),
+    ))
+    scale = kept.abs().mul(2 / params.divisor).expand(params.shape)
+    deviations = (x - x.mean(dim=axes, keepdim=True)).abs_()
+    return SumOfBounds((
+        SpreadOverReduced(mean_error, scale, tuple(kept.shape)),
+        ScaledMagnitude(ComputeRoundings(1, dtype), scale * deviations, "x - μ"),
+        ScaledMagnitude(ComputeRoundings(3, dtype), scale * deviations, "the scale 2/(N - c) and its products"),
+        OutputRounding(problem.out_dtype),
+    ))
 
 
 @dataclass(frozen=True, eq=False)

@@ -68,8 +68,21 @@ def torch_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
     return _autograd(torch_cumsum, grad_y, torch.zeros_like(grad_y), dim=dim)  # its gradient does not read x
 
 
+def torch_var_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
+    """torch's own autograd of var, in x's format: WRONG for f16/bf16 (the mean, x - mean and the scale each rounded
+    to the input format)."""
+    return _autograd(torch_var, grad_y, x, dim=dim, correction=correction)
+
+
+def f32_var_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
+    """The default: torch's autograd of var on f32 copies, rounded once (float64 stays float64: the reference)."""
+    if x.dtype == torch.float64:
+        return torch_var_backward(grad_y, x, dim=dim, correction=correction)
+    return torch_var_backward(grad_y.float(), x.float(), dim=dim, correction=correction).to(x.dtype)
+
+
 TORCH_BACKWARD_KERNELS: Mapping[Reduction, Callable[..., torch.Tensor]] = {
-    "sum": torch_sum_backward, "mean": torch_mean_backward, "max": torch_max_backward}
+    "sum": torch_sum_backward, "mean": torch_mean_backward, "max": torch_max_backward, "var": f32_var_backward}
 
 
 def rows(x: torch.Tensor, dim: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -337,9 +350,17 @@ def blocked_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Tensor:
     return blocked_cumsum(grad_y.flip(dim), dim=dim).flip(dim)
 
 
+def scale_first_var_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...],
+                             correction: int) -> torch.Tensor:
+    """CORRECT: grad_y · (2/(N - c)) first, then times x - μ (μ a pairwise f32 mean), all in f32."""
+    x32 = x.float()
+    count = x32.numel() // _kept(grad_y, x, dim).numel()
+    return ((_kept(grad_y, x, dim).float() * (2.0 / (count - correction))) * (x32 - x32.mean(dim=dim, keepdim=True))).to(x.dtype)
+
+
 CORRECT_BACKWARD: Mapping[str, tuple[str, ...]] = {
     "sum": ("broadcast_sum_backward",), "mean": ("reciprocal_mean_backward",), "max": ("masked_max_backward",),
-    "cumsum": ("blocked_cumsum_backward",)}
+    "cumsum": ("blocked_cumsum_backward",), "var": ("scale_first_var_backward",)}
 
 
 def half_reciprocal_mean_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...]) -> torch.Tensor:
@@ -376,6 +397,26 @@ def input_format_cumsum_backward(grad_y: torch.Tensor, *, dim: int) -> torch.Ten
     return input_format_cumsum(grad_y.flip(dim), dim=dim).flip(dim)
 
 
+def var_backward_biased(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
+    """WRONG where correction != 0: divides by N, the biased estimate's N, whatever the correction."""
+    return f32_var_backward(grad_y, x, dim=dim, correction=0)
+
+
+def var_backward_no_two(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
+    """WRONG: (x - μ)/(N - c), the derivative of the square's 2 forgotten."""
+    return (f32_var_backward(grad_y.float(), x.float(), dim=dim, correction=correction) / 2).to(x.dtype)
+
+
+def var_backward_mean_in_format(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...],
+                                correction: int) -> torch.Tensor:
+    """WRONG for f16/bf16: μ rounded to the input format before x - μ (every other step in f32)."""
+    x32 = x.float()
+    count = x32.numel() // _kept(grad_y, x, dim).numel()
+    mean = x32.mean(dim=dim, keepdim=True).to(x.dtype).float()
+    return (_kept(grad_y, x, dim).float() * (x32 - mean) * (2.0 / (count - correction))).to(x.dtype)
+
+
 WRONG_BACKWARD: Mapping[str, tuple[str, ...]] = {
     "mean": ("half_reciprocal_mean_backward", "n_minus_one_mean_backward"), "max": ("first_max_backward",),
-    "cumsum": ("prefix_cumsum_backward", "input_format_cumsum_backward")}
+    "cumsum": ("prefix_cumsum_backward", "input_format_cumsum_backward"),
+    "var": ("torch_var_backward", "var_backward_biased", "var_backward_no_two", "var_backward_mean_in_format")}

@@ -36,11 +36,10 @@ class ReductionNumerics(OpNumerics[ReductionOp]):
 
     def call(self, kernel: Kernel, direction: str, params: ReductionParams,
              tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        correction = {"correction": params.correction} if self.spec.reduction == "var" else {}
         if direction != "fwd":
-            return kernel(tensors["grad_y"], tensors["x"], dim=params.axes)
-        if self.spec.reduction == "var":
-            return kernel(tensors["x"], dim=params.axes, correction=params.correction)
-        return kernel(tensors["x"], dim=params.axes)
+            return kernel(tensors["grad_y"], tensors["x"], dim=params.axes, **correction)
+        return kernel(tensors["x"], dim=params.axes, **correction)
 
     # -- bound -------------------------------------------------------------------------------
     def error_bound(self, problem: Problem, inputs64: Mapping[str, torch.Tensor],

@@ -14,9 +14,10 @@ keywords are the default kernels.
 Backward (bwd_data; sum, mean and max): f(grad_y, x, *, dim) -> grad_x, grad_y of the output's shape, x the
 forward's input (its shape; max's maxima), grad_x of x's shape and format: sum broadcasts grad_y over the
 reduced dims, mean divides it by N, max gives it to the maxima of x, split evenly among tied ones (torch.amax's
-gradient). The default kernels are torch's autograd of the forward kernels. var has no backward here: torch's
-own f16/bf16 var backward rounds each of its steps (the mean, x - mean, the scale) to the input format, which
-the dtype's assumed arithmetic (f32 steps) does not allow, and it has no probes that could measure it.
+gradient). The default kernels are torch's autograd of the forward kernels. var's: f(grad_y, x, *, dim,
+correction) -> grad_x = grad_y · 2(x - μ)/(N - correction); its default is torch's autograd on f32 copies, rounded
+once (torch's own f16/bf16 var backward rounds each of its steps, the mean, x - mean and the scale, to the input
+format, which the dtype's assumed arithmetic, f32 steps, does not allow).
 
 Layouts (runner/ops/tensor_layouts.py): contiguous, strided (x is a view of every other element of a
 buffer whose gaps hold NaN), channels_last (rank >= 3). The output may come in any memory layout.
@@ -107,7 +108,7 @@ class ReductionOp(Op[ReductionParams]):
             raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
         self.name: str = reduction
         self.reduction: Reduction = reduction
-        self.directions: tuple[Direction, ...] = ("fwd",) if reduction == "var" else ("fwd", "bwd_data")
+        self.directions: tuple[Direction, ...] = ("fwd", "bwd_data")
         self.optional_params = frozen_mapping({"axis": -1, **({"correction": 1} if reduction == "var" else {})})
 
     def __repr__(self) -> str:
@@ -159,6 +160,8 @@ class ReductionOp(Op[ReductionParams]):
     def shared_rounding(self, params: ReductionParams, direction: Direction = "fwd") -> str:
         if self.reduction == "mean" and direction != "fwd":
             return "every element of a reduced group is grad_y times one 1/N, which a kernel may round once"
+        if self.reduction == "var" and direction != "fwd":
+            return "every element of a reduced group subtracts one mean, whose rounding moves them all alike"
         return ""
 
     def unprobed_reason(self, params: ReductionParams, direction: str) -> str:

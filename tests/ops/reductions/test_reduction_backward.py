@@ -1,4 +1,4 @@
-"""The reductions' backward (bwd_data): sum, mean and max of runner/ops/reductions/spec.py, and cumsum's. torch's
+"""The reductions' backward (bwd_data): sum, mean, max and var of runner/ops/reductions/spec.py, and cumsum's. torch's
 autograd and kernels written apart from it pass by the default verdict; each planted bug fails wherever it
 changes a result beyond the output format's resolution; the cumsum backward's probes read its accumulator."""
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _judge(op: str, kernel: str, case: str, dtype: str, value_range=(-1.0, 1.0))
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [c for c in CASES if c != "full"] + ["full"])
-@pytest.mark.parametrize("op, kernel", [(op, name) for op in ("sum", "mean", "max", "cumsum")
+@pytest.mark.parametrize("op, kernel", [(op, name) for op in ("sum", "mean", "max", "var", "cumsum")
                                         for name in ("torch", *kernels.CORRECT_BACKWARD[op])])
 def test_correct_backward_kernels_pass(op, kernel, case, dtype):
     if op == "cumsum" and case == "full":
@@ -55,6 +55,11 @@ def test_correct_backward_kernels_pass(op, kernel, case, dtype):
     ("cumsum", "prefix_cumsum_backward", "rows", "f32"),
     ("cumsum", "input_format_cumsum_backward", "rows", "bf16"),
     ("cumsum", "input_format_cumsum_backward", "channels-cl", "f16"),
+    ("var", "torch_var_backward", "rows", "f16"),  # torch's own rounds the mean, x - μ and the scale to f16
+    ("var", "torch_var_backward", "channels-cl", "bf16"),
+    ("var", "var_backward_biased", "columns-strided", "f32"),  # N for N - 1
+    ("var", "var_backward_no_two", "full", "bf16"),
+    ("var", "var_backward_mean_in_format", "rows", "bf16"),
 ])
 def test_planted_backward_bugs_fail(op, kernel, case, dtype):
     outcome = _judge(op, kernel, case, dtype)
@@ -99,7 +104,21 @@ def test_the_backward_has_the_forward_s_input_and_an_output_of_its_shape():
     assert stored["x"].is_contiguous(memory_format=torch.channels_last) and stored["grad_y"].is_contiguous()
 
 
-def test_var_has_no_backward_and_the_error_names_the_directions():
+def test_a_backward_direction_an_op_lacks_is_named_with_the_valid_ones():
     with pytest.raises(ProblemError) as error:
-        make_problem("var", "bwd_data", "f16", "contiguous", {"shape": [4, 8]}, (-1.0, 1.0), 0)
-    assert "bwd_data" in str(error.value) and "fwd" in str(error.value)
+        make_problem("var", "bwd_weight", "f16", "contiguous", {"shape": [4, 8]}, (-1.0, 1.0), 0)
+    assert "bwd_weight" in str(error.value) and "bwd_data" in str(error.value) and "fwd" in str(error.value)
+
+
+@pytest.mark.parametrize("shape, correction", [({"shape": [5, 7]}, 1), ({"shape": [3, 6, 4], "axis": [0, 2]}, 0)])
+def test_the_var_backward_reference_is_torch_s_autograd_in_float64(shape, correction):
+    problem = make_problem("var", "bwd_data", "f32", "contiguous", {**shape, "correction": correction}, (-2.0, 3.0), 6)
+    inputs64 = {name: t.double() for name, t in generate_inputs(problem).items()}
+    x = inputs64["x"].clone().requires_grad_()
+    torch.var(x, dim=problem.params.axes, correction=correction).backward(inputs64["grad_y"])
+    torch.testing.assert_close(problem.numerics.reference(problem, inputs64)["grad_x"], x.grad, rtol=1e-12, atol=1e-14)
+
+
+def test_torch_s_own_half_var_backward_passes_in_f32():
+    """Its f16/bf16 steps are the bug; the same autograd in f32 is correct (the default runs it on f32 copies)."""
+    assert _judge("var", "torch_var_backward", "rows", "f32").passed

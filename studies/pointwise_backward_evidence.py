@@ -1,4 +1,5 @@
-"""Evidence for the element-wise backward (bwd_data of exp, tanh, relu, sqrt, log, square, sigmoid, rsqrt, log1p;
+"""Evidence for the element-wise backward (bwd_data of exp, tanh, relu, sqrt, log, square, sigmoid, rsqrt, log1p,
+silu, gelu, gelu_tanh;
 runner/ops/math_functions.BACKWARD_FUNCTIONS): torch's backward and kernels written apart from it must pass; each
 planted bug must fail where it is one (studies/kernel_matrix.py). Writes docs/evidence/pointwise-backward.md.
 
@@ -30,10 +31,11 @@ MATRIX = Matrix(
     ranges={"[-4, 4]": (-4.0, 4.0), "[-1, 1]": (-1.0, 1.0), "(0.01, 4)": (0.01, 4.0), "(1, 100)": (1.0, 100.0),
             "(-0.9, 4)": (-0.9, 4.0), "[-1e-3, 1e-3]": (-1e-3, 1e-3)},
     ranges_of={"sqrt": POSITIVE, "log": POSITIVE, "rsqrt": POSITIVE, "exp": SIGNED, "tanh": SIGNED, "relu": SIGNED,
-               "square": SIGNED, "sigmoid": SIGNED, "log1p": ABOVE_MINUS_ONE},
+               "square": SIGNED, "sigmoid": SIGNED, "log1p": ABOVE_MINUS_ONE, "silu": SIGNED, "gelu": SIGNED,
+               "gelu_tanh": SIGNED},
     bug_dtypes={"tanh_backward_in_format": ("f16", "bf16"), "log_backward_reciprocal_in_format": ("f16", "bf16"),
                 "torch_sigmoid_backward": ("f16",), "torch_rsqrt_backward_native": ("f16", "bf16"),
-                "log1p_backward_sum_in_format": ("f16", "bf16")},
+                "log1p_backward_sum_in_format": ("f16", "bf16"), "silu_backward_in_format": ("f16", "bf16")},
     closing=("The ranges are the forward's x (and grad_y's): y = f(x) is computed exactly and rounded, as an output "
              "a forward pass can give. The backward has no probes: it is judged in f32's arithmetic. Three of the "
              "planted bugs are torch's own CPU backward (the default kernels run them on f32 copies): sigmoid's "

@@ -23,10 +23,9 @@ SIGNATURES: Mapping[str, FunctionSignature] = {
 
 
 # The backward (bwd_data) of the unary functions: grad_x = grad_y·f'(·), from grad_y and what torch's autograd saves,
-# the forward's output y or its input x. Left out: the gelus' and silu's, whose autograd saves x and recomputes the
-# forward inside the derivative.
+# the forward's output y or its input x (the gelus' and silu's recompute their forward inside the derivative).
 BACKWARD_SAVES = {"exp": "y", "tanh": "y", "relu": "y", "sqrt": "y", "log": "x", "square": "x", "sigmoid": "y",
-                  "rsqrt": "y", "log1p": "x"}
+                  "rsqrt": "y", "log1p": "x", "silu": "x", "gelu": "x", "gelu_tanh": "x"}
 _BACKWARD_DOMAINS = {"sqrt": "y > 0", "rsqrt": "y > 0"}  # their y = f(x) of x > 0
 BACKWARD_SIGNATURES: Mapping[str, FunctionSignature] = {
     name: FunctionSignature(f"{name}_backward", ("grad_y", saved), _BACKWARD_DOMAINS.get(name, _DOMAINS.get(name, "")))

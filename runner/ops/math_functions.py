@@ -190,6 +190,44 @@ def _log1p_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
     return iv.div(g, iv.add(_one(x, c), x, c), c)
 
 
+def _three_factor_product(a: Interval, b: Interval, d: Interval, c: IntervalContext) -> Interval:
+    """a·b·d in any of the orders a kernel may take its two products in."""
+    return _hull(iv.mul(iv.mul(a, b, c), d, c), iv.mul(a, iv.mul(b, d, c), c), iv.mul(iv.mul(a, d, c), b, c))
+
+
+def _silu_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    """g·s·(1 + x·(1 - s)), s = sigmoid(x) (torch's silu_backward)."""
+    s = _sigmoid_interval(x, c)
+    t = iv.add(_one(x, c), iv.mul(x, iv.add(_one(x, c), iv.negate(s), c), c), c)
+    return _three_factor_product(g, s, t, c)
+
+
+def _gelu_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    """g·(Φ(x) + x·φ(x)), Φ = (1 + erf(x/√2))/2, φ = exp(-x²/2)/√(2π) (torch's gelu_backward): the product x·φ
+    taken as x·(φ's constant·exp) or (x·constant)·exp."""
+    cdf = iv.mul(iv.constant(0.5, x.lo, c), iv.add(_one(x, c), iv.erf(iv.mul(x, iv.constant(1 / math.sqrt(2.0), x.lo, c), c), c), c), c)
+    density = iv.exp(iv.mul(iv.constant(-0.5, x.lo, c), iv.mul(x, x, c), c), c)
+    beta = iv.constant(1 / math.sqrt(2 * math.pi), x.lo, c)
+    x_pdf = _hull(iv.mul(x, iv.mul(beta, density, c), c), iv.mul(iv.mul(x, beta, c), density, c))
+    return iv.mul(g, iv.add(cdf, x_pdf, c), c)
+
+
+def _gelu_tanh_backward(g: Interval, x: Interval, c: IntervalContext) -> Interval:
+    """torch's gelu_backward with approximate="tanh": inner = β(x + κx³), t = tanh(inner),
+    g·(½(1 + t) + ½x·(1 - t²)·β(1 + 3κx²)), β = √(2/π), κ = 0.044715; 1 - t² as 1 - t·t or (1 - t)(1 + t)."""
+    one = _one(x, c)
+    beta, kappa = iv.constant(math.sqrt(2 / math.pi), x.lo, c), iv.constant(0.044715, x.lo, c)
+    square = iv.mul(x, x, c)
+    inner = iv.mul(beta, iv.add(x, iv.mul(kappa, iv.mul(square, x, c), c), c), c)
+    t = iv.tanh(inner, c)
+    left_derivative = iv.mul(iv.constant(0.5, x.lo, c), iv.add(one, t, c), c)
+    sech_squared = _hull(iv.add(one, iv.negate(iv.mul(t, t, c)), c), iv.mul(iv.add(one, iv.negate(t), c), iv.add(one, t, c), c))
+    slope = iv.mul(beta, iv.add(one, iv.mul(iv.constant(3 * 0.044715, x.lo, c), square, c), c), c)
+    half_x = iv.mul(iv.constant(0.5, x.lo, c), x, c)
+    right_derivative = _three_factor_product(half_x, sech_squared, slope, c)
+    return iv.mul(g, iv.add(left_derivative, right_derivative, c), c)
+
+
 def _aten(name: str) -> Callable[..., torch.Tensor]:
     def call(grad_y: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
         return getattr(torch.ops.aten, name)(grad_y, saved)
@@ -226,6 +264,29 @@ def torch_rsqrt_backward(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return -0.5 * grad_y * y.pow(3)  # rsqrt's autograd formula: -0.5 · grad · result³, in the input format
 
 
+def torch_gelu_backward(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.gelu_backward(grad_y, x)
+
+
+def torch_gelu_tanh_backward(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.gelu_backward(grad_y, x, approximate="tanh")
+
+
+def _exact_silu_backward(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+def _exact_gelu_backward(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return g * (0.5 * (1 + torch.erf(x / math.sqrt(2.0))) + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))
+
+
+def _exact_gelu_tanh_backward(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    beta, kappa = math.sqrt(2 / math.pi), 0.044715
+    t = torch.tanh(beta * (x + kappa * x ** 3))
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * beta * (1 + 3 * kappa * x * x))
+
+
 def on_f32_copies(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """`kernel` on f32 copies of its inputs, rounded once to the first's format: the default where torch's own
     backward rounds its steps to f16 or bf16 (sigmoid's computes in f16; rsqrt's rounds y³, log1p's 1 + x), which
@@ -247,4 +308,7 @@ BACKWARD_FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(BACKWARD_SI
     ("sigmoid", (lambda g, y: g * y * (1 - y), _sigmoid_backward, on_f32_copies(_aten("sigmoid_backward")))),
     ("rsqrt", (lambda g, y: -0.5 * g * y ** 3, _rsqrt_backward, on_f32_copies(torch_rsqrt_backward))),
     ("log1p", (lambda g, x: g / (1 + x), _log1p_backward, on_f32_copies(_autograd(torch.log1p)))),
+    ("silu", (_exact_silu_backward, _silu_backward, _aten("silu_backward"))),
+    ("gelu", (_exact_gelu_backward, _gelu_backward, torch_gelu_backward)),
+    ("gelu_tanh", (_exact_gelu_tanh_backward, _gelu_tanh_backward, torch_gelu_tanh_backward)),
 )}

@@ -173,9 +173,46 @@ def log1p_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (_f32(grad_y) / (1.0 + _f32(x))).to(x.dtype)
 
 
+def _sigmoid_f32(x: torch.Tensor) -> torch.Tensor:
+    return 1.0 / (1.0 + torch.exp(-_f32(x)))
+
+
+def silu_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: (grad_y · (1 + x(1 - s))) · s in f32, s = 1 / (1 + exp(-x)) (torch's multiplies grad_y · s first)."""
+    x32, s = _f32(x), _sigmoid_f32(x)
+    return ((_f32(grad_y) * (1.0 + x32 * (1.0 - s))) * s).to(x.dtype)
+
+
+_SQRT_HALF, _INV_SQRT_2PI = 1 / math.sqrt(2.0), 1 / math.sqrt(2 * math.pi)
+
+
+def gelu_backward_f32(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: grad_y · (Φ(x) + (x/√(2π))·exp(-x²/2)) in f32."""
+    x32 = _f32(x)
+    cdf = 0.5 * (1.0 + torch.erf(x32 * _SQRT_HALF))
+    return (_f32(grad_y) * (cdf + (x32 * _INV_SQRT_2PI) * torch.exp(-0.5 * (x32 * x32)))).to(x.dtype)
+
+
+_BETA, _KAPPA = math.sqrt(2 / math.pi), 0.044715
+
+
+def _gelu_tanh_parts(x32: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    square = x32 * x32
+    return torch.tanh(_BETA * (x32 + _KAPPA * (square * x32))), square
+
+
+def gelu_tanh_backward_factored(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """CORRECT: torch's formula in f32 with 1 - t² as (1 - t)(1 + t)."""
+    x32 = _f32(x)
+    t, square = _gelu_tanh_parts(x32)
+    right = (0.5 * x32) * ((1.0 - t) * (1.0 + t)) * (_BETA * (1.0 + 3 * _KAPPA * square))
+    return (_f32(grad_y) * (0.5 * (1.0 + t) + right)).to(x.dtype)
+
+
 CORRECT_BACKWARD = {"exp": ("exp_backward_f32",), "tanh": ("tanh_backward_factored",), "relu": ("relu_backward_where",),
                     "sqrt": ("sqrt_backward_half",), "log": ("log_backward_f32",), "square": ("square_backward_f32",),
-                    "sigmoid": ("sigmoid_backward_f32",), "rsqrt": ("rsqrt_backward_f32",), "log1p": ("log1p_backward_f32",)}
+                    "sigmoid": ("sigmoid_backward_f32",), "rsqrt": ("rsqrt_backward_f32",), "log1p": ("log1p_backward_f32",),
+                    "silu": ("silu_backward_f32",), "gelu": ("gelu_backward_f32",), "gelu_tanh": ("gelu_tanh_backward_factored",)}
 
 
 def tanh_backward_linear(grad_y: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -243,9 +280,46 @@ def log1p_backward_sum_in_format(grad_y: torch.Tensor, x: torch.Tensor) -> torch
     return (_f32(grad_y) / _f32((1.0 + _f32(x)).to(x.dtype))).to(x.dtype)
 
 
+def silu_backward_sigmoid_only(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y · s, x·s·(1 - s) forgotten (silu's derivative taken as sigmoid's value)."""
+    return (_f32(grad_y) * _sigmoid_f32(x)).to(x.dtype)
+
+
+def silu_backward_in_format(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG for f16/bf16: every step rounded to the input format."""
+    s = torch.sigmoid(x)
+    return grad_y * s * (1 + x * (1 - s))
+
+
+def gelu_backward_tanh_for_erf(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: the tanh approximation's derivative where the case is the exact (erf) gelu's."""
+    return torch.ops.aten.gelu_backward(_f32(grad_y), _f32(x), approximate="tanh").to(x.dtype)
+
+
+def gelu_backward_cdf_only(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: grad_y · Φ(x), the x·φ(x) term forgotten."""
+    return (_f32(grad_y) * (0.5 * (1.0 + torch.erf(_f32(x) * _SQRT_HALF)))).to(x.dtype)
+
+
+def gelu_tanh_backward_erf_for_tanh(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: the exact (erf) gelu's derivative where the case is the tanh approximation's."""
+    return gelu_backward_f32(grad_y, x)
+
+
+def gelu_tanh_backward_no_three(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG: the inner derivative β(1 + κx²), its 3 forgotten."""
+    x32 = _f32(x)
+    t, square = _gelu_tanh_parts(x32)
+    right = (0.5 * x32) * (1.0 - t * t) * (_BETA * (1.0 + _KAPPA * square))
+    return (_f32(grad_y) * (0.5 * (1.0 + t) + right)).to(x.dtype)
+
+
 WRONG_BACKWARD = {"tanh": ("tanh_backward_linear", "tanh_backward_in_format"), "relu": ("relu_backward_at_zero",),
                   "sqrt": ("sqrt_backward_no_half",), "log": ("log_backward_reciprocal_in_format",),
                   "square": ("square_backward_no_two",),
                   "sigmoid": ("torch_sigmoid_backward", "sigmoid_backward_no_complement"),
                   "rsqrt": ("torch_rsqrt_backward_native", "rsqrt_backward_square"),
-                  "log1p": ("log1p_backward_as_log", "log1p_backward_sum_in_format")}
+                  "log1p": ("log1p_backward_as_log", "log1p_backward_sum_in_format"),
+                  "silu": ("silu_backward_sigmoid_only", "silu_backward_in_format"),
+                  "gelu": ("gelu_backward_tanh_for_erf", "gelu_backward_cdf_only"),
+                  "gelu_tanh": ("gelu_tanh_backward_erf_for_tanh", "gelu_tanh_backward_no_three")}

@@ -10,7 +10,8 @@ dtype, stored as the layout says (runner/ops/tensor_layouts.py), the result of t
 and dtype (any strides). torch's own function is the default kernel.
 
 Backward (bwd_data) of exp, tanh, relu, sqrt, sigmoid, rsqrt (f(grad_y, y) -> grad_x, y the forward's output,
-as torch's autograd saves it) and of log, square, log1p (f(grad_y, x) -> grad_x): grad_x = grad_y·f'. y is the
+as torch's autograd saves it) and of log, square, log1p, silu, gelu, gelu_tanh (f(grad_y, x) -> grad_x): grad_x =
+grad_y·f'. y is the
 forward of a drawn x, computed exactly and rounded to the format, so that it is an output a forward pass can give.
 The defaults are torch's own backward formulas (runner/ops/math_functions.BACKWARD_FUNCTIONS; sigmoid's, rsqrt's
 and log1p's on f32 copies, as torch's own round in f16/bf16); the backward has no probes (its compute format is

@@ -144,10 +144,29 @@ def jax_conv_fwd(x: torch.Tensor, w: torch.Tensor, *, stride, padding, dilation,
     return to_torch(y)
 
 
+# -- attention ------------------------------------------------------------------------------------------------
+def jax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool = False,
+                  align: str = "top-left", window=None, kv_lengths=None, prefix_offset=None, score_scale=None,
+                  score_bias=None, return_lse: bool = False, **rest: Any) -> torch.Tensor:
+    """jax.nn.dot_product_attention (XLA's implementation) on (batch, heads, seq, dim) tensors: plain or top-left
+    causal attention, grouped heads included. What it cannot express it declines, as a library's kernel would."""
+    from e2egen.runner.errors import KernelDeclined
+
+    if (window is not None or kv_lengths is not None or prefix_offset is not None or score_scale is not None
+            or score_bias is not None or return_lse or rest.get("look_back") is not None or q.dtype not in
+            (torch.float32, torch.float16, torch.bfloat16) or (causal and align != "top-left" and q.shape[2] != k.shape[2])):
+        raise KernelDeclined("jax.nn.dot_product_attention: plain or top-left causal attention in f32, f16 or bf16 only")
+    jax, jnp, _ = _jax()
+    heads_last = [jnp.swapaxes(to_jax(t), 1, 2) for t in (q, k, v)]  # (batch, seq, heads, dim), as JAX takes them
+    o = jax.nn.dot_product_attention(*heads_last, scale=scale, is_causal=causal, implementation="xla")
+    return to_torch(jnp.swapaxes(o, 1, 2))
+
+
 KERNELS = {
     **{op: f"jax_{op}" for op in ("exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "square", "sigmoid", "silu", "relu",
                                   "gelu", "gelu_tanh", "sum", "mean", "max", "var", "cumsum", "softmax", "log_softmax",
                                   "logsumexp", "layer_norm", "rms_norm", "gemm")},
     "conv2d": "jax_conv_fwd",
+    "attention": "jax_attention",
 }
 assert all(name in globals() for name in KERNELS.values()), "a KERNELS entry names no kernel here"

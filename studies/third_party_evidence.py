@@ -1,6 +1,7 @@
 """Evidence with a library nobody here wrote: JAX's kernels (XLA on the CPU; studies/jax_kernels.py) judged by
 e2egen's default verdict beside torch's own, on every family JAX has a plain function for (element-wise math,
-reductions, normalisations, gemm, convolution), with assert_close on the same outputs (studies/kernel_matrix.py).
+reductions, normalisations, gemm, convolution, attention), with assert_close on the same outputs
+(studies/kernel_matrix.py).
 Writes docs/evidence/third-party.md.
 
     pip install "jax[cpu]"        # not a dependency of e2egen
@@ -28,6 +29,10 @@ CASES = {
     "gemm": {"64×96×512": ({"m": 64, "n": 96, "k": 512}, "nn"), "32×48×2048, B transposed": ({"m": 32, "n": 48, "k": 2048}, "nt")},
     "conv2d": {"ResNet 3×3, 2×32×14×14 → 32": ({"n": 2, "c": 32, "k": 32, "hw": 14, "kernel": 3, "pad": 1}, "nchw"),
                "1×1 stride 2, NHWC": ({"n": 2, "c": 64, "k": 32, "hw": 14, "kernel": 1, "stride": 2}, "nhwc")},
+    "attention": {"2×4 heads, 128 × 256 keys, d 64": ({"batch": 2, "heads_q": 4, "seq_q": 128, "seq_k": 256,
+                                                      "head_dim_qk": 64}, "bhsd"),
+                  "GQA 8/2 heads, causal 128 × 128, d 64": ({"heads_q": 8, "heads_kv": 2, "seq_q": 128, "seq_k": 128,
+                                                            "head_dim_qk": 64, "causal": True}, "bhsd")},
 }
 POSITIVE = ("(0.01, 4)",)  # log, sqrt, rsqrt
 MATRIX = Matrix(
@@ -40,7 +45,7 @@ MATRIX = Matrix(
     cases=CASES,
     ranges={"[-1, 1]": (-1.0, 1.0), "[-4, 4]": (-4.0, 4.0), "(0.01, 4)": (0.01, 4.0)},
     ranges_of={**{op: ("[-1, 1]", "[-4, 4]") for op in CASES}, **{op: POSITIVE for op in ("log", "sqrt", "rsqrt")},
-               "log1p": ("[-1, 1]",), "gemm": ("[-1, 1]",), "conv2d": ("[-1, 1]",)},
+               "log1p": ("[-1, 1]",), "gemm": ("[-1, 1]",), "conv2d": ("[-1, 1]",)},  # attention: both
     closing=("JAX's kernels are kernels nobody here wrote: each runs in the case's dtype as a JAX user calls it "
              "(layer_norm and rms_norm as Flax computes them, statistics in f32). Where one fails, it breaks a default "
              "requirement and the reason names it: JAX computes sigmoid, silu, the gelus and softmax in f16 or bf16 "

@@ -34,7 +34,6 @@ class EdgeData:
     lo: float
     hi: float
     data: str
-    reaches: str  # what the data reaches that the catalogue's ranges may not, for the docs and `e2egen validate`
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -46,12 +45,9 @@ def format_edges(dtype: str, out_format: str, reduction_size: int) -> EdgeData |
     overflow instead."""
     largest = float(largest_finite(dtype))
     if dtype in INTEGER_DTYPES:
-        edge = EdgeData(-largest - 1, largest, "integers",
-                        f"{dtype}'s whole range, {-largest - 1:g}..{largest:g} (the value whose negation wraps; "
-                        "sums a narrower accumulator cannot hold)")
+        edge = EdgeData(-largest - 1, largest, "integers")  # -largest - 1: the value whose negation wraps
     elif dtype in (*FLOAT8, *FLOAT8_PAIRS, *FLOAT4):
-        edge = EdgeData(-largest, largest, "uniform",
-                        f"{dtype}'s largest finite value, ±{largest:g} (its top exponent codes)")
+        edge = EdgeData(-largest, largest, "uniform")  # the top exponent codes
     else:
         return None
     if out_format in SATURATING_OUT_DTYPES:

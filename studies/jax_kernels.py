@@ -98,11 +98,7 @@ def _normalised(x: torch.Tensor, normalized_shape: tuple[int, ...], eps: float, 
     wide = values.astype(jnp.float32)
     mean = wide.mean(axis=axes, keepdims=True) if centred else 0.0
     second = jnp.square(wide - mean).mean(axis=axes, keepdims=True)
-    return (wide - mean) * jax_rsqrt_f32(second + eps)
-
-
-def jax_rsqrt_f32(values: Any) -> Any:
-    return _jax()[0].lax.rsqrt(values)
+    return (wide - mean) * _jax()[0].lax.rsqrt(second + eps)
 
 
 def jax_layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,

@@ -17,6 +17,7 @@ import torch
 
 from e2egen.runner import intervals as iv
 from e2egen.runner.intervals import Interval, IntervalContext
+from e2egen.runner.f32_copies import on_f32_copies
 from e2egen.runner.ops.function_signatures import BACKWARD_SIGNATURES, SIGNATURES, FunctionSignature
 
 
@@ -285,17 +286,6 @@ def _exact_gelu_tanh_backward(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     beta, kappa = math.sqrt(2 / math.pi), 0.044715
     t = torch.tanh(beta * (x + kappa * x ** 3))
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * beta * (1 + 3 * kappa * x * x))
-
-
-def on_f32_copies(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """`kernel` on f32 copies of its inputs, rounded once to the first's format: the default where torch's own
-    backward rounds its steps to f16 or bf16 (sigmoid's computes in f16; rsqrt's rounds y³, log1p's 1 + x), which
-    e2egen's default verdict, f32 arithmetic, fails."""
-    def call(*tensors: torch.Tensor) -> torch.Tensor:
-        return kernel(*(t.float() for t in tensors)).to(tensors[0].dtype)
-
-    call.__name__ = f"{kernel.__name__}_on_f32_copies"
-    return call
 
 
 BACKWARD_FUNCTIONS: Mapping[str, MathFunction] = {name: MathFunction(BACKWARD_SIGNATURES[name], *parts) for name, parts in (

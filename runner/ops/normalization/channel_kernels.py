@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from e2egen.runner.f32_copies import on_f32_copies
 from e2egen.runner.ops.normalization.kernels import NormBackward, autograd_gradients, welford
 
 
@@ -29,14 +30,7 @@ def torch_batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.T
     return torch.nn.functional.batch_norm(x, None, None, weight, bias, training=True, eps=eps)
 
 
-def f32_batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,
-                   eps: float) -> torch.Tensor:
-    """The default: torch's batch_norm on f32 copies, rounded to x's format once."""
-    return torch_batch_norm(x.float(), _f32(weight), _f32(bias), eps=eps).to(x.dtype)
-
-
-def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
-    return None if t is None else t.float()
+f32_batch_norm = on_f32_copies(torch_batch_norm)  # the default (module docstring)
 
 
 # -- backward: f(grad_y, x, weight, *, groups, eps) / f(grad_y, x, weight, *, eps) -> (grad_x, grad_weight, grad_bias),
@@ -54,21 +48,9 @@ def torch_batch_norm_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: tor
                      grad_y, x, weight)
 
 
-def f32_group_norm_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *, groups: int,
-                            eps: float) -> NormBackward:
-    """The default: torch's on f32 copies, each gradient rounded to x's format once. torch's own f16/bf16 CPU
-    backward (`torch_group_norm_backward`, kept among the wrong kernels) reaches 16x e2egen's bound in bf16."""
-    return _in_x_format(torch_group_norm_backward(grad_y.float(), x.float(), _f32(weight), groups=groups, eps=eps), x)
-
-
-def f32_batch_norm_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, *,
-                            eps: float) -> NormBackward:
-    """The default, as the forward's: torch's on f32 copies, each gradient rounded to x's format once."""
-    return _in_x_format(torch_batch_norm_backward(grad_y.float(), x.float(), _f32(weight), eps=eps), x)
-
-
-def _in_x_format(grads: NormBackward, x: torch.Tensor) -> NormBackward:
-    return grads.to(x.dtype) if isinstance(grads, torch.Tensor) else tuple(g.to(x.dtype) for g in grads)
+# the defaults: torch's own f16/bf16 backward reaches 16x e2egen's bound in bf16 (torch_*_backward, among the wrong)
+f32_group_norm_backward = on_f32_copies(torch_group_norm_backward)
+f32_batch_norm_backward = on_f32_copies(torch_batch_norm_backward)
 
 
 def _autograd(forward, grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None) -> NormBackward:

@@ -20,6 +20,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from e2egen.runner.f32_copies import on_f32_copies
+
 F32 = torch.float32
 NormBackward = torch.Tensor | tuple[torch.Tensor, ...]  # grad_x alone, or with grad_weight (and grad_bias)
 
@@ -35,10 +37,9 @@ def torch_logsumexp_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int)
     return grad_x
 
 
-def f32_logsumexp_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:
-    """The default: torch's autograd on f32 copies, rounded once. torch's own f16/bf16 one rounds x - y, exp of it
-    and the product to the input format (`torch_logsumexp_backward`, among the wrong kernels)."""
-    return torch_logsumexp_backward(grad_y.float(), x.float(), dim=dim).to(x.dtype)
+# the default: torch's own f16/bf16 backward rounds x - y, exp of it and the product to the input format
+# (torch_logsumexp_backward, among the wrong kernels)
+f32_logsumexp_backward = on_f32_copies(torch_logsumexp_backward)
 
 
 def logsumexp_backward_softmax(grad_y: torch.Tensor, x: torch.Tensor, *, dim: int) -> torch.Tensor:

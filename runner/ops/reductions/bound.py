@@ -123,23 +123,15 @@ class SpreadOverReduced:
 
 def var_backward_bound(problem: Problem, kept: torch.Tensor, x: torch.Tensor) -> SumOfBounds:
     """grad_x = g·2(x - μ)/(N - c), g the element's grad_y (`kept`: grad_y with the reduced dims kept as 1):
-    |δ| <= s·δμ + u·s·|x - μ| + 3u·|grad_x| + c_out·ulp_T(out), s = 2|g|/(N - c): the mean's error (its own bound,
-    as the forward's), the subtraction, and the scale's rounding and the two products."""
-    params, dtype = problem.params, problem.dtype
-    axes, count = params.axes, params.reduced_size
-    drawn = problem.drawn_independently("x")
-    common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
-    mean_error = SumOfBounds((
-        _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
-        common,
-        ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.absolute_sum / count, "division by N"),
-    ))
+    |δ| <= s·δμ + 4u·s·|x - μ| + c_out·ulp_T(out), s = 2|g|/(N - c): the mean's error (its own bound, as the
+    forward's), the subtraction, and the scale's rounding and the two products."""
+    params, axes, dtype = problem.params, problem.params.axes, problem.dtype
     scale = kept.abs().mul(2 / params.divisor).expand(params.shape)
     deviations = (x - x.mean(dim=axes, keepdim=True)).abs_()
+    mean_error = SumOfBounds(_var_mean_error(problem, x, axes, params.reduced_size, dtype))
     return SumOfBounds((
         SpreadOverReduced(mean_error, scale, tuple(kept.shape)),
-        ScaledMagnitude(ComputeRoundings(1, dtype), scale * deviations, "x - μ"),
-        ScaledMagnitude(ComputeRoundings(3, dtype), scale * deviations, "the scale 2/(N - c) and its products"),
+        ScaledMagnitude(ComputeRoundings(4, dtype), scale * deviations, "x - μ, the scale 2/(N - c) and its products"),
         OutputRounding(problem.out_dtype),
     ))
 
@@ -180,6 +172,16 @@ def cumsum_bound(problem: Problem, x: torch.Tensor, name: str = "x") -> ErrorBou
                         OutputRounding(problem.out_dtype)))
 
 
+def _var_mean_error(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: int,
+                    dtype: str) -> tuple[ErrorBound, ...]:
+    """The bound of var's mean, per output, without an output rounding: the sum's accumulation and common value,
+    then the division by N (on m = Σ|x|/N). The forward squares it; the backward spreads it over its group."""
+    drawn = problem.drawn_independently("x")
+    common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
+    return (_accumulation(x, axes, dtype, drawn, common, scale=1 / count), common,
+            ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.absolute_sum / count, "division by N"))
+
+
 def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: int, divisor: int, dtype: str,
               output: OutputRounding) -> SumOfBounds:
     """var = Σ(x - μ)² / divisor over `axes` (count elements each): the bound of docs/concepts/reduction-bound.md."""
@@ -187,14 +189,8 @@ def var_bound(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], count: i
     deviations = x - mean
     variance = deviations.square().sum(dim=axes) / divisor
     largest_deviation = deviations.abs().amax(dim=axes)  # D
-    drawn = problem.drawn_independently("x")
-    common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
-    mean_abs = common.absolute_sum / count  # m
-    mean_error = SquaredBound((  # the mean's own bound, squared
-        _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
-        common,
-        ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), mean_abs, "division by N"),
-    ), count / divisor, "mean's error (second order)")
+    mean_error = SquaredBound(_var_mean_error(problem, x, axes, count, dtype),  # the mean's own bound, squared
+                              count / divisor, "mean's error (second order)")
     running_means = ((mean.abs().reshape(largest_deviation.shape) + largest_deviation).mul_(largest_deviation)
                      .mul_((count + 1) / divisor))
     return SumOfBounds((

@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 import torch
 
+from e2egen.runner.f32_copies import on_f32_copies
 from e2egen.runner.ops.reductions.spec import Reduction
 
 BLOCK = 64
@@ -74,11 +75,7 @@ def torch_var_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int,
     return _autograd(torch_var, grad_y, x, dim=dim, correction=correction)
 
 
-def f32_var_backward(grad_y: torch.Tensor, x: torch.Tensor, *, dim: tuple[int, ...], correction: int) -> torch.Tensor:
-    """The default: torch's autograd of var on f32 copies, rounded once (float64 stays float64: the reference)."""
-    if x.dtype == torch.float64:
-        return torch_var_backward(grad_y, x, dim=dim, correction=correction)
-    return torch_var_backward(grad_y.float(), x.float(), dim=dim, correction=correction).to(x.dtype)
+f32_var_backward = on_f32_copies(torch_var_backward)  # the default (float64 passes: the reference)
 
 
 TORCH_BACKWARD_KERNELS: Mapping[Reduction, Callable[..., torch.Tensor]] = {

@@ -212,8 +212,7 @@ class ScaledGemmOp(ProductSumOp[ScaledGemmParams]):
         "varied". None where the config's pattern is varied already or structured, and for one tensor scale."""
         if params.pattern != "random" or params.scaling == "tensor":
             return None
-        return EdgeData(-1.0, 1.0, "uniform", 'blocks of magnitudes 2^-4..2^4, so their scales differ (pattern "varied")',
-                        frozen_mapping({"pattern": "varied"}))
+        return EdgeData(-1.0, 1.0, "uniform", frozen_mapping({"pattern": "varied"}))  # blocks of magnitudes 2^-4..2^4
 
     def largest_input(self, params: ScaledGemmParams, dtype: str) -> float:
         """The scales carry the magnitude: any range within f32's (a block's amax sets its scale)."""

@@ -60,7 +60,7 @@ INTERMEDIATES: tuple[Intermediate, ...] = get_args(Intermediate)
 # probe finds (an op's probe_arithmetic: runner/ops/product_sum/probes.py and experiments.py, and every other
 # family's probes), so that cached and shipped findings of the old probes are not used (runs probe again; the
 # shipped profiles must be written again: `e2egen arithmetic --out runner/arithmetic/profiles`).
-PROBES_REVISION = 2
+PROBES_REVISION = 3
 # Significand bits (the implicit one included) of the formats findings name.
 FORMAT_BITS = {"f64": 53, "f32": 24, "tf32": 11, "f16": 11, "bf16": 8, "f8e4m3fn": 4, "f8e5m2": 3, "f8e4m3fnuz": 4, "f8e5m2fnuz": 3}
 # The significand widths a finding may name: the probes report 2..61 (a gap range capped at 60, runner/ops/*/probes.py);

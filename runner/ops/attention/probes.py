@@ -1,5 +1,5 @@
 """Probes of an attention kernel's arithmetic: the P·V accumulator's width, the row sum l's (the narrower
-of the two is acc_bits), and the format P is rounded to before P·V. They run on the case's own geometry (sizes, masks, scale, path options),
+of the two is acc_bits), and the format P is rounded to before P·V. They run on the case's own geometry (sizes, masks, scale, path options; the long-row row sum apart),
 because attention kernels pick their algorithm by shape (torch's SDPA keeps P in f32 on some shapes
 and rounds it on others). Each runs the kernel on crafted inputs whose exact output every hypothesis
 predicts; the findings fill the same `Arithmetic` as a product sum's (acc_bits: the P·V accumulator;
@@ -16,6 +16,8 @@ fourth), one column per gap g: the output is 2^(E-g)/l, or 0 where an accumulato
 lost the small term.
 
 Row sum: _Probe.row_sum (one key of P = 1 first, every other key 2^-e; through lse when the case returns it).
+Without lse, o cannot show an l rounded once per tile on the case's own rows, so _Probe.long_row_sum runs on
+long_row_problem: the case's heads and options on 8,192 unmasked keys, the only probe off the case's geometry.
 
 P's format: rows (of every head) that allow keys a and b score 0 on a and t_i < 0 on b; V = (-c, 1) on
 (a, b) in column i, with c = R_F(exp t_i) for a format F the input format holds. The output's diagonal is
@@ -27,6 +29,7 @@ note says so when none does.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -34,7 +37,7 @@ from e2egen import metrics
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
 from e2egen.runner.arithmetic.probing import round_bits
 from e2egen.runner.dtypes import FLOAT8
-from e2egen.runner.errors import Skip
+from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.kernels import call_on_values
 from e2egen.runner.ops.attention.attention_math import allowed_keys
 from e2egen.runner.ops.numerics import Kernel
@@ -45,6 +48,8 @@ ACC_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
 GAPS = tuple(range(6, 28))  # 2^(15-27)/4 = 2^-14: f16's smallest normal, so no flushing hides a result
 P_FORMATS = ("f16", "bf16")
 P_ROWS = 12
+LONG_ROW = 8192  # keys of long_row_problem: (LONG_ROW - 2)·2^-(F's bits + 9) is 8 of o's ulps or more at 1
+TILE_KEYS = 256  # the most keys a kernel may add before it rounds l that long_row_sum sees
 TIE_MARGIN = 2.0 ** -6  # of the tested format's ulp: a fast f32 exp (torch CPU: about 2^-20) cannot cross a tie
 
 
@@ -55,11 +60,34 @@ def probe_attention(problem: Problem, kernel: Kernel, device: torch.device, labe
     probe = _Probe(problem, kernel, device, label)
     acc_bits, acc_exact, notes = probe.accumulator()
     row_sum_bits, row_sum_notes = probe.row_sum()
+    if row_sum_bits is None and not probe.returns_lse:
+        row_sum_bits, row_sum_notes = _long_row_sum(problem, kernel, device, label, row_sum_notes)
     if row_sum_bits is not None and row_sum_bits < acc_bits:  # one acc_bits: the narrower sum's
         acc_bits, acc_exact = row_sum_bits, True
     p_format, p_rounding, more = probe.p_format()
     return Arithmetic(intermediate=p_format, intermediate_rounding=p_rounding, acc_bits=acc_bits, acc_bits_exact=acc_exact,
                       probed_with=problem.describe(), notes=tuple(notes + row_sum_notes + more))
+
+
+def long_row_problem(problem: Problem) -> Problem:
+    """The case's heads, head sizes, scale and score tensors on one batch of at most 16 query rows and LONG_ROW keys,
+    none masked: the rows `_Probe.long_row_sum` needs."""
+    p = problem.params
+    params = replace(p, batch=1, seq_q=min(p.seq_q, 16), seq_k=LONG_ROW, causal=False, window=None, kv_lengths=None,
+                     prefix_offset=None, look_back=None)
+    return replace(problem, params=params)
+
+
+def _long_row_sum(problem: Problem, kernel: Kernel, device: torch.device, label: str,
+                  notes: list[str]) -> tuple[int | None, list[str]]:
+    """long_row_sum on long_row_problem: a kernel that declines those rows keeps the short rows' reading."""
+    if problem.params.head_dim_qk < 2:
+        return None, notes
+    try:
+        bits, more = _Probe(long_row_problem(problem), kernel, device, label).long_row_sum()
+    except (Skip, KernelFailure) as declined:
+        return None, [*notes, f"row sum over {LONG_ROW} keys not probed: {declined}"]
+    return bits, [*notes, *more]
 
 
 def _round(value: float, fmt: str, toward_zero: bool = False) -> float:
@@ -134,46 +162,78 @@ class _Probe:
 
     # -- the row sum l ----------------------------------------------------------------------------------
     def row_sum(self) -> tuple[int | None, list[str]]:
-        """The row sum's width where it drops the small weights (None: it keeps them, or not probed), from the row allowing the most keys: its first key scores 0
-        (P = 1, v = 1 in column 0), every other key scores ln π (v = 0). l = 1 + L·π exactly; a running l of
-        fewer than e + 1 bits that holds 1 first drops every π = 2^-e (o = 1/l comes back 1, lse 0). With
-        lse (f32) e = 20: a running l in f16 or bf16 loses them even added 512 at a time, as a tile's sum;
-        with o alone e = 12 (per key or per pair), and L·π must show in o's format."""
+        """The row sum's width where it drops the small weights (None: it keeps them, or not probed), from the row
+        allowing the most keys: its first key scores 0 (P = 1, v = 1 in column 0), every other key scores ln π
+        (v = 0). l = 1 + L·π exactly; a running l of fewer than e + 1 bits that holds 1 first drops every
+        π = 2^-e (o = 1/l comes back 1, lse 0). With lse (f32) e = 20: a running l in f16 or bf16 loses them
+        even added 512 at a time, as a tile's sum; with o alone e = 12 (per key or per pair), and L·π must
+        show in o's format. A tile's sum of 2^-12 weights does not drop, so without lse `long_row_sum` follows."""
         if self.p.head_dim_qk < 2:
             return None, ["row sum not probed: the scores need a second feature"]
         row = int(self.allowed.sum(dim=1).argmax())
         keys = self.allowed[row].nonzero().flatten().tolist()
-        lse = self.p.return_lse and "lse" in self.problem.output_names
+        lse = self.returns_lse
         exponent = 20 if lse else 12
-        unit_out = float(metrics.ulp(torch.tensor([1.0], dtype=torch.float64), self.problem.out_dtype)[0])
-        if len(keys) < 2 or (not lse and (len(keys) - 1) * 2.0 ** -exponent < 4 * unit_out):
+        if len(keys) < 2 or (not lse and (len(keys) - 1) * 2.0 ** -exponent < 4 * self.unit_out):
             return None, [f"row sum not probed: {len(keys) - 1} small keys cannot show 2^-{exponent} each in "
                           f"{self.problem.out_dtype} (return_lse shows more)"]
-        kept = self._row_sum_kept(row, keys, exponent, lse)
+        kept = self._row_sum_kept(row, keys[:1], keys[1:], exponent, lse)
         if kept is None:
             return None, [f"row sum: the outputs fit neither l = 1 + {len(keys) - 1}·2^-{exponent} nor l = 1; not measured"]
         if kept:  # at least exponent + 1 bits: no narrower than the P·V accumulator's finding says
             return None, []
         # how many keys a kernel adds before it rounds l decides which width drops them: the width is not
         # measured, only that it is below e + 1 bits; the input format is what such kernels store l in
-        fmt = self.in_fmt if self.in_fmt in ("f16", "bf16") else "f16"
-        return FORMAT_BITS[fmt], [f"row sum: 1 + {len(keys) - 1}·2^-{exponent} came back 1: l runs in fewer than "
-                                  f"{exponent + 1} bits, taken as {fmt}"]
+        return FORMAT_BITS[self.l_format], [f"row sum: 1 + {len(keys) - 1}·2^-{exponent} came back 1: l runs in fewer "
+                                            f"than {exponent + 1} bits, taken as {self.l_format}"]
 
-    def _row_sum_kept(self, row: int, keys: list[int], exponent: int, lse: bool) -> bool | None:
-        """Whether the small weights reached l (None: the outputs fit neither reading)."""
-        first, small = keys[0], keys[1:]
-        values = self.tensors(keys)
+    def long_row_sum(self) -> tuple[int | None, list[str]]:
+        """The row sum rounded between tiles of keys, which rows of the case's own length may not show without lse:
+        on LONG_ROW keys (this probe's problem is `long_row_problem`'s), the first and the last score 0 (P = 1,
+        v = 1) and every other ln π, π = 2^-e with e = F's bits + 9 for the format F the kernel would store l in.
+        A tile of up to TILE_KEYS small weights then sums below half an ulp of l ≥ 1 in F, so an l rounded to F
+        after each tile keeps 1 (or 2), from whichever end the kernel starts, and o = 2/l comes back 1; held in
+        f32 (any order, any tiles: the sum is exact) o is 2/(2 + (LONG_ROW - 2)·π), 8 of o's ulps or more away."""
+        keys = list(range(self.p.seq_k))
+        heavy, small = [keys[0], keys[-1]], keys[1:-1]
+        exponent = FORMAT_BITS[self.l_format] + 9
+        kept = self._row_sum_kept(0, heavy, small, exponent, lse=False)
+        if kept is None:
+            return None, [f"row sum over {len(keys)} keys: the outputs fit neither l = 2 + {len(small)}·2^-{exponent} "
+                          "nor l = 2; not measured"]
+        if kept:
+            return None, []
+        return FORMAT_BITS[self.l_format], [f"row sum over {len(keys)} keys: 2 + {len(small)}·2^-{exponent} came back 2: "
+                                            f"l is rounded to {self.l_format} between tiles of keys"]
+
+    @property
+    def returns_lse(self) -> bool:
+        return self.p.return_lse and "lse" in self.problem.output_names
+
+    @property
+    def unit_out(self) -> float:
+        """o's ulp at 1."""
+        return float(metrics.ulp(torch.tensor([1.0], dtype=torch.float64), self.problem.out_dtype)[0])
+
+    @property
+    def l_format(self) -> str:
+        """The format a kernel that rounds its row sum stores it in: the input format's, f16 for f32 inputs."""
+        return self.in_fmt if self.in_fmt in ("f16", "bf16") else "f16"
+
+    def _row_sum_kept(self, row: int, heavy: list[int], small: list[int], exponent: int, lse: bool) -> bool | None:
+        """Whether the small weights reached l (None: the outputs fit neither reading): heavy keys score 0 with
+        v = 1 in column 0, small ones -e·ln 2 with v = 0."""
+        values = self.tensors(heavy + small)
         q1 = self.exact_input(-exponent * math.log(2.0) / self.sigma)
         values["q"][self.batch, :, row, 1] = q1
         values["k"][self.batch, :, small, 1] = 1.0
-        values["v"][self.batch, :, first, 0] = 1.0
+        values["v"][self.batch, :, heavy, 0] = 1.0
         outputs = call_on_values(self.problem, self.kernel, values, self.device, label=self.label)
-        row_sum = 1.0 + len(small) * math.exp(self.sigma * q1)
+        row_sum = len(heavy) + len(small) * math.exp(self.sigma * q1)
         if lse:
-            got, kept, lost = float(outputs["lse"][self.batch, 0, row]), math.log(row_sum), 0.0
+            got, kept, lost = float(outputs["lse"][self.batch, 0, row]), math.log(row_sum), math.log(len(heavy))
         else:
-            got, kept, lost = float(outputs["o"][self.batch, 0, row, 0]), 1.0 / row_sum, 1.0
+            got, kept, lost = float(outputs["o"][self.batch, 0, row, 0]), len(heavy) / row_sum, 1.0
         if abs(got - kept) <= abs(kept - lost) / 4:
             return True
         if abs(got - lost) <= abs(kept - lost) / 4:

@@ -16,10 +16,13 @@ import torch
 from e2egen import metrics
 from e2egen.runner import BoundModel, make_problem, run
 from e2egen.runner.arithmetic.requirements import violations
+from e2egen.runner.arithmetic.lookup import probe_problem
 from e2egen.runner.inputs import generate_inputs
+from e2egen.runner.kernels import case_kernel
 from e2egen.runner.options import Requirements
 from e2egen.runner.ops.attention import variants as kernels
 from e2egen.runner.ops.attention.attention_math import allowed_keys, attention_float64, expand_kv, scores_float64
+from e2egen.runner.ops.attention.probes import LONG_ROW, long_row_problem, probe_attention
 from e2egen.studies import attention_evidence as study
 
 DEFAULT = {"bound_ratio": 1.0, "bound_rms": 0.5, "bias_z": 6.0}
@@ -125,6 +128,54 @@ def test_a_row_sum_kept_in_half_precision_breaks_the_accumulator_requirement(dty
     assert any(note.startswith("row sum: 1 + 255·2^-20 came back 1") for note in found.notes)
     _, kept = execute("flash_b64", dtype, "bhsd", params, 3, measure=True)
     assert not kept
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_a_row_sum_rounded_between_tiles_breaks_the_accumulator_requirement_without_lse(dtype):
+    """Without lse a row of 64 keys cannot show l rounded once per block (one rounding, within o's own); the
+    long-row probe (8,192 keys, weights below half an ulp of l per tile of 256) finds it in every dtype, and the
+    correct flash kernels and torch's, summing l in f32, keep acc_bits 24."""
+    params = {"seq_q": 16, "seq_k": 64, "head_dim_qk": 32}
+    _, broken = execute("row_sum_in_half", dtype, "bhsd", params, 3, measure=True)
+    assert [v.key for v in broken] == ["acc"]
+    problem = probe_problem(make_problem("attention", "fwd", dtype, "bhsd", params, (-1.0, 1.0), 3))
+    found = probe_attention(problem, kernels.row_sum_in_half, torch.device("cpu"), "row_sum_in_half")
+    assert found.acc_bits == (8 if dtype == "bf16" else 11)
+    assert any(note.startswith("row sum over 8192 keys: 2 + 8190·2^-") and note.endswith("between tiles of keys")
+               for note in found.notes), found.notes
+    for name in ("flash_b16", "flash_b128", "split_kv4", "p_rounded"):
+        assert probe_attention(problem, getattr(kernels, name), torch.device("cpu"), name).acc_bits == 24, name
+    assert probe_attention(problem, case_kernel(problem), torch.device("cpu"), "torch").acc_bits == 24
+
+
+def _short_rows_only(q, k, v, **options):
+    """row_sum_in_half for up to 1,024 keys; longer rows declined as a kernel of fixed tiles would."""
+    if k.shape[-2] > 1024:
+        raise NotImplementedError("seq_k > 1024 is not supported")
+    return kernels.row_sum_in_half(q, k, v, **options)
+
+
+def test_a_kernel_declining_long_rows_keeps_the_short_rows_reading():
+    problem = probe_problem(make_problem("attention", "fwd", "f16", "bhsd", {"seq_q": 16, "seq_k": 64,
+                                                                          "head_dim_qk": 32}, (-1.0, 1.0), 3))
+    found = probe_attention(problem, _short_rows_only, torch.device("cpu"), "short rows only")
+    assert found.acc_bits == 24
+    assert any(note.startswith("row sum over 8192 keys not probed:") and "not supported" in note
+               for note in found.notes), found.notes
+
+
+def test_the_long_row_problem_keeps_the_case_s_heads_and_options_and_drops_its_masks():
+    problem = make_problem("attention", "fwd", "bf16", "bshd-kt", {"seq_q": 300, "seq_k": 150, "head_dim_qk": 48,
+                                                                   "head_dim_v": 24, "batch": 3, "heads_q": 4,
+                                                                   "heads_kv": 2, "kv_lengths": [150, 70, 0],
+                                                                   "window": [20, 4], "causal": True, "scale": 0.5,
+                                                                   "score_bias": True}, (-1.0, 1.0), 5)
+    long = long_row_problem(problem).params
+    assert (long.batch, long.seq_q, long.seq_k) == (1, 16, LONG_ROW)
+    assert (long.heads_q, long.heads_kv, long.head_dim_qk, long.head_dim_v, long.scale, long.score_bias) == \
+        (4, 2, 48, 24, 0.5, True)
+    assert allowed_keys(long, torch.device("cpu")) is None
+    assert long_row_problem(problem).layout == "bshd-kt"
 
 
 @pytest.mark.parametrize("kernel, dtype, layout, params, seed", FAILING,

@@ -84,7 +84,7 @@ from e2egen.runner.options import ACCUMULATORS, MEASURED, BoundModel
 from e2egen.runner.problem import Problem
 from e2egen.runner.upper_matmul import Magnitudes, upper_matmul
 
-__all__ = ["ACCUMULATORS", "BoundModel", "Coefficient", "CommonValueSum", "DrawnSum", "chain_square_sum", "summand_quantum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
+__all__ = ["ACCUMULATORS", "BoundModel", "accumulation_term", "Coefficient", "CommonValueSum", "DrawnSum", "chain_square_sum", "summand_quantum", "ComputeRoundings", "ErrorBound", "ExactWhere", "FormatRounding", "FormatRoundings", "IndependentRoundings", "IntermediateRounding",
            "OutputRounding", "PositiveSumCoefficient", "ProductSumCoefficient", "ProductSumError", "RoundedIntermediate", "ScaledMagnitude",
            "SquaredBound", "SubnormalRounding", "SumOfBounds",
            "accumulation_factor", "compute_bound", "effective_arithmetic", "error_bounds", "growth", "input_rounding",
@@ -496,6 +496,15 @@ class DrawnSum:
             unit = max(unit, assumed_arithmetic(self.dtype).acc_unit_roundoff)
         walk = self.chain.sqrt().mul_(model.lam * unit).add_(self.absolute_sum, alpha=input_rounding(arithmetic))
         return torch.minimum(anywhere, walk.mul_(self.scale))
+
+
+def accumulation_term(x: torch.Tensor, axes: int | tuple[int, ...], dtype: str, drawn: bool, count: int,
+                      absolute_sum: torch.Tensor, scale: float = 1.0) -> "DrawnSum | ScaledMagnitude":
+    """A sum's accumulation term, per output (x float64, summed over `axes`; absolute_sum: Σ|x| there): from its
+    partial sums (DrawnSum) where x was drawn independently, else G(N)·u·Σ|x|."""
+    if drawn:
+        return DrawnSum.over(x, axes, dtype, scale=scale, absolute_sum=absolute_sum)
+    return ScaledMagnitude(ProductSumCoefficient(count, dtype), absolute_sum * scale, "sum")
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, ErrorBound, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, DrawnSum, ErrorBound, accumulation_term, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, channel_norm_rows,
                                      channel_values_by_row, from_channel_norm_rows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
@@ -176,45 +176,68 @@ def log_softmax_backward_bound(problem: Problem, grad_y: torch.Tensor, z: torch.
 @dataclass(frozen=True)
 class Split:
     """An error bound as F(n)-part · F(n) + u-part · u, per element (the row's reduction and the roundings), plus
-    the rows' common-value errors (CommonValueSum: a long sum of nearly equal terms, whose roundings add up
-    linearly): mean_cv · δμ_cv (absolute, per row) + moment_cv · ρ_cv (relative to the second moment, per row)."""
+    the row statistics' sums (RowSums), each a per-row error: mean_acc · δμ_acc, the mean's accumulation
+    (RowSums.mean_accumulation), and the common-value errors (CommonValueSum: a long sum of nearly equal terms,
+    whose roundings add up linearly): mean_cv · δμ_cv (absolute) + moment_cv · ρ_cv (relative to the second
+    moment)."""
 
     f: torch.Tensor | float
     u: torch.Tensor | float
     mean_cv: torch.Tensor | float = 0.0
     moment_cv: torch.Tensor | float = 0.0
+    mean_acc: torch.Tensor | float = 0.0
 
     def __add__(self, other: "Split") -> "Split":
-        return Split(self.f + other.f, self.u + other.u, self.mean_cv + other.mean_cv, self.moment_cv + other.moment_cv)
+        return Split(*(a + b for a, b in zip(self._parts(), other._parts())))
 
     def __mul__(self, scale: torch.Tensor | float) -> "Split":
-        return Split(self.f * scale, self.u * scale, self.mean_cv * scale, self.moment_cv * scale)
+        return Split(*(a * scale for a in self._parts()))
 
     def mean(self) -> "Split":
-        return Split(_row_mean(self.f), _row_mean(self.u), _row_mean(self.mean_cv), _row_mean(self.moment_cv))
+        return Split(*(_row_mean(a) for a in self._parts()))
+
+    def _parts(self) -> tuple:
+        return (self.f, self.u, self.mean_cv, self.moment_cv, self.mean_acc)
 
     def terms(self, n: int, dtype: str, source: str, shape: torch.Size, logical: tuple[int, ...],
-              common: "RowCommonValues") -> tuple:
+              common: "RowSums") -> tuple:
         """The pieces, each magnitude expanded to `shape` (rows) and stored in the output's logical shape."""
         pieces: list = [ScaledMagnitude(ProductSumCoefficient(n, dtype), _full(self.f, shape).reshape(logical),
                                         f"{source}: row reduction"),
                         ScaledMagnitude(ComputeRoundings(1, dtype), _full(self.u, shape).reshape(logical), f"{source}: roundings")]
-        for magnitude, per_row, what in ((self.mean_cv, common.mean_error, "the mean's"),
-                                         (self.moment_cv, common.moment_error, "the second moment's")):
+        for magnitude, per_row, what in ((self.mean_acc, common.mean_accumulation, "the mean's sum"),
+                                         (self.mean_cv, common.mean_error, "the mean's common value"),
+                                         (self.moment_cv, common.moment_error, "the second moment's common value")):
             if isinstance(magnitude, torch.Tensor) or magnitude:
-                pieces.append(RowScaled(per_row, _full(magnitude, shape), logical, f"{source}: {what} common value"))
+                pieces.append(RowScaled(per_row, _full(magnitude, shape), logical, f"{source}: {what}"))
         return tuple(pieces)
 
 
 @dataclass(frozen=True, eq=False)
-class RowCommonValues:
-    """The rows' common-value errors under a model (CommonValueSum, runner/bound.py): the mean's, absolute, and
-    the second moment's, relative; each (rows, 1). rms_norm has no mean; layer_norm's deviations squared are
-    spread from 0 to D², so their sum's term is the proven one only where they were not drawn."""
+class RowSums:
+    """Errors of the rows' two sums under a model, each (rows, 1): the mean's (Σx/n) accumulation, absolute, and the
+    common values (CommonValueSum, runner/bound.py) of the mean, absolute, and of the second moment (Σ(x - μ)²,
+    rms_norm's Σx²), relative. rms_norm has no mean; layer_norm's deviations squared are spread from 0 to D², so
+    their sum's common-value term is the proven one only where they were not drawn.
+
+    The mean's accumulation is DrawnSum's walk (√N below G(N)·u·Σ|x| on centred rows: a dropped element of a long
+    row shows) on rows drawn independently whose mean lies within their spread (|μ| <= σ), else G(N)·u·Σ|x|.
+    On an offset row the roundings of a kernel that does not sum, Welford's running mean, repeat with the common
+    value and add up beyond the walk (its bf16 rows of mean 1000 reach 1.13x it); the second moment's summands are
+    never centred, and keep G(N)'s term (Split.f)."""
 
     mean_sum: CommonValueSum | None
     moment_sum: CommonValueSum
+    mean_walk: "DrawnSum | ScaledMagnitude | None"  # accumulation_term where a row may take the walk
+    mean_anywhere: "ScaledMagnitude | None"  # G(N)·u·Σ|x|/n
+    walk_rows: torch.Tensor  # (rows, 1): rows drawn independently with |μ| <= σ
     moment: torch.Tensor  # Σ of the second moment's terms, (rows, 1)
+
+    def mean_accumulation(self, model: BoundModel) -> torch.Tensor:
+        if self.mean_walk is None or self.mean_anywhere is None:
+            return torch.zeros_like(self.moment)
+        walk = self.mean_walk.evaluate(model).reshape(self.moment.shape)
+        return torch.where(self.walk_rows, walk, self.mean_anywhere.evaluate(model).reshape(self.moment.shape))
 
     def mean_error(self, model: BoundModel) -> torch.Tensor:
         if self.mean_sum is None:
@@ -222,7 +245,11 @@ class RowCommonValues:
         return self.mean_sum.evaluate(model)
 
     def moment_error(self, model: BoundModel) -> torch.Tensor:
-        return self.moment_sum.evaluate(model) / torch.where(self.moment > 0, self.moment, 1.0)
+        return self.moment_sum.evaluate(model) / self._divisor
+
+    @property
+    def _divisor(self) -> torch.Tensor:
+        return torch.where(self.moment > 0, self.moment, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -251,15 +278,23 @@ class FeatureSummed:
         return self.to_feature(self.magnitude * self.per_row(model))
 
 
-def row_common_values(problem: Problem, norm: NormRows) -> RowCommonValues:
-    """The rows' common-value sums: Σx for the mean, Σ(x - μ)² (rms_norm: Σx²) for the second moment."""
+def row_sums(problem: Problem, norm: NormRows) -> RowSums:
+    """The rows' sums: Σx for the mean, Σ(x - μ)² (rms_norm: Σx²) for the second moment."""
     n, dtype = norm.x.shape[-1], problem.dtype
     drawn = problem.drawn_independently("x")
     mean_sum = CommonValueSum.over(norm.x, -1, dtype, drawn, scale=1 / n, keepdim=True) if norm.centered else None
     # the squares of x's grid values lie on a grid; the kernel's deviations from its mean lie on no known one
     moment_sum = CommonValueSum.over(norm.deviations.square(), -1, dtype, drawn, keepdim=True,
                                      exact_when_held=not norm.centered)
-    return RowCommonValues(mean_sum, moment_sum, moment_sum.absolute_sum)
+    mean_walk = mean_anywhere = None
+    walk_rows = torch.zeros_like(moment_sum.absolute_sum, dtype=torch.bool)
+    if mean_sum is not None:
+        absolute_sum = mean_sum.absolute_sum.squeeze(-1)
+        mean_walk = accumulation_term(norm.x, -1, dtype, drawn, n, absolute_sum, scale=1 / n)
+        mean_anywhere = accumulation_term(norm.x, -1, dtype, False, n, absolute_sum, scale=1 / n)
+        mean = norm.x.mean(dim=-1, keepdim=True)
+        walk_rows = (mean.square() <= norm.x.var(dim=-1, correction=0, keepdim=True)) & drawn
+    return RowSums(mean_sum, moment_sum, mean_walk, mean_anywhere, walk_rows, moment_sum.absolute_sum)
 
 
 def _row_mean(value: torch.Tensor | float) -> torch.Tensor | float:
@@ -283,19 +318,21 @@ class _NormErrors:
 
 
 def _norm_errors(norm: NormRows, eps: float) -> _NormErrors:
-    """δμ = (F + u)·mean|x| + δμ_cv. The second moment, relative: F + u (its division) + ρ_cv for rms_norm; for
-    layer_norm F + 3u (the deviations squared and the division) + ρ_cv + 2·δμ·mean|x - μ|/σ² (a kernel that
-    subtracts an approximate mean as it goes, Welford's, drops the first-order cancellation of δμ). δμ_cv and
-    ρ_cv: the rows' common-value errors (row_common_values). r = (σ² + eps)^-½:
+    """δμ = δμ_acc + u·mean|x| + δμ_cv, δμ_acc the sum's accumulation (F·mean|x|, or DrawnSum's walk: RowSums).
+    The second moment, relative: F + u (its division) + ρ_cv for rms_norm; for layer_norm F + 3u (the deviations
+    squared and the division) + ρ_cv + 2·δμ·mean|x - μ|/σ² (a kernel that subtracts an approximate mean as it
+    goes, Welford's, drops the first-order cancellation of δμ). δμ_cv and ρ_cv: the rows' common-value errors
+    (row_sums). r = (σ² + eps)^-½:
     half of it times σ²/(σ² + eps), plus RSQRT_ROUNDINGS·u. δx̂_j = r·δμ + |x̂_j|·(δr/r + 2u)."""
     variance_plus_eps = norm.second_moment + eps
     damping = norm.second_moment / variance_plus_eps
     if norm.centered:
         abs_mean = norm.x.abs().mean(dim=-1, keepdim=True)
-        mean_error = Split(abs_mean, abs_mean, mean_cv=1.0)
+        mean_error = Split(0.0, abs_mean, mean_cv=1.0, mean_acc=1.0)
         per_mean_error = 2 * norm.deviations.abs().mean(dim=-1, keepdim=True) / variance_plus_eps
         drift = abs_mean * per_mean_error
-        relative_moment = Split(damping + drift, 3 * damping + drift, mean_cv=per_mean_error, moment_cv=damping)
+        relative_moment = Split(damping, 3 * damping + drift, mean_cv=per_mean_error, moment_cv=damping,
+                                mean_acc=per_mean_error)
     else:
         mean_error = Split(0.0, 0.0)
         relative_moment = Split(damping, damping, moment_cv=damping)
@@ -330,7 +367,7 @@ def rows_forward_bound(problem: Problem, norm: NormRows, weight: torch.Tensor | 
         y = y + bias
     total = errors.x_hat_error * w_abs + Split(0.0, (norm.x_hat * w_abs).abs() + y.abs())
     shape = norm.x.shape
-    common = row_common_values(problem, norm)
+    common = row_sums(problem, norm)
     return SumOfBounds((*total.terms(shape[-1], problem.dtype, "x̂·w + b", shape, logical, common),
                         OutputRounding(problem.out_dtype)))
 
@@ -416,7 +453,7 @@ def rows_backward_bounds(problem: Problem, norm: NormRows, grad_rows: torch.Tens
     roundings = Split(0.0, r * (3 * h_abs + mean_h + 3 * a_abs + x_hat_abs * mean_hx + 4 * x_hat_abs * c_abs)
                       + 2 * grad_x_abs)
     grad_x = statistics + reductions + roundings
-    common = row_common_values(problem, norm)
+    common = row_sums(problem, norm)
     bounds = {"grad_x": SumOfBounds((*grad_x.terms(n, dtype, "dx", shape, logical, common),
                                      OutputRounding(problem.outputs["grad_x"].dtype)))}
     if weight is None:
@@ -425,15 +462,17 @@ def rows_backward_bounds(problem: Problem, norm: NormRows, grad_rows: torch.Tens
     g_abs = grad_rows.abs()
     gx = to_feature(g_abs * x_hat_abs)
     through_x_hat = Split(*(to_feature(_full(part, shape) * g_abs) for part in (errors.x_hat_error.f, errors.x_hat_error.u)))
-    common_values = tuple(
-        FeatureSummed(per_row, _full(magnitude, shape) * g_abs, to_feature, f"x̂: {what} common value")
-        for magnitude, per_row, what in ((errors.x_hat_error.mean_cv, common.mean_error, "the mean's"),
-                                         (errors.x_hat_error.moment_cv, common.moment_error, "the second moment's"))
+    per_row_errors = tuple(
+        FeatureSummed(per_row, _full(magnitude, shape) * g_abs, to_feature, f"x̂: {what}")
+        for magnitude, per_row, what in ((errors.x_hat_error.mean_acc, common.mean_accumulation, "the mean's sum"),
+                                         (errors.x_hat_error.mean_cv, common.mean_error, "the mean's common value"),
+                                         (errors.x_hat_error.moment_cv, common.moment_error,
+                                          "the second moment's common value"))
         if isinstance(magnitude, torch.Tensor) or magnitude)
     bounds["grad_weight"] = SumOfBounds((
         ScaledMagnitude(ProductSumCoefficient(per_feature.count, dtype), gx, "Σ g·x̂"),
         *((through_x_hat + Split(0.0, gx)).terms(n, dtype, "x̂, g·x̂", gx.shape, feature_shape, common)),
-        *common_values,
+        *per_row_errors,
         OutputRounding(problem.outputs["grad_weight"].dtype),
     ))
     if norm.centered:

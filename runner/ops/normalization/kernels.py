@@ -7,10 +7,11 @@ torch's: backward passes go through torch's backward ops on the case's dtype: so
 norms' through autograd from the input.
 
 CORRECT (other algorithms, every step in f32, each torch f32 operation rounding once): sequential, blocked
-and online softmax, exp2 of an fma; Welford or two-pass variance, rsqrt or 1/sqrt; backward passes in f32.
+and online softmax, exp2 of an fma, a sequential logsumexp; Welford or two-pass variance, rsqrt or 1/sqrt; backward passes in f32.
 WRONG (one bug each, the bugs kernel teams make): no max subtraction (softmax, logsumexp), a sum in the input format, m + log l
 stored, softmax backward with the wrong sign or without its Σ term, a biased/unbiased variance mix-up,
-reductions in f16, eps outside the sqrt or left out, E[x²] - mean² on large means.
+reductions in f16, eps outside the sqrt or left out, E[x²] - mean² on large means, a loop leaving each row's
+last element out of its sums.
 """
 from __future__ import annotations
 
@@ -80,6 +81,13 @@ def logsumexp_backward_not_broadcast(grad_y: torch.Tensor, x: torch.Tensor, *, d
 LOGSUMEXP_CORRECT_BACKWARD = ("logsumexp_backward_softmax", "logsumexp_backward_two_pass")
 LOGSUMEXP_WRONG_BACKWARD = ("torch_logsumexp_backward", "logsumexp_backward_no_max", "logsumexp_backward_sum_in_input_format",
                             "logsumexp_backward_not_broadcast")
+
+
+def logsumexp_sequential(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """m + log of the weights' sequential f32 sum: a correct kernel of another order than torch's."""
+    rows = _rows(x, dim)
+    m = rows.amax(-1, keepdim=True)
+    return (m + torch.log(sequential_sum(torch.exp(rows - m)))).squeeze(-1).to(x.dtype)
 
 
 def logsumexp_no_max(x: torch.Tensor, *, dim: int) -> torch.Tensor:
@@ -392,6 +400,34 @@ def rms_norm_eps_outside(x: torch.Tensor, weight: torch.Tensor | None, *, normal
                          eps: float) -> torch.Tensor:
     rows = _norm_rows(x, normalized_shape)
     return _affine(rows / (torch.sqrt(sequential_sum(rows * rows) / rows.shape[-1]) + eps), x, weight, None)
+
+
+# a loop bound off by one: the last element of each row left out of its sums (still divided by n)
+def layer_norm_drops_last(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,
+                          normalized_shape: tuple[int, ...], eps: float) -> torch.Tensor:
+    rows = _norm_rows(x, normalized_shape)
+    n = rows.shape[-1]
+    mean = blocked_sum(rows[..., :-1]) / n
+    d = rows - mean
+    return _affine(d * torch.rsqrt(blocked_sum((d * d)[..., :-1]) / n + eps), x, weight, bias)
+
+
+def rms_norm_drops_last(x: torch.Tensor, weight: torch.Tensor | None, *, normalized_shape: tuple[int, ...],
+                        eps: float) -> torch.Tensor:
+    rows = _norm_rows(x, normalized_shape)
+    return _affine(rows * torch.rsqrt(blocked_sum((rows * rows)[..., :-1]) / rows.shape[-1] + eps), x, weight, None)
+
+
+def softmax_drops_last(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    rows = _rows(x, dim)
+    e = torch.exp(rows - rows.amax(-1, keepdim=True))
+    return _back(e / blocked_sum(e[..., :-1]), x, dim)
+
+
+def logsumexp_drops_last(x: torch.Tensor, *, dim: int) -> torch.Tensor:
+    rows = _rows(x, dim)
+    m = rows.amax(-1, keepdim=True)
+    return (m + torch.log(blocked_sum(torch.exp(rows - m)[..., :-1]))).squeeze(-1).to(x.dtype)
 
 
 def layer_norm_one_pass_variance(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from e2egen.runner.bound import (BoundModel, CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, DrawnSum, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
+from e2egen.runner.bound import (BoundModel, CommonValueSum, ComputeRoundings, ComputeSubnormalRounding, DrawnSum, accumulation_term, summand_quantum, ErrorBound, ExactWhere, OutputRounding,
                                  PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude, SquaredBound,
                                  SumOfBounds)
 from e2egen.runner.ops.reductions.spec import Reduction
@@ -63,24 +63,16 @@ def reduction_bound(reduction: Reduction, problem: Problem, x: torch.Tensor) -> 
     drawn = problem.drawn_independently("x")
     if reduction == "sum":
         common = CommonValueSum.over(x, axes, dtype, drawn)
-        return SumOfBounds((_accumulation(x, axes, dtype, drawn, common), common, output))
+        return SumOfBounds((accumulation_term(x, axes, dtype, drawn, common.count, common.absolute_sum), common, output))
     if reduction == "mean":
         common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
         return SumOfBounds((
-            _accumulation(x, axes, dtype, drawn, common, scale=1 / count),
+            accumulation_term(x, axes, dtype, drawn, common.count, common.absolute_sum, scale=1 / count),
             common,
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.signed_sum / count, "division by N"),
             output,
         ))
     raise ValueError(f"unknown reduction {reduction!r}")
-
-
-def _accumulation(x: torch.Tensor, axes: tuple[int, ...], dtype: str, drawn: bool, common: CommonValueSum,
-                  scale: float = 1.0) -> DrawnSum | ScaledMagnitude:
-    """The sum's accumulation term: from its partial sums where x was drawn independently, else G(N)·u·Σ|x|."""
-    if drawn:
-        return DrawnSum.over(x, axes, dtype, scale=scale, absolute_sum=common.absolute_sum)
-    return ScaledMagnitude(ProductSumCoefficient(common.count, dtype), common.absolute_sum * scale, "sum")
 
 
 def backward_bound(reduction: Reduction, problem: Problem, grad_y: torch.Tensor, x: torch.Tensor) -> ErrorBound:
@@ -178,7 +170,7 @@ def _var_mean_error(problem: Problem, x: torch.Tensor, axes: tuple[int, ...], co
     then the division by N (on m = Σ|x|/N). The forward squares it; the backward spreads it over its group."""
     drawn = problem.drawn_independently("x")
     common = CommonValueSum.over(x, axes, dtype, drawn, scale=1 / count)
-    return (_accumulation(x, axes, dtype, drawn, common, scale=1 / count), common,
+    return (accumulation_term(x, axes, dtype, drawn, common.count, common.absolute_sum, scale=1 / count), common,
             ScaledMagnitude(ComputeRoundings(MEAN_DIVISION_ROUNDINGS, dtype), common.absolute_sum / count, "division by N"))
 
 

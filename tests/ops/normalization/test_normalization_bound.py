@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from e2egen import metrics
 from e2egen.runner import make_problem
 from e2egen.runner.bound import BoundModel, SumOfBounds
-from e2egen.runner.inputs import round_to_storage
+from e2egen.runner.inputs import generate_inputs, round_to_storage
 from e2egen.runner.ops.normalization import kernels
 
 DEFAULT = BoundModel()
@@ -194,7 +194,8 @@ def _bound(op, direction, dtype, params, inputs, model=DEFAULT):
 
 def test_bounds_follow_the_accumulator_format():
     """bound.acc = "f16" widens every reduction and rounding term by 2^13 (u_f16 / u_f32), and the rows'
-    common-value term by at least that (its drawn form grows with u²): within 10 % of 2^13 on these rows."""
+    common-value term by at least that (its drawn form grows with u²): within 2x of 2^13 on these centred rows,
+    where the mean's walk leaves the common-value term a larger share (it was within 10 % beside G(N)'s term)."""
     x = draw_rows(5, 256, 1.0, 0.0, "f32")
     params = {"shape": [ROWS, 256]}
     no_output = lambda acc: BoundModel(c_out=0.0, acc=acc)  # noqa: E731
@@ -202,7 +203,7 @@ def test_bounds_follow_the_accumulator_format():
         inputs = {"x": x, "weight": torch.ones(256)} | ({"bias": torch.zeros(256)} if op == "layer_norm" else {})
         f32 = _bound(op, "fwd", "f32", params, inputs, no_output("f32"))["y"]
         f16 = _bound(op, "fwd", "f32", params, inputs, no_output("f16"))["y"]
-        assert bool((f16 >= f32 * 2 ** 13 * (1 - 1e-12)).all()) and bool((f16 <= f32 * 2 ** 13 * 1.1).all())
+        assert bool((f16 >= f32 * 2 ** 13 * (1 - 1e-12)).all()) and bool((f16 <= f32 * 2 ** 13 * 2).all())
 
 
 def test_layer_norm_bound_grows_with_the_mean_linearly_not_quadratically():
@@ -222,3 +223,41 @@ def test_f16_softmax_bound_is_mostly_the_output_rounding():
     bound = _bound("softmax", "fwd", "f16", {"shape": [ROWS, 1024]}, {"x": x})["y"]
     ulp = metrics.ulp(torch.softmax(x.double(), dim=1), "f16")
     assert (bound >= ulp).all() and (bound < 3 * ulp).all()
+
+
+# -- the mean's walk (RowSums) ------------------------------------------------------------------------------
+def _row_sums(shape, offset, data="uniform"):
+    from e2egen.runner.ops.normalization.bound import row_sums
+    from e2egen.runner.ops.normalization.normalization_math import norm_float64, norm_rows
+
+    problem = make_problem("layer_norm", "fwd", "f32", "contiguous", {"shape": shape, "offset": offset},
+                           (-1.0, 1.0), 1, input_data=data)
+    x = {name: t.double() for name, t in generate_inputs(problem).items()}["x"]
+    return row_sums(problem, norm_float64(norm_rows(x, problem.params), problem.params.eps, True))
+
+
+def test_the_mean_of_centred_drawn_rows_takes_the_walk_and_offset_or_set_rows_keep_g_n():
+    """On drawn rows of mean 0 the mean's accumulation term is the walk, about √N below G(N)·u·mean|x|; rows of
+    mean 1000 (a recurrence's roundings repeat with the common value) and rows not drawn at random keep G(N)'s."""
+    n = 16384
+    centred = _row_sums([2, n], 0.0)
+    assert bool(centred.walk_rows.all())
+    walk, anywhere = centred.mean_accumulation(DEFAULT), centred.mean_anywhere.evaluate(DEFAULT).reshape(-1, 1)
+    assert bool((walk * 40 < anywhere).all())  # √16384 / √2 ≈ 90 on uniform rows
+    offset = _row_sums([2, n], 1000.0)
+    assert not bool(offset.walk_rows.any())
+    assert torch.equal(offset.mean_accumulation(DEFAULT), offset.mean_anywhere.evaluate(DEFAULT).reshape(-1, 1))
+    assert not bool(_row_sums([2, 256], 0.0, data="pattern").walk_rows.any())
+
+
+def test_a_dropped_element_of_a_long_layer_norm_row_fails_and_correct_orders_pass():
+    """The last element of each 16,384-long row left out of both sums (still divided by n) moves the mean by
+    about 1/n of one value: beyond the walk, within G(N)'s term, which passed it."""
+    from e2egen.api import judge
+
+    impl = "e2egen.runner.ops.normalization.kernels:"
+    for seed in (1, 2, 3):
+        case = dict(op="layer_norm", shape={"shape": [2, 16384]}, dtype="f32", data_range=(-1.0, 1.0), seed=seed)
+        assert not judge(impl + "layer_norm_drops_last", **case).passed
+        for kernel in (None, impl + "layer_norm_welford_rsqrt", impl + "layer_norm_two_pass_recip"):
+            assert judge(kernel, **case).passed, kernel

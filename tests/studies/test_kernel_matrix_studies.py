@@ -32,7 +32,8 @@ def test_no_correct_kernel_fails_and_every_bug_beyond_an_ulp_is_caught(study):
 def test_the_row_norm_study_has_no_false_failure_and_catches_a_dropped_element_of_layer_norm_s_rows():
     """The forward row normalisations' study (studies/row_norm_evidence.py) on one seed: no correct kernel fails;
     the last element left out of layer_norm's sums fails every run, the long rows' included (the mean's walk), as
-    do the f16 reductions; its page names what it misses."""
+    do the f16 reductions, and softmax's and logsumexp's dropped element and running sums in the input format (the
+    row-sum probe); its page names what it misses."""
     from studies import kernel_matrix, row_norm_evidence
 
     matrix = row_norm_evidence.MATRIX
@@ -41,8 +42,10 @@ def test_the_row_norm_study_has_no_false_failure_and_catches_a_dropped_element_o
         assert tally.runs > 0, (op, name)
         if kernel_matrix.is_correct(matrix, op, name):
             assert tally.failed == 0, f"false failure: {op} {name} {tally.failures}"
-    for name in ("layer_norm_drops_last", "layer_norm_f16_reduction"):
-        tally = tallies[("layer_norm", name)]
+    for op, name in (("layer_norm", "layer_norm_drops_last"), ("layer_norm", "layer_norm_f16_reduction"),
+                     ("softmax", "softmax_drops_last"), ("logsumexp", "logsumexp_drops_last"),
+                     ("logsumexp", "logsumexp_sum_in_input_format"), ("log_softmax", "log_softmax_sum_in_input_format")):
+        tally = tallies[(op, name)]
         assert tally.failed == tally.runs, (name, tally.misses)
     assert not [miss for miss in tallies[("layer_norm", "layer_norm_unbiased")].misses if "mean 1000" not in miss]
     assert "Bugs beyond an ulp that passed" in kernel_matrix.render(matrix, tallies, 1, 0.0)

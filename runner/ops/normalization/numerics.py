@@ -4,6 +4,7 @@ the contracts, the float64 reference (normalization_math.py), the bounds (bound.
 rms_norm's eps probe (probes.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, TypeVar
 
 import torch
@@ -22,6 +23,7 @@ from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.params import ChannelNormParams, NormParams, SoftmaxParams
 from e2egen.runner.ops.normalization.probes import probe_eps, probe_softmax_compute
+from e2egen.runner.ops.normalization.row_sum_probe import probe_row_sum
 from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, ChannelNormOp, LogSumExpOp, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
 from e2egen.runner.ops.tensor_layouts import arrange_tensor
@@ -78,10 +80,13 @@ class SoftmaxNumerics(_TensorNumerics[SoftmaxOp]):
         return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
-        return probe_softmax_compute(problem, kernel, device, label)
+        return with_row_sum(probe_softmax_compute(problem, kernel, device, label), problem, kernel, device, label)
 
 
 class LogSumExpNumerics(_TensorNumerics[LogSumExpOp]):
+    def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+        return with_row_sum(Arithmetic(probed_with=problem.describe()), problem, kernel, device, label)
+
     def adjust_inputs(self, params: SoftmaxParams, drawn: dict[str, torch.Tensor]) -> None:
         add_row_offsets(softmax_rows(drawn["x"], params), params.offset)
 
@@ -151,6 +156,15 @@ class NormNumerics(_TensorNumerics[NormOp]):
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
         return probe_eps(problem, kernel, device, label)
+
+
+def with_row_sum(found: Arithmetic, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
+    """`found` with the row-sum probe's (row_sum_probe.py): its width as acc_bits where the row sum drops small weights,
+    an outcome no rounding explains as unexplained."""
+    reading = probe_row_sum(problem, kernel, device, label)
+    return replace(found, acc_bits=reading.bits if reading.bits is not None else found.acc_bits,
+                   acc_bits_exact=reading.bits is not None or found.acc_bits_exact, notes=(*found.notes, *reading.notes),
+                   unexplained=(*found.unexplained, *reading.unexplained))
 
 
 # -- group_norm, batch_norm ---------------------------------------------------------------------------

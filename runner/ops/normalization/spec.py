@@ -122,16 +122,22 @@ class SoftmaxOp(_TensorOp[SoftmaxParams]):
         return _SOFTMAX_FLOPS[direction] * math.prod(params.shape)
 
     def probe_params(self, params: SoftmaxParams, direction: str) -> SoftmaxParams | None:
-        """The compute-format probe's problem (runner/ops/normalization/probes.py), forward only: the same rank and
-        axis, at most PROBE_ROWS along each other dim and PROBE_SOFTMAX_ROW along the axis; no offset."""
-        if direction != "fwd":
-            return None
-        shape = tuple(min(size, PROBE_SOFTMAX_ROW if dim == params.axis else PROBE_ROWS)
-                      for dim, size in enumerate(params.shape))
-        return replace(params, shape=shape, offset=0.0)
+        """The compute-format probe's problem (runner/ops/normalization/probes.py), forward only; the row-sum probe
+        (row_sum_probe.py) makes its own long row from it."""
+        return softmax_probe_params(params, direction)
 
     def unprobed_reason(self, params: SoftmaxParams, direction: str) -> str:
         return f"{self.name}'s backward has no probes"
+
+
+def softmax_probe_params(params: SoftmaxParams, direction: str) -> SoftmaxParams | None:
+    """Forward only: the same rank and axis, at most PROBE_ROWS along each other dim and PROBE_SOFTMAX_ROW along the
+    axis; no offset."""
+    if direction != "fwd":
+        return None
+    shape = tuple(min(size, PROBE_SOFTMAX_ROW if dim == params.axis else PROBE_ROWS)
+                  for dim, size in enumerate(params.shape))
+    return replace(params, shape=shape, offset=0.0)
 
 
 class LogSumExpOp(_TensorOp[SoftmaxParams]):
@@ -152,6 +158,13 @@ class LogSumExpOp(_TensorOp[SoftmaxParams]):
 
     def _build_params(self, raw: Mapping[str, Any]) -> SoftmaxParams:
         return build_softmax_params(raw)
+
+    def probe_params(self, params: SoftmaxParams, direction: str) -> SoftmaxParams | None:
+        """The row-sum probe's starting problem (row_sum_probe.py), forward only."""
+        return softmax_probe_params(params, direction)
+
+    def unprobed_reason(self, params: SoftmaxParams, direction: str) -> str:
+        return "logsumexp's backward has no probes"
 
     def shared_rounding(self, params: SoftmaxParams, direction: Direction = "fwd") -> str:
         if direction == "fwd":

@@ -59,6 +59,7 @@ class Tally:
     failures: list[str] = field(default_factory=list)  # a correct kernel's failed runs, with their reasons
     finding_runs: int = 0  # runs where the kernel's failure is a documented finding (Matrix.findings)
     finding_failed: int = 0
+    declined: list[str] = field(default_factory=list)  # runs the kernel declined (KernelDeclined): not judged
 
 
 def _beyond_an_ulp(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> bool:
@@ -93,6 +94,9 @@ def evaluate(matrix: Matrix, seeds: int) -> dict[tuple[str, str], Tally]:
                         for seed in range(1, seeds + 1):
                             outcome = judge(impl, op, shape, dtype, direction=matrix.direction, layout=layout,
                                             data_range=data_range, seed=seed)
+                            if outcome.status == "skipped":
+                                tally.declined.append(f"{case} {range_name} {dtype} seed {seed}: {outcome.reason}")
+                                continue
                             result = run(outcome.case.problem(), impl=impl, device="cpu").primary
                             visible = _beyond_an_ulp(result.out, result.ref, dtype)
                             peer = _peer_fails(result.out, result.ref, dtype)
@@ -158,6 +162,10 @@ def render(matrix: Matrix, tallies: dict[tuple[str, str], Tally], seeds: int, se
     if failures:
         lines += ["Correct kernels that failed, and why:", ""] + [f"- {op} `{name}`: {failure}"
                                                                   for op, name, failure in failures] + [""]
+    declined = [(op, name, tally) for (op, name), tally in tallies.items() if tally.declined]
+    if declined:
+        lines += ["Runs a kernel declined (not judged, not counted above), and why:", ""] + [
+            f"- {op} `{name}`: {len(tally.declined)} runs, e.g. {tally.declined[0]}" for op, name, tally in declined] + [""]
     if matrix.closing:
         lines += [matrix.closing, ""]
     return "\n".join(lines)

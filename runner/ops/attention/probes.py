@@ -50,6 +50,10 @@ P_FORMATS = ("f16", "bf16")
 P_ROWS = 12
 LONG_ROW = 8192  # keys of long_row_problem: (LONG_ROW - 2)·2^-(F's bits + 9) is 8 of o's ulps or more at 1
 TILE_KEYS = 256  # the most keys a kernel may add before it rounds l that long_row_sum sees
+SCORE_LEVEL = 4000.0  # the scores' format probe's scores: an f16 ulp of 2 there, bf16's 16, f32's 2.4e-4
+SCORE_STEPS = tuple(i / 8 for i in range(3, 16, 2))  # s_b - s_a tried until every rounding of the scores moves o
+SCORE_ULPS = 8  # ... this many of its ulps or more; a reading within a quarter of that matches
+F32_SCORE_SLACK = 0.25 * 16 * 2.0 ** -24 * 4096  # o's move when f32 scores near SCORE_LEVEL are 16 ulps off
 TIE_MARGIN = 2.0 ** -6  # of the tested format's ulp: a fast f32 exp (torch CPU: about 2^-20) cannot cross a tie
 
 
@@ -65,8 +69,9 @@ def probe_attention(problem: Problem, kernel: Kernel, device: torch.device, labe
     if row_sum_bits is not None and row_sum_bits < acc_bits:  # one acc_bits: the narrower sum's
         acc_bits, acc_exact = row_sum_bits, True
     p_format, p_rounding, more = probe.p_format()
+    scores, score_notes = probe.scores_format()
     return Arithmetic(intermediate=p_format, intermediate_rounding=p_rounding, acc_bits=acc_bits, acc_bits_exact=acc_exact,
-                      probed_with=problem.describe(), notes=tuple(notes + row_sum_notes + more))
+                      compute=scores, probed_with=problem.describe(), notes=tuple(notes + row_sum_notes + more + score_notes))
 
 
 def long_row_problem(problem: Problem) -> Problem:
@@ -281,6 +286,50 @@ class _Probe:
             notes.append(f"{len(matching)} hypotheses fit these outputs; {'the input format' if expected else 'the coarsest'} "
                          "is taken")
         return ("exact" if fmt == "f32" else fmt), ("toward-zero" if toward_zero else "nearest"), notes
+
+    # -- the scores' format ----------------------------------------------------------------------------
+    def scores_format(self) -> tuple[str, list[str]]:
+        """The format the scores are rounded to before the softmax ("" where they stay in f32, or not found): keys
+        a and b of a row score about SCORE_LEVEL and SCORE_LEVEL + σ·d (k = (c, 0) and (c, d), q = (1, 1)), v = 0
+        at a and 1 at b, so o = 1/(1 + exp(s_a - s_b)). At SCORE_LEVEL an f16 score's ulp is 0.5 and a bf16
+        one's 16: rounded there, before or after the scale, the difference s_b - s_a moves by a good part of one,
+        and o by SCORE_ULPS of its ulps or more; kept in f32 it moves by F32_SCORE_SLACK or less."""
+        a, b, rows = self._key_pair()
+        c = self.exact_input(SCORE_LEVEL / self.sigma)
+        if self.p.head_dim_qk < 2 or not rows or not math.isfinite(c) or abs(c) > 6e4:
+            return "", ["scores' format not probed: no row allows two keys with a second feature, or the scale is too small"]
+        unit = float(metrics.ulp(torch.tensor([0.5], dtype=torch.float64), self.problem.out_dtype)[0])
+        for step in SCORE_STEPS:
+            d = self.exact_input(step / self.sigma)
+            exact = self._weight_b(self.sigma * c, self.sigma * (c + d))
+            readings = {fmt: [self._weight_b(_round(self.sigma * _round(c, fmt), fmt), _round(self.sigma * _round(c + d, fmt), fmt)),
+                              self._weight_b(_round(self.sigma * c, fmt), _round(self.sigma * (c + d), fmt))]
+                        for fmt in P_FORMATS}
+            if all(abs(o - exact) >= max(SCORE_ULPS * unit, 4 * F32_SCORE_SLACK) for found in readings.values() for o in found):
+                break
+        else:
+            return "", ["scores' format not probed: no step of the second feature tells the formats apart"]
+        row = rows[0]
+        values = self.tensors([a, b])
+        values["q"][self.batch, :, row, 1] = 1.0
+        values["k"][self.batch, :, (a, b), 0] = c
+        values["k"][self.batch, :, b, 1] = d
+        values["v"][self.batch, :, b, 0] = 1.0
+        got = float(self.run(values)[0, row, 0])
+        tolerance = max(SCORE_ULPS * unit / 4, F32_SCORE_SLACK)
+        if abs(got - exact) <= tolerance:
+            return "", []
+        # where several formats predict the output: the input format's, else the coarsest (as P's format)
+        for fmt in sorted(readings, key=lambda f: (f != self.in_fmt, -_unit(f))):
+            if any(abs(got - o) <= tolerance for o in readings[fmt]):
+                return fmt, [f"the scores are rounded to {fmt} before the softmax: scores {self.sigma * c:.6g} and "
+                             f"{self.sigma * (c + d):.6g} gave o = {got:.6g}, {exact:.6g} in f32"]
+        return "", [f"scores' format not identified: scores {self.sigma * c:.6g} and {self.sigma * (c + d):.6g} gave "
+                    f"o = {got:.6g}, {exact:.6g} in f32, {readings} rounded"]
+
+    @staticmethod
+    def _weight_b(score_a: float, score_b: float) -> float:
+        return 1.0 / (1.0 + math.exp(score_a - score_b))
 
     def _key_pair(self) -> tuple[int, int, list[int]]:
         """Two keys allowed together in the most rows, and those rows."""

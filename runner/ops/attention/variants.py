@@ -32,6 +32,7 @@ result, or, for the two numerical bugs, the arithmetic it gets wrong):
                            (f16; bf16 for bf16 inputs; one pass)
     row_sum_in_half        the running row sum l stored in f16 (bf16 for bf16 inputs) after every block of 64
                                                                             a row of > 4 keys, or f32
+    scores_in_half         S rounded to f16 (bf16 for bf16 inputs) before the softmax      a row of >= 2 keys
     last_kv_block_dropped  the last block of 64 keys (seq_k <= 64: the last key) ignored   a row allows one
     lse_off_by_max         lse = log l (the max not added back)             return_lse, a row max != 0
     kv_cache_wrong_row     batch b masked with batch (b + 1) % batch's length  kv_lengths, the masks differ
@@ -330,6 +331,13 @@ def _row_sum_in_half(call: Call):
     return normalise(acc, m, l)
 
 
+def _scores_in_half(call: Call):
+    """flash_b64 with the scores S = Q·Kᵀ·scale rounded to f16 (bf16 for bf16 inputs) before the softmax, as ONNX
+    Runtime's f16 Attention on the CPU computes them."""
+    s = scores_f32(call).to(_half_of(call.dtype)).to(torch.float32)
+    return normalise(*flash(s, values(call), call.dtype, 64))
+
+
 def _last_kv_block_dropped(call: Call):
     """The loop over KV blocks of 64 stops one block early (seq_k <= 64: the last key is left out)."""
     params = call.params
@@ -405,6 +413,11 @@ def _shows_accumulation(problem, inputs64) -> bool:
     return problem.dtype == "f32" or bool((counts > LOWP_CHUNK).any())
 
 
+def _shows_two_keys(problem, inputs64) -> bool:
+    """Cases where a row allows two keys, whose rounded scores move its weights."""
+    return bool((_allowed_or_all(problem.params).sum(dim=-1) >= 2).any())
+
+
 def _shows_dropped(problem, inputs64) -> bool:
     """Cases where some row allows a key of the dropped block."""
     params = problem.params
@@ -440,6 +453,7 @@ WRONG: dict[str, WrongKernel] = {
     "scale_missing": _wrong(_scale_missing, _scale_shows(lambda scale: 1.0)),
     "pv_f16_accumulation": _wrong(_pv_f16_accumulation, _shows_accumulation),
     "row_sum_in_half": _wrong(_row_sum_in_half, _shows_accumulation),
+    "scores_in_half": _wrong(_scores_in_half, _shows_two_keys),
     "last_kv_block_dropped": _wrong(_last_kv_block_dropped, _shows_dropped),
     "lse_off_by_max": _wrong(_lse_off_by_max, _shows_lse),
     "kv_cache_wrong_row": _wrong(_kv_cache_wrong_row, _shows_kv_row),
@@ -453,6 +467,7 @@ scale_twice = WRONG["scale_twice"].kernel
 scale_missing = WRONG["scale_missing"].kernel
 pv_f16_accumulation = WRONG["pv_f16_accumulation"].kernel
 row_sum_in_half = WRONG["row_sum_in_half"].kernel
+scores_in_half = WRONG["scores_in_half"].kernel
 last_kv_block_dropped = WRONG["last_kv_block_dropped"].kernel
 lse_off_by_max = WRONG["lse_off_by_max"].kernel
 kv_cache_wrong_row = WRONG["kv_cache_wrong_row"].kernel

@@ -58,6 +58,7 @@ FAILING = [
     ("pv_f16_accumulation", "f32", "bhsd", {"seq_q": 16, "seq_k": 64, "head_dim_qk": 32}, 5),
     ("pv_f16_accumulation", "f16", "bhsd", {"seq_q": 64, "seq_k": 128, "head_dim_qk": 64, "q_gain": 8.0}, 7),
     ("row_sum_in_half", "f32", "bhsd", {"seq_q": 64, "seq_k": 256, "head_dim_qk": 64}, 1),  # the bound alone: 3 of 5 seeds
+    ("scores_in_half", "f16", "bhsd", {"seq_q": 16, "seq_k": 48, "head_dim_qk": 32, "score_offset": 1000.0}, 6),
     ("last_kv_block_dropped", "f16", "bhsd", {"seq_q": 16, "seq_k": 100, "head_dim_qk": 32}, 6),
     ("last_kv_block_dropped", "bf16", "bhsd", {"seq_q": 16, "seq_k": 40, "head_dim_qk": 32}, 6),
     ("lse_off_by_max", "f16", "bhsd", {"seq_q": 16, "seq_k": 32, "head_dim_qk": 32, "return_lse": True}, 8),
@@ -146,6 +147,22 @@ def test_a_row_sum_rounded_between_tiles_breaks_the_accumulator_requirement_with
     for name in ("flash_b16", "flash_b128", "split_kv4", "p_rounded"):
         assert probe_attention(problem, getattr(kernels, name), torch.device("cpu"), name).acc_bits == 24, name
     assert probe_attention(problem, case_kernel(problem), torch.device("cpu"), "torch").acc_bits == 24
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_scores_rounded_to_the_input_format_break_the_compute_requirement(dtype):
+    """S rounded to f16 (bf16) before the softmax, as ONNX Runtime's f16 Attention does: on [-1, 1] data the bound
+    passes it; the scores' format probe (scores near 4,000, where an f16 score's ulp is 2) finds it, and the
+    default require.compute = "f32" fails the case, named; the correct kernels and torch's keep f32 scores."""
+    params = {"seq_q": 16, "seq_k": 64, "head_dim_qk": 64}
+    _, broken = execute("scores_in_half", dtype, "bhsd", params, 3, measure=True)
+    assert [v.key for v in broken] == ["compute"] and f"computes its math in {dtype}" in broken[0].message
+    problem = probe_problem(make_problem("attention", "fwd", dtype, "bhsd", params, (-1.0, 1.0), 3))
+    found = probe_attention(problem, kernels.scores_in_half, torch.device("cpu"), "scores_in_half")
+    assert found.compute == dtype
+    assert any(note.startswith(f"the scores are rounded to {dtype} before the softmax") for note in found.notes)
+    for name, kernel in [("torch", case_kernel(problem)), *kernels.CORRECT.items()]:
+        assert probe_attention(problem, kernel, torch.device("cpu"), name).compute == "", name
 
 
 def _short_rows_only(q, k, v, **options):

@@ -64,6 +64,7 @@ metrics' bound_ratio = max |ref − out| / B.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal, Mapping, Protocol
@@ -602,13 +603,33 @@ class RoundedIntermediate:
     fmt: str
     following: Magnitudes  # |C| (runner/upper_matmul.py), rounded up to f32 once for every product with it
     source: str = "rounded intermediate"
+    # the deviations' walk (below) applies: the first product's operands drawn independently and centred
+    independent: bool = False
+    dtype: str = "f32"  # the case's, for the arithmetic the walk needs
 
     def deviation(self, model: BoundModel) -> torch.Tensor:
         """I per element of the intermediate."""
         return rounding_deviation(self.exact, self.magnitude * self.coefficient(model), self.fmt)
 
     def evaluate(self, model: BoundModel, ref: torch.Tensor | None = None) -> torch.Tensor:
-        return upper_matmul(self.deviation(model), self.following)
+        """Σ_n I_n·|C_n|; where `independent`, at most (λ/2)·sqrt(Σ_n I_n²·C_n²). The intermediate's deviations
+        δ_n are the errors of different product sums (and the roundings after them), independent with mean zero
+        when the operands were drawn independently and centred, so their sum through C walks: its standard
+        deviation is at most sqrt(Σ σ_n² C_n²), and I_n >= 2σ_n (a deviation of one step of T either way, or the
+        accumulation bound, λ√3 of its own standard deviation or more). Not with `strict`, a truncating
+        accumulator or an intermediate rounded toward zero: their deviations share a sign."""
+        deviation = self.deviation(model)
+        linear = upper_matmul(deviation, self.following)
+        arithmetic = effective_arithmetic(model, self.dtype)
+        if (not self.independent or model.strict or arithmetic.truncates
+                or arithmetic.intermediate_rounding == "toward-zero"):
+            return linear
+        walk = upper_matmul(deviation.square(), self.squared_following).sqrt_().mul_(model.lam / 2)
+        return torch.minimum(linear, walk)
+
+    @functools.cached_property
+    def squared_following(self) -> Magnitudes:
+        return Magnitudes(self.following.values.square())
 
 
 # -- coefficients: the relative error of one step of a composed computation -------------

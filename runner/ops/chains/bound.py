@@ -5,7 +5,8 @@ products of magnitudes below is upper_matmul's: never below the exact sum, in f3
 
     B_out = Σ_n I_mn |C_no|                 the first product's error through the intermediate's
                                            rounding (RoundedIntermediate: 0 where kernel and reference
-                                           must round alike, one step of T where they may not)
+                                           must round alike, one step of T where they may not; on
+                                           independent centred operands at most (λ/2)·sqrt(Σ_n I² C²))
           + F_2 · Σ_n |R_T(E)_mn| |C_no|    the second product sum (the gemm piece over n)
           + c_out · ulp_T(out)              the output rounding
 
@@ -37,17 +38,27 @@ from e2egen.runner.upper_matmul import Magnitudes, upper_matmul, upper_product
 
 
 def rounded_chain_bound(problem: Problem, exact: torch.Tensor, magnitude: torch.Tensor, first_count: int,
-                        c: torch.Tensor, first: str, second: str) -> SumOfBounds:
-    """The bound of R_T(exact)·c, given the first product's exact value, its Σ|a·b| and length."""
+                        c: torch.Tensor, first: str, second: str, operands: tuple[torch.Tensor, torch.Tensor]) -> SumOfBounds:
+    """The bound of R_T(exact)·c, given the first product's exact value, its Σ|a·b|, length and operands."""
     dtype, fmt = problem.dtype, problem.out_dtype
     c_magnitudes = Magnitudes(c)  # |C|, rounded up to f32 once for both products with it
     rounded = upper_matmul(metrics.round_to(exact, fmt), c_magnitudes)
     return SumOfBounds((
         RoundedIntermediate(exact, magnitude, ProductSumCoefficient(first_count, dtype), fmt, c_magnitudes,
-                            source=f"{first}, rounded to {fmt}"),
+                            source=f"{first}, rounded to {fmt}",
+                            independent=independent_products(problem, *operands), dtype=dtype),
         ScaledMagnitude(ProductSumCoefficient(c.shape[-2], dtype), rounded, second),
         OutputRounding(fmt),
     ))
+
+
+def independent_products(problem: Problem, first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether the first product's sums err independently of one another (RoundedIntermediate's walk): every input
+    drawn independently at random, and the products' mean within their spread (|μ_a·μ_b| <= σ_a·σ_b). Off-centre
+    sums share their rounding's lean (CommonValueSum), and set data (a pattern, ones) repeats it."""
+    if not all(problem.drawn_independently(name) for name in problem.input_shapes):
+        return False
+    return abs(float(first.mean()) * float(second.mean())) <= float(first.std()) * float(second.std())
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +90,7 @@ def gemm_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> S
     exact, magnitude = exact_product(params, inputs64), upper_matmul(a, b)
     if not params.has_step:
         return rounded_chain_bound(problem, exact, magnitude, params.k, inputs64["c"], "A·B product sum",
-                                   "second product sum")
+                                   "second product sum", (a, b))
     return stepped_chain_bound(problem, exact, magnitude, params.k, inputs64["c"])
 
 
@@ -114,4 +125,4 @@ def conv_gemm_bound(problem: Problem, inputs64: Mapping[str, torch.Tensor]) -> S
     magnitude = upper_product(inputs64["x"], inputs64["w"], lambda x, w: conv_output(params, {"x": x, "w": w}),
                               count)
     return rounded_chain_bound(problem, exact, magnitude, count, inputs64["c"],
-                               "convolution", "gemm product sum")
+                               "convolution", "gemm product sum", (inputs64["x"], inputs64["w"]))

@@ -232,3 +232,50 @@ def test_a_conv_chain_reading_the_wrong_rows_is_unexplained():
 
     outcome = e2egen.judge(CHAINS + "cg_rows_shifted", "conv_gemm", CONV_PROBED, "f16")
     assert outcome.status == "failed" and "a dropped or doubled product" in outcome.arithmetic.arithmetic.unexplained[0]
+
+
+# -- the first product's deviations walk through C (RoundedIntermediate.independent) ---------------------------
+LONG = {"m": 32, "n": 512, "k": 512, "o": 32}
+
+
+def kernel_one_element_off_by_a_tenth(a, b, c):
+    """torch's chain with one output element 0.1 off (the outputs reach about 300: 0.03 % of the largest)."""
+    out = torch.matmul(torch.matmul(a, b), c).float()
+    out[..., 0, 0] += 0.1
+    return out.to(a.dtype)
+
+
+def _intermediate_piece(problem):
+    from e2egen.runner.inputs import generate_inputs
+
+    inputs64 = {name: t.double() for name, t in generate_inputs(problem).items()}
+    bound = problem.numerics.error_bound(problem, inputs64)["out"]
+    [piece] = [part for part in bound.parts if isinstance(part, RoundedIntermediate)]
+    return piece
+
+
+def test_an_f32_chain_with_one_element_a_tenth_off_fails_where_correct_orders_pass():
+    """The first product's error carried linearly through C made the f32 chain bound 100–10,000x the real error
+    (issue 42, item 5): one output 0.1 off passed at bound_ratio 0.44 here. Carried as a walk, it fails."""
+    assert not _verdict("f32", "tests.ops.chains.test_fused_chains:kernel_one_element_off_by_a_tenth",
+                        params=LONG).passed
+    for impl in ("torch", "tests.ops.chains.test_fused_chains:kernel_blocked_k"):
+        for seed in range(3):
+            assert _verdict("f32", impl, seed=seed, params=LONG).passed, impl
+
+
+def test_the_walk_needs_independent_centred_operands_and_no_strict_model():
+    from e2egen.runner.upper_matmul import upper_matmul
+
+    model = BoundModel()
+    drawn = _intermediate_piece(make_problem("gemm_gemm", "fwd", "f32", "nnn", LONG, (-1.0, 1.0), 1))
+    linear = upper_matmul(drawn.deviation(model), drawn.following)
+    assert drawn.independent and bool((drawn.evaluate(model) * 4 < linear).all())
+    assert torch.equal(drawn.evaluate(BoundModel(strict=True)), upper_matmul(drawn.deviation(BoundModel(strict=True)),
+                                                                              drawn.following))
+    offset = _intermediate_piece(make_problem("gemm_gemm", "fwd", "f32", "nnn", LONG, (1.0, 5.0), 1))
+    pattern = _intermediate_piece(make_problem("gemm_gemm", "fwd", "f32", "nnn", LONG, (-1.0, 1.0), 1,
+                                               input_data="pattern"))
+    for piece in (offset, pattern):
+        assert not piece.independent
+        assert torch.equal(piece.evaluate(model), upper_matmul(piece.deviation(model), piece.following))

@@ -39,7 +39,9 @@ MATRIX = Matrix(
              "bugs are caught by the eps probe (rows whose variance is eps), not by the drawn data, where eps moves "
              "the output by 1e-5 relative. The unbiased variance of group_norm_unbiased moves y by 0.2 % on groups of "
              "256; on data of mean 1000 a correct f32 kernel's mean may itself be 5e-4 off (256 roundings of partial "
-             "sums up to 2.6e5, an f32 ulp of 0.016 there), which moves y as much: that bug passes there."),
+             "sums up to 2.6e5, an f32 ulp of 0.016 there), which moves y as much: that bug passes there in f32. "
+             "In f16 and bf16 the norms' compute-format probe finds it on any data: its outputs an ulp or more off "
+             "all lean toward zero, a statistic off rather than a format's rounding."),
 )
 
 if __name__ == "__main__":

@@ -10,23 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from e2egen.studies.kernel_matrix import Matrix
 from e2egen.studies.onnxruntime_kernels import KERNELS
 from e2egen.studies.study_main import study_main
-from e2egen.studies.third_party_evidence import CASES, POSITIVE
+from e2egen.studies.third_party_evidence import library_matrix
 
-ORT_CASES = {op: cases for op, cases in CASES.items() if op in KERNELS}
-MATRIX = Matrix(
-    title="A second library nobody here wrote (ONNX Runtime on the CPU): evidence",
-    command=".venv/bin/python -m e2egen.studies.onnxruntime_evidence",
-    direction="fwd",
-    module="e2egen.studies.onnxruntime_kernels:",
-    correct={op: (KERNELS[op],) for op in ORT_CASES},
-    wrong={},
-    cases=ORT_CASES,
-    ranges={"[-1, 1]": (-1.0, 1.0), "[-4, 4]": (-4.0, 4.0), "(0.01, 4)": (0.01, 4.0)},
-    ranges_of={**{op: ("[-1, 1]", "[-4, 4]") for op in ORT_CASES}, **{op: POSITIVE for op in ("log", "sqrt")},
-               "gemm": ("[-1, 1]",), "conv2d": ("[-1, 1]",)},
+MATRIX = library_matrix(
+    "A second library nobody here wrote (ONNX Runtime on the CPU): evidence",
+    ".venv/bin/python -m e2egen.studies.onnxruntime_evidence", "e2egen.studies.onnxruntime_kernels:", KERNELS,
     # ONNX Runtime's f32 Sigmoid is MLAS's fast logistic: up to 43 ulps off (docs/evidence/onnxruntime.md)
     findings={("sigmoid", "ort_sigmoid"): lambda case, data, dtype: dtype == "f32"},
     closing=("ONNX Runtime's kernels run as a model exported with the standard operators runs them: one node each "

@@ -35,17 +35,25 @@ CASES = {
                                                             "head_dim_qk": 64, "causal": True}, "bhsd")},
 }
 POSITIVE = ("(0.01, 4)",)  # log, sqrt, rsqrt
-MATRIX = Matrix(
-    title="A library nobody here wrote (JAX on the CPU): evidence",
-    command=".venv/bin/python -m e2egen.studies.third_party_evidence",
-    direction="fwd",
-    module="e2egen.studies.jax_kernels:",
-    correct={op: (KERNELS[op],) for op in CASES},
-    wrong={},
-    cases=CASES,
-    ranges={"[-1, 1]": (-1.0, 1.0), "[-4, 4]": (-4.0, 4.0), "(0.01, 4)": (0.01, 4.0)},
-    ranges_of={**{op: ("[-1, 1]", "[-4, 4]") for op in CASES}, **{op: POSITIVE for op in ("log", "sqrt", "rsqrt")},
-               "log1p": ("[-1, 1]",), "gemm": ("[-1, 1]",), "conv2d": ("[-1, 1]",)},  # attention: both
+RANGES = {"[-1, 1]": (-1.0, 1.0), "[-4, 4]": (-4.0, 4.0), "(0.01, 4)": (0.01, 4.0)}
+
+
+def library_matrix(title: str, command: str, module: str, kernels: dict[str, str], closing: str,
+                   findings: dict | None = None) -> Matrix:
+    """A library's kernels (op -> its kernel's name in `module`) on this study's geometries and ranges, beside
+    torch's: the JAX study's, ONNX Runtime's (studies/onnxruntime_evidence.py) and OpenVINO's."""
+    cases = {op: op_cases for op, op_cases in CASES.items() if op in kernels}
+    ranges_of = {op: ("[-1, 1]", "[-4, 4]") for op in cases}
+    ranges_of.update({op: POSITIVE for op in ("log", "sqrt", "rsqrt") if op in cases})
+    ranges_of.update({op: ("[-1, 1]",) for op in ("log1p", "gemm", "conv2d") if op in cases})  # attention: both
+    return Matrix(title=title, command=command, direction="fwd", module=module,
+                  correct={op: (kernels[op],) for op in cases}, wrong={}, cases=cases, ranges=RANGES,
+                  ranges_of=ranges_of, findings=findings or {}, closing=closing)
+
+
+MATRIX = library_matrix(
+    "A library nobody here wrote (JAX on the CPU): evidence", ".venv/bin/python -m e2egen.studies.third_party_evidence",
+    "e2egen.studies.jax_kernels:", KERNELS,
     closing=("JAX's kernels are kernels nobody here wrote: each runs in the case's dtype as a JAX user calls it "
              "(layer_norm and rms_norm as Flax computes them, statistics in f32). Where one fails, it breaks a default "
              "requirement and the reason names it: JAX computes sigmoid, silu, the gelus and softmax in f16 or bf16 "

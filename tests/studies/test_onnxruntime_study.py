@@ -3,10 +3,10 @@
 requirement they do not meet (its f16 Attention rounds the scores to f16), and declined runs are not judged."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
+
+from tests.studies.library_checks import judge_first_cases
 
 pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
@@ -14,18 +14,9 @@ pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths] 
 def test_every_onnxruntime_failure_names_its_cause_and_bf16_is_declined():
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from studies import kernel_matrix, onnxruntime_evidence as study
+    from studies import onnxruntime_evidence as study
 
-    ops = ("exp", "softmax", "layer_norm", "gemm", "attention")
-    matrix = dataclasses.replace(study.MATRIX, cases={op: dict(list(study.ORT_CASES[op].items())[:1]) for op in ops},
-                                 correct={op: study.MATRIX.correct[op] for op in ops})
-    tallies = kernel_matrix.evaluate(matrix, seeds=1)
-    for (op, name), tally in tallies.items():
-        assert tally.runs > 0
-        if name == "torch":
-            assert tally.failed == 0 and not tally.declined, (op, tally.failures)
-        for failure in tally.failures:
-            assert "requires" in failure, (op, name, failure)
+    tallies = judge_first_cases(study.MATRIX, ("exp", "softmax", "layer_norm", "gemm", "attention"))
     attention = tallies[("attention", "ort_attention")]
     assert attention.failures and all("computes its math in f16" in failure for failure in attention.failures)
     assert all(" bf16 " in run for tally in tallies.values() for run in tally.declined)

@@ -3,10 +3,10 @@ dependency of e2egen): JAX's kernels reach e2egen's contract bit for bit, torch'
 every failure of a JAX kernel names a default requirement it does not meet; none is a bare bound_ratio."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
+
+from tests.studies.library_checks import judge_first_cases
 
 pytestmark = [pytest.mark.usefixtures("fresh_profiles"), pytest.mark.cpu_paths]  # tests/conftest.py
 
@@ -23,15 +23,6 @@ def test_tensors_reach_jax_and_come_back_bit_for_bit():
 
 def test_every_jax_failure_names_its_cause():
     pytest.importorskip("jax")
-    from studies import kernel_matrix, third_party_evidence as study
+    from studies import third_party_evidence as study
 
-    ops = ("sigmoid", "cumsum", "softmax", "layer_norm", "gemm")
-    matrix = dataclasses.replace(study.MATRIX, cases={op: dict(list(study.CASES[op].items())[:1]) for op in ops},
-                                 correct={op: study.MATRIX.correct[op] for op in ops})
-    tallies = kernel_matrix.evaluate(matrix, seeds=1)
-    for (op, name), tally in tallies.items():
-        assert tally.runs > 0
-        if name == "torch":
-            assert tally.failed == 0, (op, tally.failures)
-        for failure in tally.failures:
-            assert "requires" in failure, (op, name, failure)
+    judge_first_cases(study.MATRIX, ("sigmoid", "cumsum", "softmax", "layer_norm", "gemm"))

@@ -22,7 +22,7 @@ from e2egen.runner.ops.normalization.normalization_math import (add_row_offsets,
                                                                 norm_float64, norm_forward_float64, norm_rows,
                                                                 softmax_backward_float64, softmax_float64, softmax_rows)
 from e2egen.runner.ops.normalization.params import ChannelNormParams, NormParams, SoftmaxParams
-from e2egen.runner.ops.normalization.probes import probe_eps, probe_softmax_compute
+from e2egen.runner.ops.normalization.probes import probe_compute_format, probe_eps
 from e2egen.runner.ops.normalization.row_sum_probe import probe_row_sum
 from e2egen.runner.ops.normalization.spec import PER_FEATURE_INPUTS, ChannelNormOp, LogSumExpOp, NormOp, SoftmaxOp
 from e2egen.runner.ops.numerics import Kernel, OpNumerics
@@ -80,7 +80,7 @@ class SoftmaxNumerics(_TensorNumerics[SoftmaxOp]):
         return {"grad_x": backward(problem, inputs64["grad_y"], inputs64["y"])}
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
-        return with_row_sum(probe_softmax_compute(problem, kernel, device, label), problem, kernel, device, label)
+        return with_row_sum(probe_compute_format(problem, kernel, device, label), problem, kernel, device, label)
 
 
 class LogSumExpNumerics(_TensorNumerics[LogSumExpOp]):
@@ -155,7 +155,17 @@ class NormNumerics(_TensorNumerics[NormOp]):
         return norm_backward_bounds(problem, inputs64, self.spec.centered)
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
-        return probe_eps(problem, kernel, device, label)
+        return with_compute_format(probe_eps(problem, kernel, device, label), problem, kernel, device, label)
+
+
+def with_compute_format(found: Arithmetic, problem: Problem, kernel: Kernel, device: torch.device,
+                        label: str) -> Arithmetic:
+    """`found` (the eps probe's) with the compute-format probe's finding, forward only."""
+    if problem.direction != "fwd":
+        return found
+    compute = probe_compute_format(problem, kernel, device, label)
+    return replace(found, compute=compute.compute, notes=(*found.notes, *compute.notes),
+                   unexplained=(*found.unexplained, *compute.unexplained))
 
 
 def with_row_sum(found: Arithmetic, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
@@ -213,4 +223,4 @@ class ChannelNormNumerics(_TensorNumerics[ChannelNormOp]):
         return {"y": channel_norm_bound(problem, inputs64)}
 
     def probe_arithmetic(self, problem: Problem, kernel: Kernel, device: torch.device, label: str) -> Arithmetic:
-        return probe_eps(problem, kernel, device, label)
+        return with_compute_format(probe_eps(problem, kernel, device, label), problem, kernel, device, label)

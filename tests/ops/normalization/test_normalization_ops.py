@@ -323,3 +323,54 @@ def test_the_softmax_probe_finds_f32_where_the_contract_allows_stored_weights(op
     outcome = e2egen.judge(None if kernel == "torch" else IMPL + kernel, op, {"shape": [16, 1000]}, dtype)
     assert outcome.passed, outcome.reason
     assert "computes in" not in outcome.report or f"computes in {dtype}" not in outcome.report
+
+
+# -- the norms' compute-format probe --------------------------------------------------------------------------------
+CHANNEL = "e2egen.runner.ops.normalization.channel_kernels:"
+NORM_CASES = {"layer_norm": {"shape": [4, 1024]}, "rms_norm": {"shape": [4, 1024]},
+              "group_norm": {"shape": [2, 32, 7, 7], "groups": 8}, "batch_norm": {"shape": [4, 8, 6, 6]}}
+
+
+def _norm_compute(op: str, dtype: str, impl: str | None, layout: str = "contiguous"):
+    from e2egen.runner.arithmetic.lookup import probe_problem
+    from e2egen.runner.kernels import case_kernel
+
+    problem = probe_problem(make_problem(op, "fwd", dtype, layout, NORM_CASES[op], (-1.0, 1.0), 1))
+    return problem.numerics.probe_arithmetic(problem, case_kernel(problem, impl), torch.device("cpu"), str(impl))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("op, impl", [("layer_norm", None), ("layer_norm", IMPL + "layer_norm_welford_rsqrt"),
+                                      ("layer_norm", IMPL + "layer_norm_two_pass_recip"), ("rms_norm", None),
+                                      ("rms_norm", IMPL + "rms_norm_sequential"), ("group_norm", None),
+                                      ("group_norm", CHANNEL + "group_norm_welford"), ("batch_norm", None),
+                                      ("batch_norm", CHANNEL + "batch_norm_folded_f32")])
+def test_the_norms_compute_probe_finds_f32_statistics_and_affine_step(op, impl, dtype):
+    found = _norm_compute(op, dtype, impl)
+    assert found.compute == "f32" and not found.unexplained, (found.notes, found.unexplained)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("op, impl", [("layer_norm", IMPL + "layer_norm_f16_reduction"),
+                                      ("rms_norm", IMPL + "rms_norm_f16_reduction"),
+                                      ("batch_norm", CHANNEL + "torch_batch_norm")])
+def test_the_norms_compute_probe_names_steps_in_the_input_format(op, impl, dtype):
+    """Statistics reduced in f16 (our planted kernels), or torch's own f16/bf16 batch_norm folding its scale and
+    shift into the input format: a tenth or more of the probe's outputs land an ulp or more from the correctly
+    rounded result, and the probe names the input format's compute (the default require.compute fails it)."""
+    found = _norm_compute(op, dtype, impl)
+    assert found.compute == dtype, found.notes
+    assert any(note.endswith(f"the statistics or the normalisation done in {dtype}") for note in found.notes)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("op, impl", [("layer_norm", IMPL + "layer_norm_unbiased"),
+                                      ("group_norm", CHANNEL + "group_norm_unbiased")])
+def test_far_outputs_that_all_lean_one_way_are_a_statistic_off_not_a_format(op, impl, dtype):
+    """The variance divided by n - 1 scales every x̂ down alike: on the probe's short rows many outputs land an ulp
+    away, as a narrower format's would, but all smaller in magnitude. That is a finding no format explains, with its
+    likely cause, where a format's roundings go either way (the kernels above)."""
+    found = _norm_compute(op, dtype, impl)
+    assert found.compute == "f32"
+    assert len(found.unexplained) == 1 and "smaller in magnitude than exact" in found.unexplained[0]
+    assert "divided by n - 1" in found.unexplained[0]

@@ -37,16 +37,15 @@ def _element_type(dtype: torch.dtype) -> int:
 
 @functools.cache
 def _session(op: str, element_type: int, inputs: tuple[str, ...], attributes: tuple[tuple[str, Any], ...] = (),
-             constants: tuple[tuple[str, tuple[int, ...]], ...] = (), outputs: int = 1) -> Any:
-    """One node of `op` on inputs of `element_type` (constants: int64 initializers, e.g. axes), its first output of
-    that type; an InferenceSession on the CPU provider."""
+             constants: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> Any:
+    """One node of `op` on inputs of `element_type` (constants: int64 initializers, e.g. axes), its output of that
+    type; an InferenceSession on the CPU provider."""
     onnx, helper, onnxruntime = _onnx()
     graph_inputs = [helper.make_tensor_value_info(name, element_type, None) for name in inputs]
     initializers = [helper.make_tensor(name, onnx.TensorProto.INT64, [len(values)], list(values))
                     for name, values in constants]
-    names = [f"y{index}" for index in range(outputs)]
-    node = helper.make_node(op, [*inputs, *(name for name, _ in constants)], names, **dict(attributes))
-    graph = helper.make_graph([node], op, graph_inputs, [helper.make_tensor_value_info(names[0], element_type, None)],
+    node = helper.make_node(op, [*inputs, *(name for name, _ in constants)], ["y0"], **dict(attributes))
+    graph = helper.make_graph([node], op, graph_inputs, [helper.make_tensor_value_info("y0", element_type, None)],
                               initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     try:

@@ -55,8 +55,7 @@ def _to_torch(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
 
 @functools.cache
 def _compiled(build: Callable[..., Any], element_type: Any, shapes: tuple[tuple[int, ...], ...], options: tuple) -> Any:
-    _, opset, core = _openvino()
-    openvino = _openvino()[0]
+    openvino, opset, core = _openvino()
     parameters = [opset.parameter(list(shape), element_type) for shape in shapes]
     result = build(opset, *parameters, **dict(options))
     return core.compile_model(openvino.Model([result], parameters), "CPU", CONFIG)

@@ -291,7 +291,7 @@ class _Probe:
     def scores_format(self) -> tuple[str, list[str]]:
         """The format the scores are rounded to before the softmax ("" where they stay in f32, or not found): keys
         a and b of a row score about SCORE_LEVEL and SCORE_LEVEL + σ·d (k = (c, 0) and (c, d), q = (1, 1)), v = 0
-        at a and 1 at b, so o = 1/(1 + exp(s_a - s_b)). At SCORE_LEVEL an f16 score's ulp is 0.5 and a bf16
+        at a and 1 at b, so o = 1/(1 + exp(s_a - s_b)). At SCORE_LEVEL an f16 score's ulp is 2 and a bf16
         one's 16: rounded there, before or after the scale, the difference s_b - s_a moves by a good part of one,
         and o by SCORE_ULPS of its ulps or more; kept in f32 it moves by F32_SCORE_SLACK or less."""
         a, b, rows = self._key_pair()

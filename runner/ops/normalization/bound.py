@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, DrawnSum, ErrorBound, accumulation_term, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
+from e2egen.runner.bound import (CommonValueSum, ComputeRoundings, DrawnSum, ErrorBound, IndependentRoundings, IntermediateRounding, OutputRounding, PositiveSumCoefficient, ProductSumCoefficient, ScaledMagnitude,
                     SubnormalRounding, SumOfBounds)
 from e2egen.runner.ops.normalization.normalization_math import (NormRows, SoftmaxRows, channel_norm_rows,
                                      channel_values_by_row, from_channel_norm_rows, from_softmax_rows, log_softmax_backward_float64, softmax_backward_float64, norm_backward_float64, norm_float64, norm_rows,
@@ -228,16 +228,18 @@ class RowSums:
 
     mean_sum: CommonValueSum | None
     moment_sum: CommonValueSum
-    mean_walk: "DrawnSum | ScaledMagnitude | None"  # accumulation_term where a row may take the walk
-    mean_anywhere: "ScaledMagnitude | None"  # G(N)·u·Σ|x|/n
+    mean_walk: DrawnSum | None  # where x was drawn independently
+    mean_anywhere: ScaledMagnitude | None  # G(N)·u·Σ|x|/n
     walk_rows: torch.Tensor  # (rows, 1): rows drawn independently with |μ| <= σ
     moment: torch.Tensor  # Σ of the second moment's terms, (rows, 1)
 
     def mean_accumulation(self, model: BoundModel) -> torch.Tensor:
-        if self.mean_walk is None or self.mean_anywhere is None:
+        if self.mean_anywhere is None:
             return torch.zeros_like(self.moment)
-        walk = self.mean_walk.evaluate(model).reshape(self.moment.shape)
-        return torch.where(self.walk_rows, walk, self.mean_anywhere.evaluate(model).reshape(self.moment.shape))
+        anywhere = self.mean_anywhere.evaluate(model).reshape(self.moment.shape)
+        if self.mean_walk is None or not bool(self.walk_rows.any()):
+            return anywhere
+        return torch.where(self.walk_rows, self.mean_walk.evaluate(model).reshape(self.moment.shape), anywhere)
 
     def mean_error(self, model: BoundModel) -> torch.Tensor:
         if self.mean_sum is None:
@@ -290,8 +292,8 @@ def row_sums(problem: Problem, norm: NormRows) -> RowSums:
     walk_rows = torch.zeros_like(moment_sum.absolute_sum, dtype=torch.bool)
     if mean_sum is not None:
         absolute_sum = mean_sum.absolute_sum.squeeze(-1)
-        mean_walk = accumulation_term(norm.x, -1, dtype, drawn, n, absolute_sum, scale=1 / n)
-        mean_anywhere = accumulation_term(norm.x, -1, dtype, False, n, absolute_sum, scale=1 / n)
+        mean_walk = DrawnSum.over(norm.x, -1, dtype, scale=1 / n, absolute_sum=absolute_sum) if drawn else None
+        mean_anywhere = ScaledMagnitude(ProductSumCoefficient(n, dtype), absolute_sum * (1 / n), "sum")
         mean = norm.x.mean(dim=-1, keepdim=True)
         walk_rows = (mean.square() <= norm.x.var(dim=-1, correction=0, keepdim=True)) & drawn
     return RowSums(mean_sum, moment_sum, mean_walk, mean_anywhere, walk_rows, moment_sum.absolute_sum)

@@ -177,15 +177,14 @@ def probe_compute_format(problem: Problem, kernel: Kernel, device: torch.device,
         return Arithmetic(compute="f32", probed_with=problem.describe(), unexplained=(
             f"{problem.op} on rows spread over {[low, high]}: an output {worst:.3g} ulps from "
             f"the correctly rounded result, farther than any rounding of f32 or {fmt} arithmetic takes it",))
-    lean = _lean(problem, inputs, got - exact, ulps >= native_ulps) if problem.op not in NATIVE and far else None
-    if lean is not None and far >= native_share * ulps.numel():
+    if far < native_share * ulps.numel():
+        return Arithmetic(compute="f32", probed_with=problem.describe(), notes=(described,))
+    lean = _lean(problem, inputs, got - exact, ulps >= native_ulps) if problem.op not in NATIVE else None
+    if lean is not None:
         return Arithmetic(compute="f32", probed_with=problem.describe(), unexplained=(
             f"{problem.op} on rows spread over {[low, high]}: {described}, {lean}",))
-    if far >= native_share * ulps.numel():
-        return Arithmetic(compute=fmt, probed_with=problem.describe(),
-                          notes=(f"{described}: {STEPS.get(problem.op, 'the statistics or the normalisation')} "
-                                 f"done in {fmt}",))
-    return Arithmetic(compute="f32", probed_with=problem.describe(), notes=(described,))
+    return Arithmetic(compute=fmt, probed_with=problem.describe(),
+                      notes=(f"{described}: {STEPS.get(problem.op, 'the statistics or the normalisation')} done in {fmt}",))
 
 
 def _lean(problem: Problem, inputs: dict[str, torch.Tensor], error: torch.Tensor, far: torch.Tensor) -> str | None:

@@ -1,6 +1,6 @@
 """What every op's arithmetic probes share (torch-free): exact rounding of Python floats to a significand
-width in each rounding mode a finding may name. Every value the probes craft is exact in float64, so these
-give each hypothesis its one exact expected outcome."""
+width in each rounding mode a finding may name (every value the probes craft is exact in float64, so these
+give each hypothesis its one exact expected outcome), and the long-row row-sum probes' geometry."""
 from __future__ import annotations
 
 import math
@@ -33,3 +33,15 @@ def neighbours(x: float, bits: int) -> tuple[float, float]:
 
 
 __all__ = ["ROUNDING_MODES", "RoundingMode", "neighbours", "round_bits"]
+
+
+# -- the long-row row-sum probes (attention's o; softmax's, log_softmax's and logsumexp's rows) ----------------
+LONG_ROW = 8192  # elements of a probe row: (LONG_ROW - 2)·2^-small_weight_exponent(bits) is 8 output ulps or more
+TILE_KEYS = 256  # the most elements a kernel may add before it rounds its row sum that the probes see
+
+
+def small_weight_exponent(bits: int) -> int:
+    """e such that TILE_KEYS weights of 2^-e sum below half an ulp of a row sum l >= 1 kept to `bits` significand
+    bits (TILE_KEYS·2^-e = 2^-(bits + 1)): an l rounded to that format after each tile drops them."""
+    return bits + 1 + int(math.log2(TILE_KEYS))
+

@@ -35,7 +35,7 @@ import torch
 
 from e2egen import metrics
 from e2egen.runner.arithmetic.model import FORMAT_BITS, Arithmetic
-from e2egen.runner.arithmetic.probing import round_bits
+from e2egen.runner.arithmetic.probing import LONG_ROW, round_bits, small_weight_exponent
 from e2egen.runner.dtypes import FLOAT8
 from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.kernels import call_on_values
@@ -48,8 +48,6 @@ ACC_EXPONENT = 15  # 1.5·2^15 = 49152 fits f16
 GAPS = tuple(range(6, 28))  # 2^(15-27)/4 = 2^-14: f16's smallest normal, so no flushing hides a result
 P_FORMATS = ("f16", "bf16")
 P_ROWS = 12
-LONG_ROW = 8192  # keys of long_row_problem: (LONG_ROW - 2)·2^-(F's bits + 9) is 8 of o's ulps or more at 1
-TILE_KEYS = 256  # the most keys a kernel may add before it rounds l that long_row_sum sees
 SCORE_LEVEL = 4000.0  # the scores' format probe's scores: an f16 ulp of 2 there, bf16's 16, f32's 2.4e-4
 SCORE_STEPS = tuple(i / 8 for i in range(3, 16, 2))  # s_b - s_a tried until every rounding of the scores moves o
 SCORE_ULPS = 8  # ... this many of its ulps or more; a reading within a quarter of that matches
@@ -195,13 +193,13 @@ class _Probe:
     def long_row_sum(self) -> tuple[int | None, list[str]]:
         """The row sum rounded between tiles of keys, which rows of the case's own length may not show without lse:
         on LONG_ROW keys (this probe's problem is `long_row_problem`'s), the first and the last score 0 (P = 1,
-        v = 1) and every other ln π, π = 2^-e with e = F's bits + 9 for the format F the kernel would store l in.
+        v = 1) and every other ln π, π = 2^-e (small_weight_exponent of the format F the kernel would store l in).
         A tile of up to TILE_KEYS small weights then sums below half an ulp of l ≥ 1 in F, so an l rounded to F
         after each tile keeps 1 (or 2), from whichever end the kernel starts, and o = 2/l comes back 1; held in
         f32 (any order, any tiles: the sum is exact) o is 2/(2 + (LONG_ROW - 2)·π), 8 of o's ulps or more away."""
         keys = list(range(self.p.seq_k))
         heavy, small = [keys[0], keys[-1]], keys[1:-1]
-        exponent = FORMAT_BITS[self.l_format] + 9
+        exponent = small_weight_exponent(FORMAT_BITS[self.l_format])
         kept = self._row_sum_kept(0, heavy, small, exponent, lse=False)
         if kept is None:
             return None, [f"row sum over {len(keys)} keys: the outputs fit neither l = 2 + {len(small)}·2^-{exponent} "

@@ -1,10 +1,11 @@
 """The row sum of softmax, log_softmax and logsumexp: kept in f32, or run in the f16/bf16 input format (a running
 sum rounded after each element, or after each tile of up to TILE_KEYS of them)?
 
-One row of ROW_LENGTH elements along the case's axis (every other dim 1, the case's layout): both ends are 0
-(weight 1), every other element -e·ln 2 rounded to the input format F (weight π ≈ 2^-e, e = F's bits + 9). A tile
+One row of LONG_ROW elements along the case's axis (every other dim 1, the case's layout): both ends are 0
+(weight 1), every other element -e·ln 2 rounded to the input format F (weight π ≈ 2^-e, e = F's bits + 9:
+runner/arithmetic/probing.py's small_weight_exponent). A tile
 of up to TILE_KEYS small weights then sums below half an ulp of l >= 1 in F, so an l rounded to F between tiles
-stays 1 or 2, from whichever end the kernel starts; held in f32, in any order and any tiles, l = 2 + (ROW_LENGTH -
+stays 1 or 2, from whichever end the kernel starts; held in f32, in any order and any tiles, l = 2 + (LONG_ROW -
 2)·π to within f32's rounding. The first end's output tells the two apart by 8 of its ulps or more: softmax's 1/l,
 log_softmax's -log l, logsumexp's log l. attention's row-sum probe (runner/ops/attention/probes.py) is the same
 experiment through o.
@@ -21,13 +22,12 @@ import torch
 
 from e2egen import metrics
 from e2egen.runner.arithmetic.model import FORMAT_BITS
+from e2egen.runner.arithmetic.probing import LONG_ROW, small_weight_exponent
 from e2egen.runner.errors import KernelFailure, Skip
 from e2egen.runner.kernels import call_on_values
 from e2egen.runner.ops.numerics import Kernel
 from e2egen.runner.problem import Problem
 
-ROW_LENGTH = 8192  # (ROW_LENGTH - 2)·2^-(F's bits + 9) moves every output 8 of its ulps or more
-TILE_KEYS = 256  # the most elements a kernel may add before it rounds l that the probe sees
 HALF_FORMATS = ("f16", "bf16")  # the formats a row sum is rounded to; f32 inputs are probed for f16
 
 
@@ -36,24 +36,24 @@ def probe_row_sum(problem: Problem, kernel: Kernel, device: torch.device, label:
     explains (a row sum that leaves an element out)."""
     fmt = problem.input_format if problem.input_format in HALF_FORMATS else "f16"
     row = row_problem(problem)
-    exponent = FORMAT_BITS[fmt] + 9
+    exponent = small_weight_exponent(FORMAT_BITS[fmt])
     x = torch.full(row.input_shapes["x"], -exponent * math.log(2.0), dtype=torch.float64).reshape(-1)
     x[0] = x[-1] = 0.0
     x = metrics.round_to(x, problem.input_format).reshape(row.input_shapes["x"])
     try:
         got = float(call_on_values(row, kernel, {"x": x}, device, label=label)[row.primary_output].reshape(-1)[0])
     except (Skip, KernelFailure) as declined:
-        return RowSumReading(notes=(f"row sum over {ROW_LENGTH} elements not probed: {declined}",))
-    small = ROW_LENGTH - 2
+        return RowSumReading(notes=(f"row sum over {LONG_ROW} elements not probed: {declined}",))
+    small = LONG_ROW - 2
     kept = 2.0 + small * math.exp(float(x.reshape(-1)[1]))
     described = f"2 + {small}·2^-{exponent}"
     got_sum = _row_sum_of(problem.op, got)
     if abs(got_sum - kept) <= (kept - 2.0) / 4:
         return RowSumReading()
     if abs(got_sum - 2.0) <= (kept - 2.0) / 4:
-        return RowSumReading(FORMAT_BITS[fmt], (f"row sum over {ROW_LENGTH} elements: {described} came back 2: the row "
+        return RowSumReading(FORMAT_BITS[fmt], (f"row sum over {LONG_ROW} elements: {described} came back 2: the row "
                                                 f"sum runs in {fmt} (rounded after each element or tile of elements)",))
-    where = (f"row sum over {ROW_LENGTH} elements of weights 1 at both ends and 2^-{exponent} between: the output "
+    where = (f"row sum over {LONG_ROW} elements of weights 1 at both ends and 2^-{exponent} between: the output "
              f"{got!r} gives l = {got_sum:.6g}, expected {kept:.6g} (or 2, rounded in {fmt})")
     if min(abs(got_sum - kept), abs(got_sum - 2.0)) > 4 * (kept - 2.0):
         return RowSumReading(unexplained=(f"{where}: an element left out, or one counted twice?",))
@@ -61,9 +61,9 @@ def probe_row_sum(problem: Problem, kernel: Kernel, device: torch.device, label:
 
 
 def row_problem(problem: Problem) -> Problem:
-    """The case's rank, axis and layout with one row of ROW_LENGTH elements."""
+    """The case's rank, axis and layout with one row of LONG_ROW elements."""
     params = problem.params
-    shape = tuple(ROW_LENGTH if dim == params.axis else 1 for dim in range(len(params.shape)))
+    shape = tuple(LONG_ROW if dim == params.axis else 1 for dim in range(len(params.shape)))
     return replace(problem, params=replace(params, shape=shape, offset=0.0))
 
 

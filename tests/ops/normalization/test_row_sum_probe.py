@@ -11,7 +11,7 @@ from e2egen.runner import make_problem
 from e2egen.runner.arithmetic.lookup import probe_problem
 from e2egen.runner.kernels import case_kernel
 from e2egen.runner.ops.normalization import kernels
-from e2egen.runner.ops.normalization.row_sum_probe import ROW_LENGTH, probe_row_sum, row_problem
+from e2egen.runner.ops.normalization.row_sum_probe import LONG_ROW, probe_row_sum, row_problem
 
 pytestmark = pytest.mark.cpu_paths  # torch's kernels run ATen's AVX2 or AVX-512 code
 IMPL = "e2egen.runner.ops.normalization.kernels:"
@@ -44,7 +44,7 @@ def test_torch_and_correct_orders_keep_an_f32_row_sum(op, dtype, layout):
 def test_a_running_sum_in_the_input_format_is_measured_and_breaks_the_accumulator_requirement(op, dtype, bits):
     found = _probe(op, dtype, RUNNING_SUM_IN_INPUT_FORMAT[op])
     assert found.acc_bits == bits
-    assert any(note.startswith(f"row sum over {ROW_LENGTH} elements: 2 + 8190·2^-{bits + 9} came back 2")
+    assert any(note.startswith(f"row sum over {LONG_ROW} elements: 2 + 8190·2^-{bits + 9} came back 2")
                for note in found.notes), found.notes
     outcome = judge(IMPL + RUNNING_SUM_IN_INPUT_FORMAT[op], op, {"shape": [4, 1024]}, dtype, data_range=(-1.0, 1.0),
                     seed=1)
@@ -71,7 +71,7 @@ def test_a_kernel_declining_long_rows_is_not_measured_and_says_so():
 
     reading = probe_row_sum(problem, short_rows_only, torch.device("cpu"), "short rows only")
     assert reading.bits is None and not reading.unexplained
-    assert reading.notes[0].startswith(f"row sum over {ROW_LENGTH} elements not probed:"), reading.notes
+    assert reading.notes[0].startswith(f"row sum over {LONG_ROW} elements not probed:"), reading.notes
 
 
 @pytest.mark.parametrize("shape, axis, layout", [([4, 1024], 1, "strided"), ([2, 8, 3, 3], 1, "channels_last"),
@@ -80,5 +80,5 @@ def test_the_probe_row_keeps_the_case_s_rank_axis_and_layout(shape, axis, layout
     problem = make_problem("softmax", "fwd", "bf16", layout, {"shape": shape, "axis": axis, "offset": 10.0},
                            (-1.0, 1.0), 1)
     row = row_problem(problem)
-    assert row.params.shape == tuple(ROW_LENGTH if dim == axis else 1 for dim in range(len(shape)))
+    assert row.params.shape == tuple(LONG_ROW if dim == axis else 1 for dim in range(len(shape)))
     assert (row.layout, row.params.axis, row.params.offset) == (layout, axis, 0.0)
